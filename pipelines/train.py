@@ -1,0 +1,111 @@
+r"""Trains a Rank4Class ranking model, keeps the best checkpoint, exports it.
+
+Example (the end-to-end test runs this command with fewer steps):
+
+  .venv/bin/python -m pipelines.train --dataset=digits --loss=approx_ndcg \
+      --interaction=lc_mlp --train_steps=1000 --eval_every=100 \
+      --model_dir=runs/digits_approx_ndcg
+
+Writes into --model_dir: config.json, TensorBoard events (train/,
+validation/), checkpoints/, best_checkpoint/ and export/{best_model_by_metric,
+latest_model} SavedModels whose `serving_default` signature takes the raw
+instance and returns `scores`, `top_k_ids`, `top_k_names`, `top_k_scores`.
+Bad flags exit with status 1 and one line naming the flag, before anything is
+written.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+
+from rank4class_tf import config as config_lib
+from rank4class_tf import training
+
+# Data.
+flags.DEFINE_string("dataset", "digits", "Dataset name (digits).")
+flags.DEFINE_string("data_dir", None, "Directory of the dataset's files.")
+# Model.
+flags.DEFINE_string("encoder", "small_cnn", "Instance encoder: small_cnn, mlp.")
+flags.DEFINE_integer("encoder_dim", 128, "Size of the instance encoding h.")
+flags.DEFINE_float("dropout", 0.1, "Dropout rate on h during training.")
+flags.DEFINE_string("interaction", "dot",
+                    "Instance-class interaction: dot, lc_mlp, concat_mlp.")
+flags.DEFINE_integer("mlp_units", 128,
+                     "Width of both hidden layers of lc_mlp / concat_mlp.")
+# Loss.
+flags.DEFINE_string("loss", "softmax",
+                    "softmax, pairwise_logistic, approx_ndcg, "
+                    "gumbel_approx_ndcg, mse, rescaled_mse.")
+flags.DEFINE_float("temperature", None,
+                   "Temperature of softmax / pairwise_logistic / approx_ndcg / "
+                   "gumbel_approx_ndcg (default: TF-Ranking's for that loss).")
+flags.DEFINE_integer("sample_size", 8, "Gumbel-ApproxNDCG samples per list.")
+flags.DEFINE_float("gumbel_temperature", 1.0,
+                   "Gumbel-ApproxNDCG noise temperature.")
+flags.DEFINE_float("rescaled_mse_k", 1.0,
+                   "rescaled_mse: weight k of the true class (ImageNet: 15).")
+flags.DEFINE_float("rescaled_mse_m", 1.0,
+                   "rescaled_mse: target M of the true class (ImageNet: 30).")
+# Training.
+flags.DEFINE_string("optimizer", "adam", "adam or adagrad.")
+flags.DEFINE_float("learning_rate", 1e-3, "Learning rate.")
+flags.DEFINE_integer("batch_size", 64, "Global batch size.")
+flags.DEFINE_integer("train_steps", 2000, "Total training steps.")
+flags.DEFINE_integer("eval_every", 200, "Steps between validations.")
+flags.DEFINE_string("best_metric", "top1_accuracy",
+                    "Validation metric that picks the best checkpoint.")
+flags.DEFINE_list("metrics", list(config_lib.TrainConfig.metrics),
+                  "Metrics: top<k>_accuracy, ndcg@<k>, ndcg, mrr.")
+flags.DEFINE_string("strategy", "default",
+                    "default, mirrored, multi_worker_mirrored, tpu.")
+flags.DEFINE_string("tpu", "", "TPU address for --strategy=tpu.")
+flags.DEFINE_integer("seed", 42, "Seed of initialisation, shuffling, noise.")
+flags.DEFINE_string("model_dir", None, "Directory for everything the run makes.")
+flags.DEFINE_integer("top_k", 5, "Ranked classes returned by the SavedModel.")
+
+FLAGS = flags.FLAGS
+
+
+def config_from_flags() -> config_lib.TrainConfig:
+  """Maps the flags onto the run's config, field by field."""
+  return config_lib.TrainConfig(
+      dataset=FLAGS.dataset,
+      data_dir=FLAGS.data_dir,
+      encoder=FLAGS.encoder,
+      encoder_dim=FLAGS.encoder_dim,
+      dropout=FLAGS.dropout,
+      interaction=FLAGS.interaction,
+      mlp_units=FLAGS.mlp_units,
+      loss=FLAGS.loss,
+      temperature=FLAGS.temperature,
+      sample_size=FLAGS.sample_size,
+      gumbel_temperature=FLAGS.gumbel_temperature,
+      rescaled_mse_k=FLAGS.rescaled_mse_k,
+      rescaled_mse_m=FLAGS.rescaled_mse_m,
+      optimizer=FLAGS.optimizer,
+      learning_rate=FLAGS.learning_rate,
+      batch_size=FLAGS.batch_size,
+      train_steps=FLAGS.train_steps,
+      eval_every=FLAGS.eval_every,
+      best_metric=FLAGS.best_metric,
+      metrics=tuple(FLAGS.metrics),
+      strategy=FLAGS.strategy,
+      tpu=FLAGS.tpu,
+      seed=FLAGS.seed,
+      model_dir=FLAGS.model_dir or "",
+      top_k=FLAGS.top_k)
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit(f"train: unexpected arguments: {' '.join(argv[1:])}")
+  try:
+    export_dir = training.train(config_from_flags(), verbose=2)
+  except ValueError as e:
+    sys.exit(f"train: {e}")
+  print(f"Exported the best model to {export_dir}")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,142 @@
+"""Instance-class interactions I(h', c_i) -> s_i, looked up by name.
+
+Every interaction is a Keras layer called as `layer([h, classes])` with
+
+* `h`: [batch_size, dim] instance encodings (already h' = [h, 1] when the
+  model appends the bias coordinate),
+* `classes`: [num_classes, class_dim] the class table (the class encoder's
+  output, shared by every instance),
+
+and returns scores of every class, [batch_size, num_classes]. The model then
+gathers the classes listed for each instance.
+
+Names:
+
+* `dot`: s_i = <h', c_i>. With h' = [h, 1] this is exactly the classical
+  `Dense(num_classes)` classifier (Rank4Class §3.2).
+* `lc_mlp`: latent cross (Beutel et al. 2018), x_i = (1 + c_i) * h'
+  element-wise, then an MLP to a scalar.
+* `concat_mlp`: x_i = [h'; c_i], then an MLP to a scalar.
+
+The MLPs have two ReLU hidden layers of the same width `units` (the paper tunes
+{64, 128, 256, 512}) and a linear output unit.
+"""
+
+from typing import Any, Dict
+
+import tensorflow as tf
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class DotInteraction(tf.keras.layers.Layer):
+  """s_i = <h, c_i>: scores = h @ classes^T.
+
+  Shapes: h [batch_size, dim], classes [num_classes, dim] ->
+  [batch_size, num_classes].
+  """
+
+  def call(self, inputs):
+    h, classes = inputs
+    return tf.matmul(h, classes, transpose_b=True)
+
+
+def _mlp_tail(units: int, name: str) -> tf.keras.Sequential:
+  """Second hidden layer and the scalar output of the interaction MLPs."""
+  return tf.keras.Sequential([
+      tf.keras.layers.Dense(units, activation="relu", name="hidden_2"),
+      tf.keras.layers.Dense(1, name="score"),
+  ], name=name)
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class LatentCrossMLP(tf.keras.layers.Layer):
+  """Latent cross then MLP: s_i = MLP((1 + c_i) * h).
+
+  Shapes: h [batch_size, dim], classes [num_classes, dim] ->
+  [batch_size, num_classes]. The MLP runs on [batch_size, num_classes, dim].
+
+  Args:
+    units: width of both hidden layers.
+  """
+
+  def __init__(self, units: int = 128, **kwargs):
+    super().__init__(**kwargs)
+    self.units = int(units)
+    self.hidden_1 = tf.keras.layers.Dense(
+        self.units, activation="relu", name="hidden_1")
+    self.tail = _mlp_tail(self.units, "mlp_tail")
+
+  def call(self, inputs):
+    h, classes = inputs
+    crossed = (1. + classes[tf.newaxis, :, :]) * h[:, tf.newaxis, :]
+    return tf.squeeze(self.tail(self.hidden_1(crossed)), axis=-1)
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({"units": self.units})
+    return config
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class ConcatMLP(tf.keras.layers.Layer):
+  """Concatenation then MLP: s_i = MLP([h; c_i]).
+
+  The first layer W [h; c_i] + b is computed as (W_h h + b) + W_c c_i, the
+  instance part once per instance and the class part once per class, then
+  broadcast-added: the same numbers as concatenating, without materialising
+  [batch_size, num_classes, dim + class_dim].
+
+  Shapes: h [batch_size, dim], classes [num_classes, class_dim] ->
+  [batch_size, num_classes].
+
+  Args:
+    units: width of both hidden layers.
+  """
+
+  def __init__(self, units: int = 128, **kwargs):
+    super().__init__(**kwargs)
+    self.units = int(units)
+    self.instance_part = tf.keras.layers.Dense(self.units, name="hidden_1_h")
+    self.class_part = tf.keras.layers.Dense(
+        self.units, use_bias=False, name="hidden_1_c")
+    self.tail = _mlp_tail(self.units, "mlp_tail")
+
+  def call(self, inputs):
+    h, classes = inputs
+    first = tf.nn.relu(self.instance_part(h)[:, tf.newaxis, :] +
+                       self.class_part(classes)[tf.newaxis, :, :])
+    return tf.squeeze(self.tail(first), axis=-1)
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({"units": self.units})
+    return config
+
+
+_INTERACTIONS = {
+    "dot": DotInteraction,
+    "lc_mlp": LatentCrossMLP,
+    "concat_mlp": ConcatMLP,
+}
+
+INTERACTION_NAMES = tuple(_INTERACTIONS)
+
+
+def get(name: str, units: int = 128) -> tf.keras.layers.Layer:
+  """Builds the interaction called `name` (`dot`, `lc_mlp`, `concat_mlp`).
+
+  Args:
+    name: interaction name.
+    units: hidden width of the MLP interactions; ignored by `dot`.
+
+  Raises:
+    ValueError: for an unknown name or non-positive units.
+  """
+  if name not in _INTERACTIONS:
+    raise ValueError(f"Unknown interaction {name!r}; valid names: "
+                     f"{', '.join(INTERACTION_NAMES)}.")
+  if name == "dot":
+    return DotInteraction(name="interaction")
+  if units <= 0:
+    raise ValueError(f"MLP units must be positive, got {units}.")
+  return _INTERACTIONS[name](units=units, name="interaction")

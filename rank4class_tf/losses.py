@@ -1,0 +1,112 @@
+"""Ranking losses over the class list, looked up by name.
+
+Every loss takes `y_true` [batch_size, num_classes] (one-hot for multiclass,
+graded or multi-hot otherwise; negative entries are padding) and `y_pred`
+[batch_size, num_classes] scores, as TF-Ranking's Keras losses do. The names
+map to TF-Ranking's classes; `rescaled_mse` (Hui & Belkin 2021) is ours because
+TF-Ranking has no rescaled square loss.
+
+Example:
+
+>>> loss = rank4class_tf.losses.get("approx_ndcg", temperature=0.1)
+>>> loss([[0., 1., 0.]], [[1., 3., 2.]])
+"""
+
+from typing import Any, Dict, Tuple
+
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+from rank4class_tf import ops
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class RescaledMeanSquaredLoss(tf.keras.losses.Loss):
+  r"""Rescaled square loss (Hui & Belkin, ICLR 2021).
+
+  ```
+  loss(y, s) = 1/C * [ k * (s_c - M)^2 + sum_{i != c} s_i^2 ]
+  ```
+
+  for the true class c among C classes; their ImageNet setting is k = 15,
+  M = 30. With k = M = 1 it equals the mean squared error against the one-hot
+  labels (TF-Ranking's `MeanSquaredLoss`). The per-list value is reduced over
+  the batch with the Keras `reduction`.
+
+  Example:
+
+  >>> loss = RescaledMeanSquaredLoss(k=15., m=30.)
+  >>> loss([[0., 1.]], [[1., 29.]]).numpy()  # (1 + 15 * 1) / 2
+  8.0
+  """
+
+  def __init__(self,
+               k: float = 1.0,
+               m: float = 1.0,
+               reduction: str = tf.keras.losses.Reduction.AUTO,
+               name: str = "rescaled_mse"):
+    super().__init__(reduction=reduction, name=name)
+    self.k = float(k)
+    self.m = float(m)
+
+  def call(self, y_true, y_pred):
+    return ops.rescaled_mse(y_true, y_pred, k=self.k, m=self.m)
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({"k": self.k, "m": self.m})
+    return config
+
+
+# name -> (class, hyper-parameters it accepts). A plain dict, no registry.
+_LOSSES: Dict[str, Tuple[type, Tuple[str, ...]]] = {
+    "softmax": (tfr.keras.losses.SoftmaxLoss, ("temperature",)),
+    "pairwise_logistic": (tfr.keras.losses.PairwiseLogisticLoss,
+                          ("temperature",)),
+    "approx_ndcg": (tfr.keras.losses.ApproxNDCGLoss, ("temperature",)),
+    "gumbel_approx_ndcg": (tfr.keras.losses.GumbelApproxNDCGLoss,
+                           ("temperature", "sample_size",
+                            "gumbel_temperature", "seed")),
+    "mse": (tfr.keras.losses.MeanSquaredLoss, ()),
+    "rescaled_mse": (RescaledMeanSquaredLoss, ("k", "m")),
+}
+
+LOSS_NAMES = tuple(_LOSSES)
+
+
+def hyperparameters(name: str) -> Tuple[str, ...]:
+  """Names of the keyword arguments that loss `name` accepts."""
+  _check_name(name)
+  return _LOSSES[name][1]
+
+
+def _check_name(name: str) -> None:
+  if name not in _LOSSES:
+    raise ValueError(f"Unknown loss {name!r}; valid names: "
+                     f"{', '.join(LOSS_NAMES)}.")
+
+
+def get(name: str, **kwargs) -> tf.keras.losses.Loss:
+  """Builds the loss called `name`.
+
+  Args:
+    name: one of `LOSS_NAMES`: softmax, pairwise_logistic, approx_ndcg,
+      gumbel_approx_ndcg, mse, rescaled_mse.
+    **kwargs: that loss's hyper-parameters (see `hyperparameters(name)`);
+      `reduction` is accepted by all. A value of None keeps the default.
+
+  Returns:
+    A `tf.keras.losses.Loss`.
+
+  Raises:
+    ValueError: for an unknown name or a hyper-parameter the loss lacks.
+  """
+  _check_name(name)
+  cls, accepted = _LOSSES[name]
+  kwargs = {k: v for k, v in kwargs.items() if v is not None}
+  unknown = sorted(set(kwargs) - set(accepted) - {"reduction"})
+  if unknown:
+    raise ValueError(f"Loss {name!r} has no hyper-parameter(s) "
+                     f"{', '.join(unknown)}; it accepts: "
+                     f"{', '.join(accepted) or 'none'}.")
+  return cls(name=name, **kwargs)

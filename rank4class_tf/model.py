@@ -1,0 +1,201 @@
+"""The Rank4Class ranking model: instance x classes -> [batch_size, num_classes].
+
+Rank4Class (Wang et al.) reads a multiclass classifier as a ranking model: the
+instance x is the query (TF-Ranking *context* features), the classes are the
+documents (TF-Ranking *example* features, one entry per class), and
+
+  h = H(x)              the instance encoder, run once per instance,
+  h' = [h, 1]           the bias coordinate of the paper,
+  c_i = E(i)            the class encoder (an embedding table here),
+  s_i = I(h', c_i)      the interaction (`dot`, `lc_mlp`, `concat_mlp`).
+
+With `dot` the model equals a classical `Dense(num_classes)` classifier whose
+kernel column i and bias i are c_i (paper §3.2).
+
+The model is assembled with `tfr.keras.model.ModelBuilder` and our
+`Rank4ClassScorer`. TF-Ranking's `UnivariateScorer` cannot be used: it scores
+each (context, example) pair separately and would run the instance encoder
+once per class.
+"""
+
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+from rank4class_tf import datasets
+from rank4class_tf import encoders
+from rank4class_tf import interactions
+from rank4class_tf import ops
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class ClassEmbedding(tf.keras.layers.Layer):
+  """Class encoder c_i = W^T e_i: one trainable vector per class.
+
+  `table()` returns the [num_classes, dim] class table after `build`.
+
+  Args:
+    num_classes: number of classes.
+    dim: embedding size.
+  """
+
+  def __init__(self, num_classes: int, dim: int, **kwargs):
+    super().__init__(**kwargs)
+    self.num_classes = int(num_classes)
+    self.dim = int(dim)
+
+  def build(self, input_shape=None):
+    self.embeddings = self.add_weight(
+        name="embeddings", shape=[self.num_classes, self.dim],
+        initializer="glorot_uniform")
+    super().build(input_shape)
+
+  def table(self) -> tf.Tensor:
+    return self.embeddings
+
+  def call(self, class_ids):
+    """Looks up classes: [..., ] int ids -> [..., dim]."""
+    return tf.gather(self.embeddings, tf.cast(class_ids, tf.int32))
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({"num_classes": self.num_classes, "dim": self.dim})
+    return config
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class ClassRankingHead(tf.keras.layers.Layer):
+  """Scores the listed classes of each instance from its encoding.
+
+  Called as `head([h, class_ids])`:
+
+  * h: [batch_size, dim] instance encodings;
+  * class_ids: [batch_size, list_size] or [batch_size, list_size, 1] ids;
+  * returns [batch_size, list_size] scores.
+
+  Every class of the table is scored once per instance (the interaction sees
+  [batch_size, dim] and [num_classes, class_dim]) and the listed ones are
+  gathered, so lists may be any subset or order of the classes.
+
+  Args:
+    num_classes: size of the class table.
+    interaction: an interaction layer (see `interactions.get`).
+    class_dim: class embedding size; None makes it equal to h's size plus the
+      bias coordinate, which `dot` and `lc_mlp` require.
+    append_bias: use h' = [h, 1] (the paper's bias) instead of h.
+  """
+
+  def __init__(self,
+               num_classes: int,
+               interaction: tf.keras.layers.Layer,
+               class_dim: Optional[int] = None,
+               append_bias: bool = True,
+               **kwargs):
+    super().__init__(**kwargs)
+    if isinstance(interaction, dict):
+      interaction = tf.keras.layers.deserialize(interaction)
+    self.num_classes = int(num_classes)
+    self.interaction = interaction
+    self.class_dim = class_dim
+    self.append_bias = bool(append_bias)
+    self.class_encoder = None
+
+  def build(self, input_shape):
+    h_shape, _ = input_shape
+    dim = int(h_shape[-1]) + (1 if self.append_bias else 0)
+    self.class_encoder = ClassEmbedding(
+        self.num_classes, self.class_dim or dim, name="class_encoder")
+    self.class_encoder.build(None)
+    super().build(input_shape)
+
+  def all_class_scores(self, h: tf.Tensor) -> tf.Tensor:
+    """Scores of every class of the table: [batch_size, num_classes]."""
+    if self.append_bias:
+      h = ops.append_one(h)
+    return self.interaction([h, self.class_encoder.table()])
+
+  def call(self, inputs):
+    h, class_ids = inputs
+    if class_ids.shape.rank == 3:
+      class_ids = tf.squeeze(class_ids, axis=-1)
+    return ops.gather_class_scores(self.all_class_scores(h), class_ids)
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({
+        "num_classes": self.num_classes,
+        "interaction": tf.keras.layers.serialize(self.interaction),
+        "class_dim": self.class_dim,
+        "append_bias": self.append_bias,
+    })
+    return config
+
+
+class Rank4ClassScorer(tfr.keras.model.Scorer):
+  """TF-Ranking scorer: encodes the instance once, ranks every listed class.
+
+  Args:
+    instance_key: context feature holding the raw instance.
+    num_classes: size of the class table.
+    encoder_fn: zero-argument callable returning a fresh encoder layer.
+    interaction_fn: zero-argument callable returning a fresh interaction.
+    class_dim: see `ClassRankingHead`.
+  """
+
+  def __init__(self, instance_key: str, num_classes: int, encoder_fn,
+               interaction_fn, class_dim: Optional[int] = None):
+    self._instance_key = instance_key
+    self._num_classes = num_classes
+    self._encoder_fn = encoder_fn
+    self._interaction_fn = interaction_fn
+    self._class_dim = class_dim
+
+  def __call__(self, context_features, example_features, mask):
+    del mask  # Every class is listed; padding is marked by negative labels.
+    h = self._encoder_fn()(context_features[self._instance_key])
+    head = ClassRankingHead(self._num_classes, self._interaction_fn(),
+                            class_dim=self._class_dim, name="ranking_head")
+    return head([h, example_features[datasets.CLASS_ID]])
+
+
+def build_model_builder(data: datasets.ClassificationData,
+                        encoder: str = "small_cnn",
+                        encoder_kwargs: Optional[Dict[str, Any]] = None,
+                        interaction: str = "dot",
+                        mlp_units: int = 128,
+                        class_dim: Optional[int] = None
+                       ) -> tfr.keras.model.ModelBuilder:
+  """A TF-Ranking `ModelBuilder` of the Rank4Class model for `data`.
+
+  Args:
+    data: the dataset (its instance feature and class count).
+    encoder: encoder name (see `encoders.get`).
+    encoder_kwargs: keyword arguments of the encoder.
+    interaction: interaction name (see `interactions.get`).
+    mlp_units: hidden width of MLP interactions.
+    class_dim: class embedding size (None: h's size + 1).
+
+  Returns:
+    A `tfr.keras.model.ModelBuilder`; `.build()` returns a Keras model taking
+    {instance_key, class_id, example_list_mask} and returning
+    [batch_size, list_size] scores.
+  """
+  encoder_kwargs = dict(encoder_kwargs or {})
+  encoders.get(encoder, **encoder_kwargs)  # Fail early on a bad name.
+  interactions.get(interaction, units=mlp_units)
+  input_creator = tfr.keras.model.FeatureSpecInputCreator(
+      {data.instance_key: tf.io.FixedLenFeature(
+          data.instance_shape, data.instance_dtype)},
+      {datasets.CLASS_ID: tf.io.FixedLenFeature([1], tf.int64)})
+  scorer = Rank4ClassScorer(
+      data.instance_key, data.num_classes,
+      encoder_fn=lambda: encoders.get(encoder, **encoder_kwargs),
+      interaction_fn=lambda: interactions.get(interaction, units=mlp_units),
+      class_dim=class_dim)
+  return tfr.keras.model.ModelBuilder(
+      input_creator=input_creator,
+      preprocessor=tfr.keras.model.PreprocessorWithSpec(),
+      scorer=scorer,
+      mask_feature_name=datasets.MASK,
+      name="rank4class")

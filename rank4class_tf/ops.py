@@ -1,0 +1,123 @@
+"""Pure TensorFlow maths of rank4class_tf.
+
+The formulas live here as plain `tf` functions; the Keras layers, losses and
+metrics in the sibling modules wrap them. Everything runs inside `tf.function`,
+under a distribution strategy and in a SavedModel.
+
+Shapes are written `[batch_size, num_classes]` etc. A *list* is the set of
+classes ranked for one instance; entries whose label is negative are padding
+(the TF-Ranking convention) and are ignored.
+"""
+
+from typing import Optional
+
+import tensorflow as tf
+
+
+def append_one(h: tf.Tensor) -> tf.Tensor:
+  """Returns h' = [h, 1], the instance vector with the bias coordinate.
+
+  Rank4Class writes the classical classifier's logit of class i as
+  s_i = c_i^T [h, 1], where c_i = W^T e_i stacks the kernel column and the bias
+  of class i. Appending the constant 1 makes the bias part of the class
+  embedding.
+
+  Args:
+    h: [batch_size, dim] instance encodings.
+
+  Returns:
+    [batch_size, dim + 1] tensor.
+  """
+  ones = tf.ones_like(h[:, :1])
+  return tf.concat([h, ones], axis=-1)
+
+
+def gather_class_scores(all_scores: tf.Tensor, class_ids: tf.Tensor) -> tf.Tensor:
+  """Picks the scores of the listed classes.
+
+  Args:
+    all_scores: [batch_size, num_classes_in_table] scores of every class of the
+      class table.
+    class_ids: [batch_size, list_size] integer ids of the classes in each
+      instance's list (the TF-Ranking example feature). Ids must be valid
+      indices into the table.
+
+  Returns:
+    [batch_size, list_size] scores in list order.
+  """
+  return tf.gather(all_scores, tf.cast(class_ids, tf.int32), batch_dims=1)
+
+
+def valid_mask(labels: tf.Tensor) -> tf.Tensor:
+  """Boolean [batch_size, list_size] mask of non-padding entries (label >= 0)."""
+  return tf.greater_equal(labels, 0.)
+
+
+def rescaled_mse(labels: tf.Tensor,
+                 scores: tf.Tensor,
+                 k: float = 1.0,
+                 m: float = 1.0) -> tf.Tensor:
+  r"""Per-list rescaled square loss of Hui & Belkin (ICLR 2021).
+
+  For a list with one-hot labels y (true class c) and scores s over C valid
+  classes:
+
+  ```
+  loss(y, s) = 1/C * [ k * (s_c - M)^2 + sum_{i != c} s_i^2 ]
+  ```
+
+  Graded or multi-hot labels generalise it: every class with label > 0 gets the
+  weight k and the target M * label, the others target 0 with weight 1. With
+  k = M = 1 this is the plain mean squared error against the labels.
+
+  Args:
+    labels: [batch_size, num_classes] float labels; negative marks padding.
+    scores: [batch_size, num_classes] float scores.
+    k: weight of the squared error on relevant classes.
+    m: target score of a relevant class.
+
+  Returns:
+    [batch_size] per-list losses (0 for a list with no valid entry).
+  """
+  labels = tf.convert_to_tensor(labels, tf.float32)
+  scores = tf.cast(scores, tf.float32)
+  mask = tf.cast(valid_mask(labels), tf.float32)
+  relevant = tf.cast(tf.greater(labels, 0.), tf.float32) * mask
+  target = m * labels * relevant
+  weight = (1. + (k - 1.) * relevant) * mask
+  per_entry = weight * tf.square(scores - target)
+  num_valid = tf.reduce_sum(mask, axis=-1)
+  return tf.math.divide_no_nan(tf.reduce_sum(per_entry, axis=-1), num_valid)
+
+
+def one_hot_labels(labels: tf.Tensor, num_classes: int) -> tf.Tensor:
+  """Turns integer labels [batch_size] into float one-hot [batch_size, n].
+
+  Float labels that already have a class axis are returned as float32.
+  """
+  labels = tf.convert_to_tensor(labels)
+  if labels.shape.rank == 1:
+    return tf.one_hot(tf.cast(labels, tf.int32), num_classes, dtype=tf.float32)
+  return tf.cast(labels, tf.float32)
+
+
+def top_k_classes(scores: tf.Tensor, k: int,
+                  class_names: Optional[tf.Tensor] = None):
+  """Ranks the classes of each instance.
+
+  Args:
+    scores: [batch_size, num_classes] scores.
+    k: number of classes to return; clipped to num_classes.
+    class_names: optional [num_classes] string tensor.
+
+  Returns:
+    (top_scores [batch_size, k], top_ids [batch_size, k] int32,
+     top_names [batch_size, k] string or None), best class first. Ties keep the
+    lower class id first (`tf.math.top_k` order).
+  """
+  k = min(k, scores.shape[-1]) if scores.shape[-1] is not None else k
+  top_scores, top_ids = tf.math.top_k(scores, k=k)
+  names = None
+  if class_names is not None:
+    names = tf.gather(class_names, top_ids)
+  return top_scores, top_ids, names
