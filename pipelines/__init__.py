@@ -1,7 +1,13 @@
 """absl binaries of rank4class_tf: flags -> TrainConfig -> one library call."""
 
 import os
+import warnings
 
-# Keep TensorFlow's C++ start-up chatter (CUDA probing, CPU features) out of
-# the binaries' output; set TF_CPP_MIN_LOG_LEVEL=0 to see it.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Keep TensorFlow 2.15's start-up chatter (CUDA plugin registration, CPU
+# features) out of the binaries' output so that an error is the one line
+# printed. Set TF_CPP_MIN_LOG_LEVEL=0 to see it again.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# google-api-core (pulled in by tensorflow-datasets) warns about Python 3.11's
+# end of life on every import.
+warnings.filterwarnings("ignore", category=FutureWarning,
+                        module="google.api_core")

@@ -146,7 +146,10 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     tf.io.gfile.makedirs(parent)
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
     try:
-      model.save(tmp, signatures=self._dataset_builder.build_signatures(model))
+      # The optimizer is left out: a serving model needs none, and its slot
+      # variables make `tf.saved_model.load` fail in a process that trained.
+      model.save(tmp, include_optimizer=False,
+                 signatures=self._dataset_builder.build_signatures(model))
       if os.path.exists(export_to):
         shutil.rmtree(export_to)
       os.replace(tmp, export_to)

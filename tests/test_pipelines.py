@@ -1,0 +1,174 @@
+"""End-to-end tests of the binaries: train, evaluate, demo, bad flags.
+
+Each runs the binary as a user does (`python -m pipelines.<name>`) in a
+subprocess on digits for a few steps.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class_tf import datasets
+from rank4class_tf import training
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(module, *flags, check=True):
+  """Runs `python -m module flags` from the repo root; returns the process."""
+  proc = subprocess.run([sys.executable, "-m", module, *flags], cwd=REPO,
+                        capture_output=True, text=True, timeout=600)
+  if check and proc.returncode != 0:
+    raise AssertionError(f"{module} failed:\n{proc.stderr[-3000:]}")
+  return proc
+
+
+def scalar_tags(event_dir):
+  tags = set()
+  for path in glob.glob(os.path.join(event_dir, "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      tags.update(v.tag for v in event.summary.value)
+  return tags
+
+
+class TrainEvaluateTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.model_dir = os.path.join(tempfile.mkdtemp(), "digits_approx_ndcg")
+    # The module docstring's command with fewer steps.
+    run("pipelines.train", "--dataset=digits", "--loss=approx_ndcg",
+        "--interaction=lc_mlp", "--train_steps=60", "--eval_every=20",
+        "--mlp_units=16", f"--model_dir={cls.model_dir}")
+
+  def test_model_dir_holds_everything(self):
+    d = self.model_dir
+    config = training.load_config(d)
+    self.assertEqual((config.loss, config.interaction, config.train_steps),
+                     ("approx_ndcg", "lc_mlp", 60))
+    self.assertEqual(tf.train.latest_checkpoint(
+        os.path.join(d, "checkpoints")), os.path.join(d, "checkpoints",
+                                                      "ckpt-0003"))
+    self.assertIsNotNone(tf.train.latest_checkpoint(
+        os.path.join(d, "best_checkpoint")))
+    for export in ("best_model_by_metric", "latest_model"):
+      self.assertTrue(os.path.exists(
+          os.path.join(d, "export", export, "saved_model.pb")))
+    self.assertEqual(glob.glob(os.path.join(d, "export", ".tmp-*")), [])
+    want = {"epoch_loss", "epoch_top1_accuracy", "epoch_top5_accuracy",
+            "epoch_ndcg_5", "epoch_mrr"}
+    for split in ("train", "validation"):
+      self.assertContainsSubset(want, scalar_tags(os.path.join(d, split)))
+
+  def test_saved_model_in_fresh_process_equals_model(self):
+    data = datasets.get("digits")
+    images = data.splits["test"][0][:32]
+    out = os.path.join(tempfile.mkdtemp(), "serve.npz")
+    np.save(out + ".images.npy", images)
+    export = os.path.join(self.model_dir, "export", "best_model_by_metric")
+    script = textwrap.dedent(f"""
+        import numpy as np, tensorflow as tf
+        serve = tf.saved_model.load({export!r}).signatures["serving_default"]
+        out = serve(image=tf.constant(np.load({out + '.images.npy'!r})))
+        np.savez({out!r}, **{{k: v.numpy() for k, v in out.items()}})
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300,
+                   capture_output=True)
+    served = np.load(out, allow_pickle=True)  # top_k_names are bytes objects.
+
+    # The model: rebuilt from the run's config, best checkpoint restored.
+    config = training.load_config(self.model_dir)
+    model = training.build_pipeline(config, data)._model_builder.build()
+    model.load_weights(tf.train.latest_checkpoint(
+        os.path.join(self.model_dir, "best_checkpoint"))).expect_partial()
+    features = datasets.class_list_features("image", tf.constant(images), 10)
+    scores = model(features, training=False).numpy()
+
+    self.assertAllClose(served["scores"], scores, rtol=1e-5, atol=1e-5)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    self.assertAllEqual(served["top_k_ids"], order)
+    self.assertAllEqual(served["top_k_names"],
+                        np.array(data.class_names)[order].astype(bytes))
+    self.assertAllClose(served["top_k_scores"],
+                        np.take_along_axis(scores, order, axis=1))
+
+  def test_evaluate_prints_one_json_line(self):
+    proc = run("pipelines.evaluate", f"--model_dir={self.model_dir}",
+               "--split=test")
+    lines = proc.stdout.strip().splitlines()
+    self.assertLen(lines, 1)
+    results = json.loads(lines[0])
+    self.assertEqual(set(results), {"top1_accuracy", "top5_accuracy",
+                                    "ndcg@5", "mrr", "num_examples", "split",
+                                    "export"})
+    self.assertEqual(results["num_examples"], 270)
+    # The library function gives the same numbers.
+    lib = training.evaluate(self.model_dir, "test")
+    self.assertAllClose(results["top1_accuracy"], lib["top1_accuracy"])
+    self.assertGreater(results["top5_accuracy"], results["top1_accuracy"])
+
+  def test_evaluate_bad_inputs(self):
+    proc = run("pipelines.evaluate", "--model_dir=/nonexistent/run",
+               check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr.strip(), "evaluate: /nonexistent/run/"
+                     "config.json not found: --model_dir is not a trained run.")
+    proc = run("pipelines.evaluate", f"--model_dir={self.model_dir}",
+               "--split=dev", check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertIn("--split='dev' is not valid", proc.stderr)
+
+
+class BadFlagsTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(
+      ("--loss=hinge", "train: --loss='hinge' is not valid; choose one of: "
+       "softmax, pairwise_logistic, approx_ndcg, gumbel_approx_ndcg, mse, "
+       "rescaled_mse."),
+      ("--interaction=bilinear", "train: --interaction='bilinear' is not "
+       "valid; choose one of: dot, lc_mlp, concat_mlp."),
+      ("--dataset=mnist", "train: --dataset='mnist' is not valid; choose one "
+       "of: digits."),
+      ("--batch_size=0", "train: --batch_size=0 must be > 0."),
+      ("--train_steps=-1", "train: --train_steps=-1 must be > 0."),
+      ("--mlp_units=0", "train: --mlp_units=0 must be > 0."),
+  )
+  def test_one_line_and_nothing_written(self, flag, message):
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    proc = run("pipelines.train", flag, f"--model_dir={model_dir}",
+               check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr.strip(), message)
+    self.assertFalse(os.path.exists(model_dir))
+
+
+class DemoTest(tf.test.TestCase):
+
+  def test_demo_prints_the_table(self):
+    model_dir = tempfile.mkdtemp()
+    # `make demo` with fewer steps.
+    proc = run("pipelines.demo", f"--model_dir={model_dir}",
+               "--train_steps=20", "--eval_every=10",
+               "--losses=softmax,pairwise_logistic")
+    self.assertIn("| loss | top1_accuracy | top5_accuracy | ndcg@5 | mrr |",
+                  proc.stdout)
+    rows = [l for l in proc.stdout.splitlines()
+            if l.startswith("| softmax") or l.startswith("| pairwise")]
+    self.assertLen(rows, 2)
+    for loss in ("softmax", "pairwise_logistic"):
+      results = training.evaluate(os.path.join(model_dir, loss))
+      self.assertIn(f"{results['top1_accuracy']:.4f}",
+                    [r for r in rows if r.startswith(f"| {loss}")][0])
+
+
+if __name__ == "__main__":
+  tf.test.main()
