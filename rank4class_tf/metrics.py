@@ -86,8 +86,8 @@ def evaluate_scores(labels, scores,
 
   Example:
 
-  >>> evaluate_scores([1, 0], [[0.1, 0.9, 0.0], [0.2, 0.5, 0.3]])
-  {'top1_accuracy': 0.5, 'top5_accuracy': 1.0, 'ndcg@5': 0.75, 'mrr': 0.666...}
+  >>> evaluate_scores([1, 0], [[0.1, 0.9, 0.0], [0.2, 0.5, 0.1]])
+  {'top1_accuracy': 0.5, 'top5_accuracy': 1.0, 'ndcg@5': 0.815..., 'mrr': 0.75}
   """
   scores = tf.convert_to_tensor(np.asarray(scores, np.float32))
   if scores.shape.rank != 2:

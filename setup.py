@@ -1,0 +1,32 @@
+"""rank4class_tf: multiclass classification as learning to rank, on TF-Ranking."""
+
+import setuptools
+
+setuptools.setup(
+    name="rank4class_tf",
+    version="0.1.0",
+    description=("Rank4Class in TensorFlow: classification as learning to "
+                 "rank with TF-Ranking."),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.11,<3.12",
+    packages=setuptools.find_packages(include=["rank4class_tf",
+                                               "rank4class_tf.*"]),
+    include_package_data=True,
+    package_data={"rank4class_tf": ["sorting/pretrained/*"]},
+    # Exact versions live in constraints.txt; install with
+    # `pip install -r requirements.txt -c constraints.txt`.
+    install_requires=[
+        "tensorflow==2.15.1",
+        "tensorflow-ranking==0.5.5",
+        "tf-models-official==2.15.0",
+        "tensorflow-text==2.15.0",
+        "tensorflow-datasets==4.9.4",
+        "tensorflow-metadata==1.15.0",
+        "protobuf>=4.25,<4.26",
+        "absl-py",
+        "scikit-learn",
+        "safetensors",
+    ],
+)
