@@ -23,11 +23,26 @@ from rank4class_tf import config as config_lib
 from rank4class_tf import training
 
 # Data.
-flags.DEFINE_string("dataset", "digits", "Dataset name (digits).")
+flags.DEFINE_string("dataset", "digits",
+                    "digits, goemotions, goemotions_multilabel, mind.")
 flags.DEFINE_string("data_dir", None, "Directory of the dataset's files.")
 # Model.
-flags.DEFINE_string("encoder", "small_cnn", "Instance encoder: small_cnn, mlp.")
-flags.DEFINE_integer("encoder_dim", 128, "Size of the instance encoding h.")
+flags.DEFINE_string("encoder", "small_cnn",
+                    "Instance encoder: small_cnn, mlp (numeric data); bert, "
+                    "electra (text).")
+flags.DEFINE_integer("encoder_dim", 128,
+                     "Size of h for small_cnn / mlp.")
+flags.DEFINE_string("encoder_size", "minilm_l6",
+                    "bert / electra architecture: minilm_l6, bert_base, "
+                    "electra_base, tiny.")
+flags.DEFINE_string("init_checkpoint", "",
+                    "bert / electra weights: minilm, a .safetensors file or "
+                    "a Google BERT / ELECTRA TF checkpoint.")
+flags.DEFINE_string("vocab_file", "",
+                    "WordPiece vocabulary (default: vocab.txt beside the "
+                    "checkpoint, else MiniLM's uncased vocabulary).")
+flags.DEFINE_integer("max_seq_length", 32,
+                     "Tokens per text instance, [CLS]/[SEP] included.")
 flags.DEFINE_float("dropout", 0.1, "Dropout rate on h during training.")
 flags.DEFINE_string("interaction", "dot",
                     "Instance-class interaction: dot, lc_mlp, concat_mlp.")
@@ -74,6 +89,10 @@ def config_from_flags() -> config_lib.TrainConfig:
       data_dir=FLAGS.data_dir,
       encoder=FLAGS.encoder,
       encoder_dim=FLAGS.encoder_dim,
+      encoder_size=FLAGS.encoder_size,
+      init_checkpoint=FLAGS.init_checkpoint,
+      vocab_file=FLAGS.vocab_file,
+      max_seq_length=FLAGS.max_seq_length,
       dropout=FLAGS.dropout,
       interaction=FLAGS.interaction,
       mlp_units=FLAGS.mlp_units,

@@ -14,6 +14,7 @@ from rank4class_tf import encoders
 from rank4class_tf import interactions
 from rank4class_tf import losses
 from rank4class_tf import metrics
+from rank4class_tf import pretrained
 
 OPTIMIZERS = ("adam", "adagrad")
 STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
@@ -28,8 +29,17 @@ class TrainConfig:
     data_dir: directory of the dataset's files, for datasets that need one.
 
   Model:
-    encoder: instance encoder name (`encoders.ENCODER_NAMES`).
-    encoder_dim: size of h produced by the encoder.
+    encoder: instance encoder name (`encoders.ENCODER_NAMES`); `bert` or
+      `electra` for text datasets.
+    encoder_dim: size of h produced by `small_cnn` / `mlp`.
+    encoder_size: architecture of `bert` / `electra` (`pretrained.SIZES`).
+    init_checkpoint: weights of `bert` / `electra`: `minilm` (the shipped
+      all-MiniLM-L6-v2), a .safetensors file, or a Google BERT / ELECTRA
+      TensorFlow checkpoint; empty for random weights.
+    vocab_file: WordPiece vocabulary; empty: `vocab.txt` beside a Google
+      checkpoint, else MiniLM's (BERT's uncased vocabulary).
+    max_seq_length: tokens per text instance, [CLS] and [SEP] included
+      (the paper: 32 for GoEmotions, 128 for MIND).
     dropout: dropout rate on h during training.
     interaction: `dot`, `lc_mlp` or `concat_mlp`.
     mlp_units: width of the two hidden layers of the MLP interactions.
@@ -65,6 +75,10 @@ class TrainConfig:
   # Model.
   encoder: str = "small_cnn"
   encoder_dim: int = 128
+  encoder_size: str = "minilm_l6"
+  init_checkpoint: str = ""
+  vocab_file: str = ""
+  max_seq_length: int = 32
   dropout: float = 0.1
   interaction: str = "dot"
   mlp_units: int = 128
@@ -88,6 +102,14 @@ class TrainConfig:
   seed: int = 42
   model_dir: str = ""
   top_k: int = 5
+
+  def encoder_kwargs(self) -> Dict[str, Any]:
+    """The keyword arguments of `encoders.get(self.encoder)`."""
+    if self.encoder in encoders.TEXT_ENCODERS:
+      return {"size": self.encoder_size,
+              "init_checkpoint": self.init_checkpoint or None,
+              "dropout": self.dropout}
+    return {"dim": self.encoder_dim, "dropout": self.dropout}
 
   def loss_kwargs(self) -> Dict[str, Any]:
     """The hyper-parameters of `self.loss`, named as `losses.get` takes them."""
@@ -120,6 +142,22 @@ class TrainConfig:
       if value not in valid:
         raise ValueError(f"--{name}={value!r} is not valid; choose one of: "
                          f"{', '.join(valid)}.")
+    if (self.encoder in encoders.TEXT_ENCODERS and
+        self.encoder_size not in pretrained.SIZES):
+      raise ValueError(f"--encoder_size={self.encoder_size!r} is not valid; "
+                       f"choose one of: {', '.join(pretrained.SIZES)}.")
+    text_data = self.dataset in datasets.TEXT_DATASETS
+    if text_data != (self.encoder in encoders.TEXT_ENCODERS):
+      kind = "text" if text_data else "numeric"
+      valid = (encoders.TEXT_ENCODERS if text_data else
+               tuple(e for e in encoders.ENCODER_NAMES
+                     if e not in encoders.TEXT_ENCODERS))
+      raise ValueError(f"--encoder={self.encoder!r} cannot read the {kind} "
+                       f"dataset {self.dataset!r}; choose one of: "
+                       f"{', '.join(valid)}.")
+    if self.max_seq_length < 3:
+      raise ValueError(f"--max_seq_length={self.max_seq_length!r} must be "
+                       ">= 3 ([CLS], a token, [SEP]).")
     positive = ("encoder_dim", "mlp_units", "sample_size", "batch_size",
                 "train_steps", "eval_every", "top_k", "learning_rate",
                 "gumbel_temperature", "rescaled_mse_k")

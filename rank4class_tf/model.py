@@ -25,6 +25,7 @@ import tensorflow_ranking as tfr
 
 from rank4class_tf import datasets
 from rank4class_tf import encoders
+from rank4class_tf import inputs as inputs_lib
 from rank4class_tf import interactions
 from rank4class_tf import ops
 
@@ -136,16 +137,17 @@ class Rank4ClassScorer(tfr.keras.model.Scorer):
   """TF-Ranking scorer: encodes the instance once, ranks every listed class.
 
   Args:
-    instance_key: context feature holding the raw instance.
+    instance_inputs: picks the encoder's input from the context features.
     num_classes: size of the class table.
     encoder_fn: zero-argument callable returning a fresh encoder layer.
     interaction_fn: zero-argument callable returning a fresh interaction.
     class_dim: see `ClassRankingHead`.
   """
 
-  def __init__(self, instance_key: str, num_classes: int, encoder_fn,
-               interaction_fn, class_dim: Optional[int] = None):
-    self._instance_key = instance_key
+  def __init__(self, instance_inputs: inputs_lib.InstanceInputs,
+               num_classes: int, encoder_fn, interaction_fn,
+               class_dim: Optional[int] = None):
+    self._instance_inputs = instance_inputs
     self._num_classes = num_classes
     self._encoder_fn = encoder_fn
     self._interaction_fn = interaction_fn
@@ -153,13 +155,16 @@ class Rank4ClassScorer(tfr.keras.model.Scorer):
 
   def __call__(self, context_features, example_features, mask):
     del mask  # Every class is listed; padding is marked by negative labels.
-    h = self._encoder_fn()(context_features[self._instance_key])
+    h = self._encoder_fn()(
+        self._instance_inputs.encoder_input(context_features))
     head = ClassRankingHead(self._num_classes, self._interaction_fn(),
                             class_dim=self._class_dim, name="ranking_head")
     return head([h, example_features[datasets.CLASS_ID]])
 
 
 def build_model_builder(data: datasets.ClassificationData,
+                        instance_inputs: Optional[
+                            inputs_lib.InstanceInputs] = None,
                         encoder: str = "small_cnn",
                         encoder_kwargs: Optional[Dict[str, Any]] = None,
                         interaction: str = "dot",
@@ -170,6 +175,8 @@ def build_model_builder(data: datasets.ClassificationData,
 
   Args:
     data: the dataset (its instance feature and class count).
+    instance_inputs: how raw instances become context features (default:
+      the raw numeric instance itself).
     encoder: encoder name (see `encoders.get`).
     encoder_kwargs: keyword arguments of the encoder.
     interaction: interaction name (see `interactions.get`).
@@ -178,18 +185,19 @@ def build_model_builder(data: datasets.ClassificationData,
 
   Returns:
     A `tfr.keras.model.ModelBuilder`; `.build()` returns a Keras model taking
-    {instance_key, class_id, example_list_mask} and returning
+    the context features, class_id and example_list_mask and returning
     [batch_size, list_size] scores.
   """
   encoder_kwargs = dict(encoder_kwargs or {})
-  encoders.get(encoder, **encoder_kwargs)  # Fail early on a bad name.
+  instance_inputs = instance_inputs or datasets.default_inputs(data)
+  if encoder not in encoders.ENCODER_NAMES:
+    encoders.get(encoder)  # Raises, listing the valid names.
   interactions.get(interaction, units=mlp_units)
   input_creator = tfr.keras.model.FeatureSpecInputCreator(
-      {data.instance_key: tf.io.FixedLenFeature(
-          data.instance_shape, data.instance_dtype)},
+      instance_inputs.context_spec(),
       {datasets.CLASS_ID: tf.io.FixedLenFeature([1], tf.int64)})
   scorer = Rank4ClassScorer(
-      data.instance_key, data.num_classes,
+      instance_inputs, data.num_classes,
       encoder_fn=lambda: encoders.get(encoder, **encoder_kwargs),
       interaction_fn=lambda: interactions.get(interaction, units=mlp_units),
       class_dim=class_dim)

@@ -16,6 +16,7 @@ for classification:
 A run's model_dir holds:
 
   config.json                 the resolved `TrainConfig`
+  classes.json                the class names, index = class id
   train/, validation/         TensorBoard events (loss and every metric)
   checkpoints/ckpt-NNNN       weights after each validation
   best_checkpoint/ckpt-NNNN   weights of the best validation `best_metric`
@@ -23,10 +24,11 @@ A run's model_dir holds:
   export/best_model_by_metric SavedModel of the best checkpoint
 """
 
+import json
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -34,12 +36,16 @@ import tensorflow_ranking as tfr
 
 from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
+from rank4class_tf import inputs as inputs_lib
 from rank4class_tf import losses
 from rank4class_tf import metrics
 from rank4class_tf import model as model_lib
 from rank4class_tf import ops
+from rank4class_tf import pretrained
+from rank4class_tf import text
 
 CONFIG_FILE = "config.json"
+CLASSES_FILE = "classes.json"
 BEST_EXPORT = "best_model_by_metric"
 LATEST_EXPORT = "latest_model"
 SERVING_KEY = "serving_default"
@@ -57,43 +63,52 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
 
   Args:
     data: the dataset.
+    instance_inputs: how raw instances become context features.
     batch_size: global batch size.
     seed: shuffling seed.
     top_k: number of ranked classes the serving signature returns.
   """
 
-  def __init__(self, data: datasets.ClassificationData, batch_size: int,
+  def __init__(self, data: datasets.ClassificationData,
+               instance_inputs: inputs_lib.InstanceInputs, batch_size: int,
                seed: int, top_k: int):
     self._data = data
+    self._inputs = instance_inputs
     self._batch_size = batch_size
     self._seed = seed
     self._top_k = top_k
 
   def build_train_dataset(self) -> tf.data.Dataset:
     return datasets.ranking_dataset(self._data, "train", self._batch_size,
-                                    training=True, seed=self._seed)
+                                    training=True, seed=self._seed,
+                                    instance_inputs=self._inputs)
 
   def build_valid_dataset(self) -> tf.data.Dataset:
     return datasets.ranking_dataset(self._data, "validation",
-                                    self._batch_size, training=False)
+                                    self._batch_size, training=False,
+                                    instance_inputs=self._inputs)
 
   def build_signatures(self, model: tf.keras.Model) -> Dict[str, Any]:
     """The serving signature: raw instances -> scores and ranked classes.
 
-    Input: `<instance_key>` [batch_size, ...]. Outputs: `scores`
+    Input: the raw instance `<instance_key>` [batch_size, ...] (float images,
+    or strings for text, tokenized inside the graph). Outputs: `scores`
     [batch_size, num_classes] (class id order), and best first
     `top_k_ids` [batch_size, k] int32, `top_k_names` [batch_size, k] string,
     `top_k_scores` [batch_size, k].
     """
     data = self._data
+    instance_inputs = self._inputs
+    if isinstance(instance_inputs, inputs_lib.TextInputs):
+      # Tracks the tokenizer's vocabulary table (and file, as an asset) so
+      # that the SavedModel tokenizes raw strings on its own.
+      model.instance_preprocessor = instance_inputs.preprocessor
     class_names = tf.constant(data.class_names)
     top_k = self._top_k
 
-    @tf.function(input_signature=[tf.TensorSpec(
-        [None, *data.instance_shape], data.instance_dtype,
-        name=data.instance_key)])
+    @tf.function(input_signature=[instance_inputs.serving_spec()])
     def serve(instance):
-      features = datasets.class_list_features(data.instance_key, instance,
+      features = datasets.class_list_features(instance_inputs(instance),
                                                data.num_classes)
       scores = model(features, training=False)
       top_scores, top_ids, top_names = ops.top_k_classes(
@@ -170,17 +185,45 @@ def get_strategy(name: str, tpu: str = ""):
   return tfr.keras.strategy_utils.get_strategy(_TFR_STRATEGIES[name], tpu=tpu)
 
 
+def vocab_file(config: config_lib.TrainConfig) -> str:
+  """The run's WordPiece vocabulary (see `TrainConfig.vocab_file`)."""
+  if config.vocab_file:
+    return config.vocab_file
+  if config.init_checkpoint and config.init_checkpoint != "minilm":
+    folder = config.init_checkpoint
+    if not os.path.isdir(folder):
+      folder = os.path.dirname(folder)
+    candidate = os.path.join(folder, "vocab.txt")
+    if os.path.exists(candidate):
+      return candidate
+  return pretrained.minilm_files()[1]
+
+
+def build_inputs(config: config_lib.TrainConfig,
+                 data: datasets.ClassificationData
+                ) -> inputs_lib.InstanceInputs:
+  """Raw numeric inputs, or in-graph tokenization for text datasets."""
+  if not data.is_text:
+    return datasets.default_inputs(data)
+  preprocessor = text.TextPreprocessor(vocab_file(config),
+                                       seq_length=config.max_seq_length)
+  return inputs_lib.TextInputs(data.instance_key, data.instance_shape,
+                               preprocessor)
+
+
 def build_pipeline(config: config_lib.TrainConfig,
                    data: datasets.ClassificationData) -> Rank4ClassPipeline:
   """Maps the config onto TF-Ranking's model builder, data and hparams."""
+  instance_inputs = build_inputs(config, data)
   model_builder = model_lib.build_model_builder(
       data,
+      instance_inputs=instance_inputs,
       encoder=config.encoder,
-      encoder_kwargs={"dim": config.encoder_dim, "dropout": config.dropout},
+      encoder_kwargs=config.encoder_kwargs(),
       interaction=config.interaction,
       mlp_units=config.mlp_units)
   dataset_builder = Rank4ClassDatasetBuilder(
-      data, config.batch_size, config.seed, config.top_k)
+      data, instance_inputs, config.batch_size, config.seed, config.top_k)
   num_epochs = -(-config.train_steps // config.eval_every)
   hparams = tfr.keras.pipeline.PipelineHparams(
       model_dir=config.model_dir,
@@ -208,11 +251,15 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   config.validate()
   data = datasets.get(config.dataset, config.data_dir)
   tf.keras.utils.set_random_seed(config.seed)
+  pipeline = build_pipeline(config, data)  # Reads vocab and checkpoints.
   tf.io.gfile.makedirs(config.model_dir)
   with tf.io.gfile.GFile(os.path.join(config.model_dir, CONFIG_FILE),
                          "w") as f:
     f.write(config.to_json())
-  build_pipeline(config, data).train_and_validate(verbose=verbose)
+  with tf.io.gfile.GFile(os.path.join(config.model_dir, CLASSES_FILE),
+                         "w") as f:
+    f.write(json.dumps(list(data.class_names), indent=1))
+  pipeline.train_and_validate(verbose=verbose)
   return os.path.join(config.model_dir, "export", BEST_EXPORT)
 
 
@@ -225,38 +272,77 @@ def load_config(model_dir: str) -> config_lib.TrainConfig:
     return config_lib.TrainConfig.from_json(f.read())
 
 
-def predict_scores(export_dir: str, data: datasets.ClassificationData,
-                   split: str, batch_size: int = 256) -> np.ndarray:
-  """Scores [num_examples, num_classes] of `split` from an exported model."""
-  serve = tf.saved_model.load(export_dir).signatures[SERVING_KEY]
-  scores = []
-  for instance, _ in data.dataset(split).batch(batch_size):
-    scores.append(serve(**{data.instance_key: instance})["scores"].numpy())
-  return np.concatenate(scores, axis=0)
-
-
 def evaluate(model_dir: str, split: str = "test",
-             export: str = BEST_EXPORT) -> Dict[str, float]:
+             export: str = BEST_EXPORT,
+             batch_size: int = 256) -> Dict[str, float]:
   """Metrics of a trained run's exported model on a split.
 
   Args:
     model_dir: the run's directory.
     split: `train`, `validation` or `test`.
     export: `best_model_by_metric` or `latest_model`.
+    batch_size: instances scored per call.
 
   Returns:
     {metric name: value} for the run's metrics, plus `num_examples`.
   """
   config = load_config(model_dir)
-  export_dir = os.path.join(model_dir, "export", export)
-  if not tf.io.gfile.exists(export_dir):
-    raise ValueError(f"{export_dir} not found: the run has no export.")
+  ranker = ExportedRanker(model_dir, export)
   data = datasets.get(config.dataset, config.data_dir)
   if split not in data.splits:
     raise ValueError(f"--split={split!r} is not valid; choose one of: "
                      f"{', '.join(data.splits)}.")
-  scores = predict_scores(export_dir, data, split)
+  scores = np.concatenate([
+      ranker.scores(instance)
+      for instance, _ in data.dataset(split).batch(batch_size)])
   results = metrics.evaluate_scores(data.splits[split][1], scores,
                                     config.metrics)
   results["num_examples"] = int(scores.shape[0])
   return results
+
+
+def load_class_names(model_dir: str) -> List[str]:
+  """The class names a run saved, index = class id."""
+  path = os.path.join(model_dir, CLASSES_FILE)
+  if not tf.io.gfile.exists(path):
+    raise ValueError(f"{path} not found: --model_dir is not a trained run.")
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
+
+
+class ExportedRanker:
+  """Ranks the classes of raw instances with a run's exported SavedModel.
+
+  Args:
+    model_dir: the run's directory.
+    export: `best_model_by_metric` or `latest_model`.
+
+  Attributes:
+    class_names: the run's classes, index = class id.
+    instance_key: name of the serving input.
+    instance_shape: shape of one raw instance: () for one string, (2,) for
+      MIND's (title, abstract), (8, 8, 1) for digits.
+  """
+
+  def __init__(self, model_dir: str, export: str = BEST_EXPORT):
+    self.class_names = load_class_names(model_dir)
+    export_dir = os.path.join(model_dir, "export", export)
+    if not tf.io.gfile.exists(export_dir):
+      raise ValueError(f"{export_dir} not found: the run has no export.")
+    self._serve = tf.saved_model.load(export_dir).signatures[SERVING_KEY]
+    (self.instance_key, spec), = (
+        self._serve.structured_input_signature[1].items())
+    self.instance_shape = tuple(spec.shape[1:])
+
+  def scores(self, instances) -> np.ndarray:
+    """[batch_size, num_classes] scores of raw instances."""
+    return self._serve(**{self.instance_key: tf.constant(instances)}
+                      )["scores"].numpy()
+
+  def rank(self, instances, top_k: int = 5
+          ) -> List[List[Tuple[str, float]]]:
+    """Per instance, [(class name, score)] of the top_k classes, best first."""
+    scores = self.scores(instances)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
+    return [[(self.class_names[i], float(row[i])) for i in idx]
+            for row, idx in zip(scores, order)]

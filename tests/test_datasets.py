@@ -1,9 +1,13 @@
 """Tests of rank4class_tf.datasets."""
 
+import os
+import tempfile
+
 import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import datasets
+from rank4class_tf import inputs as inputs_lib
 
 
 class DigitsTest(tf.test.TestCase):
@@ -59,6 +63,152 @@ class DigitsTest(tf.test.TestCase):
       datasets.get("mnist")
     with self.assertRaisesRegex(ValueError, "valid splits: train"):
       datasets.get("digits").dataset("dev")
+
+
+
+def write(path, lines, mode="w"):
+  with open(path, mode) as f:
+    f.write(lines)
+  return path
+
+
+MIND_ROWS = [
+    ("N1", "sports", "football", 'Team "A" wins', "A match report."),
+    ("N2", "news", "politics", "Vote today", ""),
+    ("N3", "sports", "tennis", "Final set", "Five sets."),
+    ("N4", "news", "world", 'He said "no"', "Quotes \"inside\" too"),
+    ("N5", "sports", "golf", "Hole in one", ""),
+    ("N6", "news", "us", "Storm", "Rain."),
+    ("N7", "sports", "nba", "Dunk", "High."),
+    ("N8", "news", "local", "Fair", "Fun."),
+    ("N9", "sports", "nfl", "Kick", ""),
+    ("N10", "news", "tech", "Chips", "Fast."),
+    ("N11", "lifestyle", "food", "Soup", "Hot."),
+    ("N12", "lifestyle", "food", "Bread", ""),
+    ("N13", "lifestyle", "home", "Chair", "Wood."),
+    ("N14", "lifestyle", "home", "Lamp", "Light."),
+    ("N15", "lifestyle", "home", "Rug", "Soft."),
+]
+
+
+def mind_fixture(rows=MIND_ROWS):
+  """news.tsv in MIND's own format: 8 tab-separated fields, no header."""
+  folder = tempfile.mkdtemp()
+  lines = []
+  for news_id, category, sub, title, abstract in rows:
+    url = f"https://assets.msn.com/labs/mind/{news_id}.html"
+    entities = '[{"Label": "X", "Type": "P", "WikidataId": "Q1"}]'
+    lines.append("\t".join([news_id, category, sub, title, abstract, url,
+                            entities, "[]"]))
+  write(os.path.join(folder, "news.tsv"), "\n".join(lines) + "\n")
+  return folder
+
+
+class GoEmotionsTest(tf.test.TestCase):
+
+  def test_single_label_view(self):
+    data = datasets.get("goemotions")
+    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+                     {"train": 36308, "validation": 4548, "test": 4590})
+    self.assertEqual(data.num_classes, 28)
+    self.assertEqual(data.class_names[0], "admiration")
+    self.assertEqual(data.class_names[27], "neutral")
+    self.assertFalse(data.multi_label)
+    for split in datasets.SPLITS:
+      self.assertLen(np.unique(data.splits[split][1]), 28)
+    self.assertEqual(data.splits["train"][0][0],
+                     "My favourite food is anything I didn't have to cook "
+                     "myself.")
+    self.assertEqual(data.splits["train"][1][0], 27)
+
+  def test_multi_label_view(self):
+    data = datasets.get("goemotions_multilabel")
+    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+                     {"train": 43410, "validation": 5426, "test": 5427})
+    self.assertTrue(data.multi_label)
+    y = data.splits["train"][1]
+    self.assertEqual(y.shape, (43410, 28))
+    self.assertEqual(int((y.sum(axis=1) == 1).sum()), 36308)
+    _, labels = next(iter(datasets.ranking_dataset(
+        data, "validation", 8, training=False,
+        instance_inputs=inputs_lib.RawInputs("text", (), tf.string))))
+    self.assertAllEqual(labels, data.splits["validation"][1][:8])
+
+  def test_bad_files_name_file_and_line(self):
+    folder = tempfile.mkdtemp()
+    write(os.path.join(folder, "emotions.txt"), "a\nb\nc")
+    good = "hi\t0\tid1\nyo\t1,2\tid2\n"
+    for name in ("train.tsv", "dev.tsv", "test.tsv"):
+      write(os.path.join(folder, name), good)
+    self.assertEqual(datasets.get("goemotions", folder).size("train"), 1)
+    cases = [
+        ("hi\t0\tid1\nbad line\n", "train.tsv:2: expected 3 tab-separated "
+         "fields"),
+        ("hi\t0\tid1\nyo\t3\tid2\n", r"train.tsv:2: label 3 is outside the "
+         r"class list \(0..2\)"),
+        ("hi\tx\tid1\n", "train.tsv:1: label 'x' is not an integer"),
+        ("\t0\tid1\n", "train.tsv:1: empty text"),
+        ("", "train.tsv: no examples"),
+    ]
+    for content, message in cases:
+      write(os.path.join(folder, "train.tsv"), content)
+      with self.assertRaisesRegex(ValueError, message):
+        datasets.get("goemotions", folder)
+    write(os.path.join(folder, "train.tsv"), b"ok\t0\tid\n\xff\t1\tid\n",
+          mode="wb")
+    with self.assertRaisesRegex(ValueError, "train.tsv:2: not valid UTF-8"):
+      datasets.get("goemotions", folder)
+    os.remove(os.path.join(folder, "train.tsv"))
+    with self.assertRaisesRegex(ValueError, "train.tsv: file not found"):
+      datasets.get("goemotions", folder)
+    os.mkdir(os.path.join(folder, "train.tsv"))
+    with self.assertRaisesRegex(ValueError, "train.tsv: is a directory"):
+      datasets.get("goemotions", folder)
+
+
+class MindTest(tf.test.TestCase):
+
+  def test_reads_news_tsv(self):
+    data = datasets.get("mind", mind_fixture())
+    self.assertEqual(data.class_names, ("lifestyle", "news", "sports"))
+    self.assertEqual(data.instance_shape, (2,))
+    everything = np.concatenate([data.splits[s][0] for s in datasets.SPLITS])
+    self.assertLen(everything, 15)
+    titles = {tuple(x) for x in everything}
+    self.assertIn(('Team "A" wins', "A match report."), titles)
+    self.assertIn(("Vote today", ""), titles)
+    self.assertIn(('He said "no"', 'Quotes "inside" too'), titles)
+
+  def test_split_is_stratified_seeded_and_deterministic(self):
+    a = datasets.get("mind", mind_fixture())
+    b = datasets.get("mind", mind_fixture())
+    for split in datasets.SPLITS:
+      self.assertAllEqual(a.splits[split][1], b.splits[split][1])
+      self.assertAllEqual(a.splits[split][0], b.splits[split][0])
+    # 5 per class -> 3 / 1 / 1 in every class.
+    for split, count in (("train", 3), ("validation", 1), ("test", 1)):
+      self.assertAllEqual(np.bincount(a.splits[split][1]), [count] * 3)
+
+  def test_stratified_split_proportions(self):
+    labels = np.repeat(np.arange(4), [100, 50, 10, 5])
+    train, val, test = datasets.stratified_split(labels, (0.6, 0.2, 0.2), 1)
+    self.assertAllEqual(np.bincount(labels[train]), [60, 30, 6, 3])
+    self.assertAllEqual(np.bincount(labels[val]), [20, 10, 2, 1])
+    self.assertAllEqual(np.bincount(labels[test]), [20, 10, 2, 1])
+    self.assertEmpty(np.intersect1d(train, test))
+
+  def test_bad_input(self):
+    with self.assertRaisesRegex(ValueError, "--data_dir must name the folder"):
+      datasets.get("mind")
+    folder = mind_fixture()
+    path = os.path.join(folder, "news.tsv")
+    with open(path, "a") as f:
+      f.write("N99\tsports\tgolf\tTitle only\n")
+    with self.assertRaisesRegex(ValueError, "news.tsv:16: expected 8 "
+                                "tab-separated fields"):
+      datasets.get("mind", folder)
+    with self.assertRaisesRegex(ValueError, "news.tsv: file not found"):
+      datasets.get("mind", tempfile.mkdtemp())
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ class TrainEvaluateTest(tf.test.TestCase):
     model = training.build_pipeline(config, data)._model_builder.build()
     model.load_weights(tf.train.latest_checkpoint(
         os.path.join(self.model_dir, "best_checkpoint"))).expect_partial()
-    features = datasets.class_list_features("image", tf.constant(images), 10)
+    features = datasets.class_list_features({"image": tf.constant(images)}, 10)
     scores = model(features, training=False).numpy()
 
     self.assertAllClose(served["scores"], scores, rtol=1e-5, atol=1e-5)
