@@ -7,13 +7,12 @@ the class-table gather. Prints a markdown table measured in one run.
   .venv/bin/python -m benchmarks.step_time --steps=300
 """
 
-import time
-
 from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import timing
 from rank4class_tf import datasets
 from rank4class_tf import encoders
 from rank4class_tf import losses
@@ -23,26 +22,6 @@ flags.DEFINE_integer("steps", 300, "Timed steps per model (after warm-up).")
 flags.DEFINE_integer("batch_size", 64, "Batch size.")
 flags.DEFINE_integer("repeats", 3, "Alternating timing rounds; best is kept.")
 FLAGS = flags.FLAGS
-
-
-def make_step(model, loss_fn, optimizer):
-  @tf.function
-  def step(x, y):
-    with tf.GradientTape() as tape:
-      loss = loss_fn(y, model(x, training=True))
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return loss
-  return step
-
-
-def time_step(step, x, y, steps):
-  step(x, y).numpy()  # Trace and warm up.
-  start = time.perf_counter()
-  for _ in range(steps):
-    loss = step(x, y)
-  loss.numpy()
-  return (time.perf_counter() - start) / steps * 1e3
 
 
 def main(argv):
@@ -57,10 +36,10 @@ def main(argv):
       images, tf.keras.layers.Dense(10)(encoders.get("small_cnn")(images)))
   steps = {
       "ranking model, dot + tfr softmax": (
-          make_step(ranker, losses.get("softmax"), tf.keras.optimizers.Adam()),
+          timing.make_step(ranker, losses.get("softmax"), tf.keras.optimizers.Adam()),
           features),
       "Dense classifier + Keras CCE": (
-          make_step(classifier,
+          timing.make_step(classifier,
                     tf.keras.losses.CategoricalCrossentropy(from_logits=True),
                     tf.keras.optimizers.Adam()),
           features["image"]),
@@ -68,7 +47,7 @@ def main(argv):
   times = {name: [] for name in steps}
   for _ in range(FLAGS.repeats):
     for name, (step, x) in steps.items():
-      times[name].append(time_step(step, x, labels, FLAGS.steps))
+      times[name].append(timing.time_step(step, x, labels, FLAGS.steps))
   base = min(times["Dense classifier + Keras CCE"])
   print(f"\nStep time, digits small CNN, batch {FLAGS.batch_size}, "
         f"best of {FLAGS.repeats} x {FLAGS.steps} steps, "

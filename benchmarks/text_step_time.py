@@ -19,7 +19,7 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from benchmarks import step_time
+from benchmarks import timing
 from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import encoders
@@ -68,10 +68,10 @@ def main(argv):
         data, instance_inputs, encoder="bert",
         encoder_kwargs=config.encoder_kwargs(), interaction=interaction,
         mlp_units=FLAGS.mlp_units).build()
-    step = step_time.make_step(ranker, losses.get("softmax"),
+    step = timing.make_step(ranker, losses.get("softmax"),
                                tf.keras.optimizers.Adam(1e-5))
     rows.append((f"ranking model, {interaction}",
-                 step_time.time_step(step, features, labels, FLAGS.steps)))
+                 timing.time_step(step, features, labels, FLAGS.steps)))
 
   bert_inputs = instance_inputs.encoder_input(features)
   keras_inputs = {k: tf.keras.Input([FLAGS.max_seq_length], dtype=tf.int32,
@@ -80,10 +80,10 @@ def main(argv):
   classifier = tf.keras.Model(
       keras_inputs, tf.keras.layers.Dense(data.num_classes)(
           encoder(keras_inputs)))
-  step = step_time.make_step(
+  step = timing.make_step(
       classifier, tf.keras.losses.CategoricalCrossentropy(from_logits=True),
       tf.keras.optimizers.Adam(1e-5))
-  base = step_time.time_step(step, bert_inputs, labels, FLAGS.steps)
+  base = timing.time_step(step, bert_inputs, labels, FLAGS.steps)
   rows.append(("plain Keras classifier (Dense + CCE)", base))
 
   examples = input_examples_per_second(data, instance_inputs)
