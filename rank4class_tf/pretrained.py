@@ -476,6 +476,25 @@ def _first_line(error: Exception) -> str:
   return f"{type(error).__name__}: {lines[0]}"
 
 
+def check_init_checkpoint(init_checkpoint: str) -> None:
+  """Checks that an `--init_checkpoint` value names something readable.
+
+  Cheap (no weights are read), so a run can refuse a bad flag before it
+  writes anything.
+
+  Raises:
+    ValueError: one line naming the value.
+  """
+  if init_checkpoint == "minilm":
+    minilm_files()
+  elif init_checkpoint.endswith(".safetensors"):
+    if not os.path.isfile(init_checkpoint):
+      raise ValueError(f"--init_checkpoint {init_checkpoint!r}: no such "
+                       ".safetensors file.")
+  else:
+    _checkpoint_prefix(init_checkpoint)
+
+
 def init_encoder(encoder: tf.keras.layers.Layer,
                  init_checkpoint: str) -> Tuple[str, ...]:
   """Initialises `encoder` from the value of an `--init_checkpoint` flag.
@@ -492,12 +511,10 @@ def init_encoder(encoder: tf.keras.layers.Layer,
   Raises:
     ValueError: the checkpoint cannot be found or read, or does not match.
   """
+  check_init_checkpoint(init_checkpoint)
   if init_checkpoint == "minilm":
     return load_minilm(encoder)
   if init_checkpoint.endswith(".safetensors"):
-    if not os.path.isfile(init_checkpoint):
-      raise ValueError(f"--init_checkpoint {init_checkpoint!r}: no such "
-                       ".safetensors file.")
     try:
       return load_minilm(encoder, init_checkpoint)
     except (OSError, safetensors.SafetensorError) as e:

@@ -250,6 +250,8 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   """
   config.validate()
   data = datasets.get(config.dataset, config.data_dir)
+  if config.init_checkpoint:
+    pretrained.check_init_checkpoint(config.init_checkpoint)
   tf.keras.utils.set_random_seed(config.seed)
   pipeline = build_pipeline(config, data)  # Reads vocab and checkpoints.
   tf.io.gfile.makedirs(config.model_dir)
