@@ -3,8 +3,15 @@
 Every loss takes `y_true` [batch_size, num_classes] (one-hot for multiclass,
 graded or multi-hot otherwise; negative entries are padding) and `y_pred`
 [batch_size, num_classes] scores, as TF-Ranking's Keras losses do. The names
-map to TF-Ranking's classes; `rescaled_mse` (Hui & Belkin 2021) is ours because
-TF-Ranking has no rescaled square loss.
+map to TF-Ranking's classes, except:
+
+* `pairwise_logistic`, `approx_ndcg` and `gumbel_approx_ndcg` map to the
+  subclasses in `fast_losses`, which equal TF-Ranking's values and gradients
+  but cost O(batch_size * num_classes * k) for k relevant classes per list
+  (O(batch_size * num_classes) for one-hot labels) instead of TF-Ranking's
+  O(batch_size * num_classes^2);
+* `rescaled_mse` (Hui & Belkin 2021) is ours because TF-Ranking has no
+  rescaled square loss.
 
 Example:
 
@@ -17,6 +24,7 @@ from typing import Any, Dict, Tuple
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
+from rank4class_tf import fast_losses
 from rank4class_tf import ops
 
 
@@ -61,10 +69,10 @@ class RescaledMeanSquaredLoss(tf.keras.losses.Loss):
 # name -> (class, hyper-parameters it accepts). A plain dict, no registry.
 _LOSSES: Dict[str, Tuple[type, Tuple[str, ...]]] = {
     "softmax": (tfr.keras.losses.SoftmaxLoss, ("temperature",)),
-    "pairwise_logistic": (tfr.keras.losses.PairwiseLogisticLoss,
+    "pairwise_logistic": (fast_losses.FastPairwiseLogisticLoss,
                           ("temperature",)),
-    "approx_ndcg": (tfr.keras.losses.ApproxNDCGLoss, ("temperature",)),
-    "gumbel_approx_ndcg": (tfr.keras.losses.GumbelApproxNDCGLoss,
+    "approx_ndcg": (fast_losses.FastApproxNDCGLoss, ("temperature",)),
+    "gumbel_approx_ndcg": (fast_losses.FastGumbelApproxNDCGLoss,
                            ("temperature", "sample_size",
                             "gumbel_temperature", "seed")),
     "mse": (tfr.keras.losses.MeanSquaredLoss, ()),
@@ -91,7 +99,8 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
 
   Args:
     name: one of `LOSS_NAMES`: softmax, pairwise_logistic, approx_ndcg,
-      gumbel_approx_ndcg, mse, rescaled_mse.
+      gumbel_approx_ndcg, mse, rescaled_mse. pairwise_logistic, approx_ndcg
+      and gumbel_approx_ndcg are the O(n * k) `fast_losses` classes.
     **kwargs: that loss's hyper-parameters (see `hyperparameters(name)`);
       `reduction` is accepted by all. A value of None keeps the default.
 
