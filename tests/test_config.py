@@ -37,10 +37,29 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("best_metric", "ndcg@3", "--best_metric='ndcg@3' must be one of"),
       ("model_dir", "", "--model_dir must be set"),
       ("strategy", "tpu", "--tpu must name the TPU address"),
+      ("dataset", "goemotions", "--encoder='small_cnn' cannot read the text "
+       "dataset 'goemotions'; choose one of: bert, electra"),
+      ("encoder", "bert", "--encoder='bert' cannot read the numeric dataset "
+       "'digits'; choose one of: small_cnn, mlp"),
   )
   def test_bad_value_names_the_flag(self, field, value, message):
     with self.assertRaisesRegex(ValueError, message):
       good(**{field: value}).validate()
+
+  def test_text_flags(self):
+    good(dataset="goemotions", encoder="electra").validate()
+    with self.assertRaisesRegex(ValueError, "--encoder_size='huge' is not "
+                                "valid; choose one of: minilm_l6"):
+      good(dataset="mind", encoder="bert", encoder_size="huge").validate()
+    with self.assertRaisesRegex(ValueError, "--max_seq_length=2 must be >= 3"):
+      good(dataset="goemotions", encoder="bert", max_seq_length=2).validate()
+
+  def test_encoder_kwargs(self):
+    self.assertEqual(good().encoder_kwargs(), {"dim": 128, "dropout": 0.1})
+    self.assertEqual(
+        good(dataset="goemotions", encoder="bert", init_checkpoint="minilm",
+             encoder_size="tiny").encoder_kwargs(),
+        {"size": "tiny", "init_checkpoint": "minilm", "dropout": 0.1})
 
   def test_loss_kwargs_pick_the_loss_hyperparameters(self):
     self.assertEqual(good(loss="mse").loss_kwargs(), {})
