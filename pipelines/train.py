@@ -24,12 +24,21 @@ from rank4class_tf import training
 
 # Data.
 flags.DEFINE_string("dataset", "digits",
-                    "digits, goemotions, goemotions_multilabel, mind.")
-flags.DEFINE_string("data_dir", None, "Directory of the dataset's files.")
+                    "digits, goemotions, goemotions_multilabel, mind, "
+                    "digits32, cifar10, imagenet2012.")
+flags.DEFINE_string("data_dir", None,
+                    "Directory of the dataset's files (TFDS data directory "
+                    "for cifar10 / imagenet2012).")
+flags.DEFINE_bool("download", False,
+                  "Let TFDS download and prepare cifar10 / imagenet2012 "
+                  "when missing from --data_dir.")
+flags.DEFINE_integer("image_size", None,
+                     "Side of the preprocessed imagenet2012 images "
+                     "(default 224).")
 # Model.
 flags.DEFINE_string("encoder", "small_cnn",
-                    "Instance encoder: small_cnn, mlp (numeric data); bert, "
-                    "electra (text).")
+                    "Instance encoder: small_cnn, mlp (numeric data); vgg16, "
+                    "resnet50 (colour images); bert, electra (text).")
 flags.DEFINE_integer("encoder_dim", 128,
                      "Size of h for small_cnn / mlp.")
 flags.DEFINE_string("encoder_size", "minilm_l6",
@@ -37,7 +46,8 @@ flags.DEFINE_string("encoder_size", "minilm_l6",
                     "electra_base, tiny.")
 flags.DEFINE_string("init_checkpoint", "",
                     "bert / electra weights: minilm, a .safetensors file or "
-                    "a Google BERT / ELECTRA TF checkpoint.")
+                    "a Google BERT / ELECTRA TF checkpoint; resnet50 "
+                    "weights: a Model Garden ResNet-50 checkpoint.")
 flags.DEFINE_string("vocab_file", "",
                     "WordPiece vocabulary (default: vocab.txt beside the "
                     "checkpoint, else MiniLM's uncased vocabulary).")
@@ -51,7 +61,8 @@ flags.DEFINE_integer("mlp_units", 128,
 # Loss.
 flags.DEFINE_string("loss", "softmax",
                     "softmax, pairwise_logistic, approx_ndcg, "
-                    "gumbel_approx_ndcg, mse, rescaled_mse.")
+                    "gumbel_approx_ndcg, mse, rescaled_mse, sodeep_spearman, "
+                    "sodeep_map, sodeep_recall.")
 flags.DEFINE_float("temperature", None,
                    "Temperature of softmax / pairwise_logistic / approx_ndcg / "
                    "gumbel_approx_ndcg (default: TF-Ranking's for that loss).")
@@ -60,6 +71,14 @@ flags.DEFINE_float("gumbel_temperature", 1.0,
                    "Gumbel-ApproxNDCG noise temperature.")
 flags.DEFINE_float("rescaled_mse_k", 1.0,
                    "rescaled_mse: weight k of the true class (ImageNet: 15).")
+flags.DEFINE_string("sorter", "lstm",
+                    "sodeep_* losses: handcrafted, lstm, cnn (lstm/cnn: "
+                    "shipped for d = the class count: 10, 28, 100).")
+flags.DEFINE_string("parallel_loss", "",
+                    "sodeep_*: Keras loss added to the rank loss (mae, l1, "
+                    "mse or a Keras loss class name).")
+flags.DEFINE_float("parallel_weight", 1.0, "sodeep_*: weight of it.")
+flags.DEFINE_float("recall_margin", 0.1, "sodeep_recall: rank margin.")
 flags.DEFINE_float("rescaled_mse_m", 1.0,
                    "rescaled_mse: target M of the true class (ImageNet: 30).")
 # Training.
@@ -73,8 +92,19 @@ flags.DEFINE_string("best_metric", "top1_accuracy",
 flags.DEFINE_list("metrics", list(config_lib.TrainConfig.metrics),
                   "Metrics: top<k>_accuracy, ndcg@<k>, ndcg, mrr.")
 flags.DEFINE_string("strategy", "default",
-                    "default, mirrored, multi_worker_mirrored, tpu.")
+                    "default, mirrored, multi_worker_mirrored, "
+                    "parameter_server, tpu.")
 flags.DEFINE_string("tpu", "", "TPU address for --strategy=tpu.")
+flags.DEFINE_integer("cpu_devices", 1,
+                     "Logical CPU devices (for --strategy=mirrored on a CPU).")
+flags.DEFINE_bool("deterministic", False,
+                  "Deterministic ops: repeatable runs and exact resumes.")
+flags.DEFINE_bool("overwrite", False,
+                  "Replace the export of a model_dir that already has one.")
+flags.DEFINE_bool("mixed_precision", False,
+                  "Compute in float16 (Keras mixed_float16; for GPUs).")
+flags.DEFINE_bool("jit_compile", False,
+                  "Compile the training and evaluation steps with XLA.")
 flags.DEFINE_integer("seed", 42, "Seed of initialisation, shuffling, noise.")
 flags.DEFINE_string("model_dir", None, "Directory for everything the run makes.")
 flags.DEFINE_integer("top_k", 5, "Ranked classes returned by the SavedModel.")
@@ -87,6 +117,8 @@ def config_from_flags() -> config_lib.TrainConfig:
   return config_lib.TrainConfig(
       dataset=FLAGS.dataset,
       data_dir=FLAGS.data_dir,
+      download=FLAGS.download,
+      image_size=FLAGS.image_size,
       encoder=FLAGS.encoder,
       encoder_dim=FLAGS.encoder_dim,
       encoder_size=FLAGS.encoder_size,
@@ -102,6 +134,10 @@ def config_from_flags() -> config_lib.TrainConfig:
       gumbel_temperature=FLAGS.gumbel_temperature,
       rescaled_mse_k=FLAGS.rescaled_mse_k,
       rescaled_mse_m=FLAGS.rescaled_mse_m,
+      sorter=FLAGS.sorter,
+      parallel_loss=FLAGS.parallel_loss,
+      parallel_weight=FLAGS.parallel_weight,
+      recall_margin=FLAGS.recall_margin,
       optimizer=FLAGS.optimizer,
       learning_rate=FLAGS.learning_rate,
       batch_size=FLAGS.batch_size,
@@ -111,6 +147,11 @@ def config_from_flags() -> config_lib.TrainConfig:
       metrics=tuple(FLAGS.metrics),
       strategy=FLAGS.strategy,
       tpu=FLAGS.tpu,
+      cpu_devices=FLAGS.cpu_devices,
+      deterministic=FLAGS.deterministic,
+      overwrite=FLAGS.overwrite,
+      mixed_precision=FLAGS.mixed_precision,
+      jit_compile=FLAGS.jit_compile,
       seed=FLAGS.seed,
       model_dir=FLAGS.model_dir or "",
       top_k=FLAGS.top_k)

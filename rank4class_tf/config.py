@@ -15,9 +15,11 @@ from rank4class_tf import interactions
 from rank4class_tf import losses
 from rank4class_tf import metrics
 from rank4class_tf import pretrained
+from rank4class_tf.sorting import sorters
 
 OPTIMIZERS = ("adam", "adagrad")
-STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
+STRATEGIES = ("default", "mirrored", "multi_worker_mirrored",
+              "parameter_server", "tpu")
 
 
 @dataclasses.dataclass
@@ -26,7 +28,13 @@ class TrainConfig:
 
   Data:
     dataset: dataset name (`datasets.DATASET_NAMES`).
-    data_dir: directory of the dataset's files, for datasets that need one.
+    data_dir: directory of the dataset's files, for datasets that need one
+      (the TFDS data directory for `cifar10` / `imagenet2012`).
+    download: let TFDS download and prepare `cifar10` / `imagenet2012` when
+      they are missing from data_dir (ImageNet still needs its manual
+      download); False stops with a one-line error instead.
+    image_size: side of the preprocessed `imagenet2012` images (None: 224);
+      `cifar10` is 32.
 
   Model:
     encoder: instance encoder name (`encoders.ENCODER_NAMES`); `bert` or
@@ -35,12 +43,13 @@ class TrainConfig:
     encoder_size: architecture of `bert` / `electra` (`pretrained.SIZES`).
     init_checkpoint: weights of `bert` / `electra`: `minilm` (the shipped
       all-MiniLM-L6-v2), a .safetensors file, or a Google BERT / ELECTRA
-      TensorFlow checkpoint; empty for random weights.
+      TensorFlow checkpoint; of `resnet50`: a Model Garden ResNet-50
+      checkpoint; empty for random weights.
     vocab_file: WordPiece vocabulary; empty: `vocab.txt` beside a Google
       checkpoint, else MiniLM's (BERT's uncased vocabulary).
     max_seq_length: tokens per text instance, [CLS] and [SEP] included
       (the paper: 32 for GoEmotions, 128 for MIND).
-    dropout: dropout rate on h during training.
+    dropout: dropout rate on h during training (cifar-vgg's `vgg16`: 0.5).
     interaction: `dot`, `lc_mlp` or `concat_mlp`.
     mlp_units: width of the two hidden layers of the MLP interactions.
 
@@ -52,6 +61,12 @@ class TrainConfig:
     gumbel_temperature: Gumbel-ApproxNDCG noise temperature.
     rescaled_mse_k: k of `rescaled_mse` (weight of the true class).
     rescaled_mse_m: M of `rescaled_mse` (target score of the true class).
+    sorter: sorter of the `sodeep_*` losses: `handcrafted`, or `lstm` / `cnn`
+      with weights shipped for d = the class count (frozen).
+    parallel_loss: `sodeep_*`: a Keras loss added to the rank loss (`mae`,
+      `l1`, `mse` or a Keras loss class name); empty for none.
+    parallel_weight: `sodeep_*`: weight of `parallel_loss`.
+    recall_margin: `sodeep_recall`: rank margin (1/d = one position).
 
   Training:
     optimizer: `adam` or `adagrad`.
@@ -63,8 +78,18 @@ class TrainConfig:
     best_metric: validation metric that picks the best checkpoint
       (higher is better).
     metrics: metrics computed in training and validation.
-    strategy: `default`, `mirrored`, `multi_worker_mirrored` or `tpu`.
+    strategy: `default`, `mirrored`, `multi_worker_mirrored`,
+      `parameter_server` or `tpu` (see README, "Scale out and survive").
     tpu: TPU address for `strategy=tpu`.
+    cpu_devices: split the host CPU into this many logical devices, so that
+      `mirrored` runs data-parallel on one CPU.
+    deterministic: enable TensorFlow's op determinism (bitwise repeatable
+      runs, and resumed runs equal uninterrupted ones; slower).
+    overwrite: allow a model_dir that already holds an export.
+    mixed_precision: compute in float16 with float32 weights (Keras
+      `mixed_float16` policy, loss scaling); scores, losses and metrics stay
+      float32. For GPUs; runs, slowly, on a CPU.
+    jit_compile: compile the training and evaluation steps with XLA.
     seed: seed of weights initialisation, shuffling and Gumbel noise.
     model_dir: directory receiving everything the run makes.
     top_k: number of ranked classes the exported SavedModel returns.
@@ -72,6 +97,8 @@ class TrainConfig:
   # Data.
   dataset: str = "digits"
   data_dir: Optional[str] = None
+  download: bool = False
+  image_size: Optional[int] = None
   # Model.
   encoder: str = "small_cnn"
   encoder_dim: int = 128
@@ -89,6 +116,10 @@ class TrainConfig:
   gumbel_temperature: float = 1.0
   rescaled_mse_k: float = 1.0
   rescaled_mse_m: float = 1.0
+  sorter: str = "lstm"
+  parallel_loss: str = ""
+  parallel_weight: float = 1.0
+  recall_margin: float = 0.1
   # Training.
   optimizer: str = "adam"
   learning_rate: float = 1e-3
@@ -99,6 +130,11 @@ class TrainConfig:
   metrics: tuple = metrics.DEFAULT_METRICS
   strategy: str = "default"
   tpu: str = ""
+  cpu_devices: int = 1
+  deterministic: bool = False
+  overwrite: bool = False
+  mixed_precision: bool = False
+  jit_compile: bool = False
   seed: int = 42
   model_dir: str = ""
   top_k: int = 5
@@ -109,6 +145,11 @@ class TrainConfig:
       return {"size": self.encoder_size,
               "init_checkpoint": self.init_checkpoint or None,
               "dropout": self.dropout}
+    if self.encoder == "resnet50":
+      return {"init_checkpoint": self.init_checkpoint or None,
+              "dropout": self.dropout}
+    if self.encoder == "vgg16":
+      return {"dropout": self.dropout}
     return {"dim": self.encoder_dim, "dropout": self.dropout}
 
   def loss_kwargs(self) -> Dict[str, Any]:
@@ -120,11 +161,17 @@ class TrainConfig:
         "seed": self.seed,
         "k": self.rescaled_mse_k,
         "m": self.rescaled_mse_m,
+        "sorter": self.sorter,
+        "d": None,  # The class count, known once the data is loaded.
+        "parallel_loss": self.parallel_loss or None,
+        "parallel_weight": self.parallel_weight,
+        "margin": self.recall_margin,
     }
     return {k: candidates[k] for k in losses.hyperparameters(self.loss)}
 
   def validate(self) -> None:
-    """Checks every field.
+    """Checks every field. Runs no TensorFlow op (a multi-worker strategy
+    must be created before the first one).
 
     Raises:
       ValueError: one line naming the flag, its value and the valid choices.
@@ -155,22 +202,35 @@ class TrainConfig:
       raise ValueError(f"--encoder={self.encoder!r} cannot read the {kind} "
                        f"dataset {self.dataset!r}; choose one of: "
                        f"{', '.join(valid)}.")
+    if (self.encoder in encoders.IMAGE_ENCODERS and
+        self.dataset not in datasets.IMAGE_DATASETS):
+      raise ValueError(f"--encoder={self.encoder!r} reads colour images; "
+                       "choose --dataset from: "
+                       f"{', '.join(datasets.IMAGE_DATASETS)}.")
+    self._validate_images()
     if self.max_seq_length < 3:
       raise ValueError(f"--max_seq_length={self.max_seq_length!r} must be "
                        ">= 3 ([CLS], a token, [SEP]).")
-    positive = ("encoder_dim", "mlp_units", "sample_size", "batch_size",
+    positive = ("encoder_dim", "mlp_units", "cpu_devices", "sample_size", "batch_size",
                 "train_steps", "eval_every", "top_k", "learning_rate",
                 "gumbel_temperature", "rescaled_mse_k")
     for name in positive:
       if not getattr(self, name) > 0:
         raise ValueError(f"--{name}={getattr(self, name)!r} must be > 0.")
+    if self.loss.startswith("sodeep_"):
+      if self.sorter not in sorters.SORTER_NAMES:
+        raise ValueError(f"--sorter={self.sorter!r} is not valid; choose one "
+                         f"of: {', '.join(sorters.SORTER_NAMES)}.")
+      if not self.parallel_weight >= 0 or not self.recall_margin >= 0:
+        raise ValueError("--parallel_weight and --recall_margin must be "
+                         ">= 0.")
     if self.temperature is not None and not self.temperature > 0:
       raise ValueError(f"--temperature={self.temperature!r} must be > 0.")
     if not 0.0 <= self.dropout < 1.0:
       raise ValueError(f"--dropout={self.dropout!r} must be in [0, 1).")
     for name in tuple(self.metrics) + (self.best_metric,):
       try:
-        metrics.get(name)
+        metrics.check_name(name)
       except ValueError as e:
         raise ValueError(f"--metrics/--best_metric: {e}") from None
     if self.best_metric not in self.metrics:
@@ -180,6 +240,37 @@ class TrainConfig:
       raise ValueError("--model_dir must be set.")
     if self.strategy == "tpu" and not self.tpu:
       raise ValueError("--tpu must name the TPU address when --strategy=tpu.")
+
+  def _validate_images(self) -> None:
+    """The image flags: download, image_size, init_checkpoint, precision."""
+    for name in ("download", "mixed_precision", "jit_compile"):
+      if not isinstance(getattr(self, name), bool):
+        raise ValueError(f"--{name}={getattr(self, name)!r} must be true or "
+                         "false.")
+    if self.download and self.dataset not in datasets.TFDS_DATASETS:
+      raise ValueError(f"--download reads TFDS datasets only "
+                       f"({', '.join(datasets.TFDS_DATASETS)}), not "
+                       f"{self.dataset!r}.")
+    if self.image_size is not None:
+      if self.dataset != "imagenet2012":
+        raise ValueError(f"--image_size={self.image_size!r}: only "
+                         "imagenet2012 images are resized.")
+      if not self.image_size >= 32:
+        raise ValueError(f"--image_size={self.image_size!r} must be >= 32.")
+    if self.init_checkpoint:
+      readers = encoders.TEXT_ENCODERS + ("resnet50",)
+      if self.encoder not in readers:
+        raise ValueError(f"--init_checkpoint is read by {', '.join(readers)} "
+                         f"only, not --encoder={self.encoder!r}.")
+      if self.encoder == "resnet50" and (
+          self.init_checkpoint == "minilm" or
+          self.init_checkpoint.endswith(".safetensors")):
+        raise ValueError(f"--init_checkpoint={self.init_checkpoint!r} is a "
+                         "text checkpoint; --encoder=resnet50 takes a Model "
+                         "Garden ResNet-50 checkpoint.")
+    if self.mixed_precision and self.strategy == "tpu":
+      raise ValueError("--mixed_precision is float16 for GPUs; TPUs compute "
+                       "in bfloat16 on their own.")
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)

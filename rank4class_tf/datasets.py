@@ -26,6 +26,24 @@ Names:
 * `mind`: MIND news (Wu et al. 2020) read from `--data_dir`'s `news.tsv`; the
   instance is (title, abstract), packed as [CLS] title [SEP] abstract [SEP];
   the label is the category; a seeded stratified 60/20/20 split.
+* `cifar10`: CIFAR-10 (50,000 / 10,000 32x32 colour images, 10 classes)
+  read with TFDS's own builder from `--data_dir`; `validation` and `test`
+  are both TFDS's test split (the paper picks the best checkpoint on it).
+  cifar-vgg preprocessing (`images.CifarVGGPreprocessing`), with the
+  training split's pixel mean and standard deviation.
+* `imagenet2012`: ImageNet ILSVRC 2012 (1,281,167 / 50,000 images, 1,000
+  classes named by their WordNet ids) from TFDS's builder; `validation` and
+  `test` are both TFDS's validation split. Model Garden ResNet preprocessing
+  (`images.ImageNetPreprocessing`) to `image_size` (224).
+* `digits32`: the `digits` split upscaled to 32x32x3 uint8 images (bilinear,
+  grey copied to 3 channels), a real image dataset that ships offline, with
+  the cifar-vgg preprocessing without flips (a mirrored digit is another
+  symbol).
+
+TFDS datasets are never downloaded unless `download=True`: a missing
+prepared copy stops with a one-line ValueError naming the dataset and the
+directory. Image datasets yield raw uint8 images; their `preprocessing` runs
+per example in `ranking_dataset` (augmentation on the train split only).
 
 Malformed files stop with a ValueError naming the file and line.
 """
@@ -37,6 +55,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf import images
 from rank4class_tf import inputs as inputs_lib
 
 CLASS_ID = "class_id"
@@ -48,6 +67,19 @@ REPO_DATA_DIR = os.path.join(
 
 
 @dataclasses.dataclass(frozen=True)
+class Stream:
+  """A split read from files by tf.data instead of held in memory.
+
+  Attributes:
+    read: `read(shuffle_files, seed)` -> unbatched (raw instance, int64
+      label) pairs; `shuffle_files` shuffles the order of the files.
+    size: number of examples.
+  """
+  read: Callable[[bool, int], tf.data.Dataset]
+  size: int
+
+
+@dataclasses.dataclass(frozen=True)
 class ClassificationData:
   """A classification dataset: its classes, instance feature and splits.
 
@@ -55,18 +87,29 @@ class ClassificationData:
     name: dataset name.
     class_names: one name per class, index = class id.
     instance_key: name of the raw instance feature (`image`, `text`).
-    instance_shape: shape of one raw instance (without the batch axis).
-    instance_dtype: dtype of the raw instance (tf.string for text).
-    splits: split name -> (instances, labels) numpy arrays; labels are
-      integer ids [num_examples] or multi-hot floats
+    instance_shape: shape of one instance as the model reads it (without the
+      batch axis): the raw instance, or the preprocessed image.
+    instance_dtype: its dtype (tf.string for text).
+    splits: split name -> (instances, labels) numpy arrays held in memory;
+      labels are integer ids [num_examples] or multi-hot floats
       [num_examples, num_classes].
+    streams: split name -> `Stream`, for splits read from files (TFDS).
+    preprocessing: for images, `preprocessing(raw, training)` maps one raw
+      uint8 image to the model's float32 image (see `images`); None when the
+      raw instance is the model's input.
+    shuffle_buffer: training shuffle buffer; None shuffles the whole split
+      and caches every split in memory, an int streams without caching.
   """
   name: str
   class_names: Tuple[str, ...]
   instance_key: str
   instance_shape: Tuple[int, ...]
   instance_dtype: tf.DType
-  splits: Dict[str, Tuple[np.ndarray, np.ndarray]]
+  splits: Dict[str, Tuple[np.ndarray, np.ndarray]] = dataclasses.field(
+      default_factory=dict)
+  streams: Dict[str, Stream] = dataclasses.field(default_factory=dict)
+  preprocessing: Optional[Callable[[tf.Tensor, bool], tf.Tensor]] = None
+  shuffle_buffer: Optional[int] = None
 
   @property
   def num_classes(self) -> int:
@@ -78,16 +121,34 @@ class ClassificationData:
 
   @property
   def multi_label(self) -> bool:
+    if not self.splits:
+      return False  # Streams hold integer class ids.
     return next(iter(self.splits.values()))[1].ndim == 2
 
+  @property
+  def split_names(self) -> Tuple[str, ...]:
+    return tuple(self.splits) + tuple(self.streams)
+
   def size(self, split: str) -> int:
+    if split in self.streams:
+      return self.streams[split].size
     return len(self.splits[split][1])
 
-  def dataset(self, split: str) -> tf.data.Dataset:
-    """Unbatched (raw instance, label) pairs of `split`."""
+  def dataset(self, split: str, shuffle_files: bool = False,
+              seed: int = 0) -> tf.data.Dataset:
+    """Unbatched (raw instance, label) pairs of `split`.
+
+    Args:
+      split: split name.
+      shuffle_files: for streamed splits, read the files in a seeded random
+        order (in-memory splits ignore it).
+      seed: the file-order seed.
+    """
+    if split in self.streams:
+      return self.streams[split].read(shuffle_files, seed)
     if split not in self.splits:
       raise ValueError(f"Unknown split {split!r}; valid splits: "
-                       f"{', '.join(self.splits)}.")
+                       f"{', '.join(self.split_names)}.")
     x, y = self.splits[split]
     y = y.astype(np.float32) if y.ndim == 2 else y.astype(np.int64)
     return tf.data.Dataset.from_tensor_slices((x, y))
@@ -127,8 +188,12 @@ def ranking_features(instance_inputs: inputs_lib.InstanceInputs,
   return to_ranking
 
 
-def default_inputs(data: ClassificationData) -> inputs_lib.RawInputs:
-  """The inputs of a numeric dataset: the raw instance itself."""
+def default_inputs(data: ClassificationData):
+  """The inputs of a numeric dataset: the raw instance itself, or for image
+  datasets with a preprocessing the preprocessed image (`images.ImageInputs`,
+  whose serving signature takes raw uint8 images)."""
+  if data.preprocessing is not None:
+    return images.ImageInputs(data.instance_key, data.preprocessing)
   return inputs_lib.RawInputs(data.instance_key, data.instance_shape,
                               data.instance_dtype)
 
@@ -142,15 +207,24 @@ def ranking_dataset(data: ClassificationData,
                    ) -> tf.data.Dataset:
   """Batched ranking examples of `split`.
 
-  Training datasets are cached, shuffled with `seed` (reshuffled each pass)
-  and repeated forever; evaluation datasets are read once in order. Text is
-  tokenized after batching, in parallel.
+  Training datasets are cached (unless `data.shuffle_buffer` is set: then
+  streamed through a buffer of that size), shuffled with `seed` (reshuffled
+  each pass) and repeated forever; evaluation datasets are read once in
+  order. Images go through `data.preprocessing` per example, before
+  batching, with `training` choosing augmentation or evaluation
+  preprocessing. Text is tokenized after batching, in parallel.
   """
   instance_inputs = instance_inputs or default_inputs(data)
-  ds = data.dataset(split).cache()
+  ds = data.dataset(split, shuffle_files=training, seed=seed)
+  if data.shuffle_buffer is None:
+    ds = ds.cache()
   if training:
-    ds = ds.shuffle(data.size(split), seed=seed,
+    ds = ds.shuffle(data.shuffle_buffer or data.size(split), seed=seed,
                     reshuffle_each_iteration=True).repeat()
+  if data.preprocessing is not None:
+    preprocess = data.preprocessing
+    ds = ds.map(lambda x, y: (preprocess(x, training=training), y),
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   ds = ds.batch(batch_size, drop_remainder=training)
   ds = ds.map(ranking_features(instance_inputs, data.num_classes),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -364,25 +438,138 @@ def load_mind(data_dir: Optional[str] = None) -> ClassificationData:
               "test": (x[test], labels[test])})
 
 
+def load_digits32(data_dir: Optional[str] = None) -> ClassificationData:
+  """`digits` upscaled to 32x32x3 uint8 images (see module doc)."""
+  digits = load_digits(data_dir)
+  splits = {}
+  for split, (x, y) in digits.splits.items():
+    big = tf.image.resize(x, [32, 32], method="bilinear").numpy()
+    big = np.clip(np.round(big * 255.0), 0, 255).astype(np.uint8)
+    splits[split] = (np.repeat(big, 3, axis=-1), y)
+  mean, std = images.pixel_statistics(
+      tf.data.Dataset.from_tensor_slices(splits["train"]))
+  return ClassificationData(
+      name="digits32", class_names=digits.class_names, instance_key="image",
+      instance_shape=(32, 32, 3), instance_dtype=tf.float32, splits=splits,
+      preprocessing=images.CifarVGGPreprocessing(mean, std, flip=False))
+
+
+# Our split -> TFDS split: the paper selects checkpoints on the test set.
+TFDS_SPLITS = {
+    "cifar10": {"train": "train", "validation": "test", "test": "test"},
+    "imagenet2012": {"train": "train", "validation": "validation",
+                     "test": "validation"},
+}
+IMAGENET_SHUFFLE_BUFFER = 10_000  # The Model Garden's ImageNet buffer.
+
+
+def tfds_streams(name: str, data_dir: Optional[str], download: bool = False
+                ) -> Tuple[Tuple[str, ...], Dict[str, Stream]]:
+  """Class names and split streams of a TFDS dataset, read with TFDS's builder.
+
+  Args:
+    name: TFDS name (`cifar10`, `imagenet2012`).
+    data_dir: TFDS data directory (None: TFDS's default).
+    download: download and prepare the data first when it is missing.
+
+  Returns:
+    (class names from the label feature, {split: Stream}) for our splits
+    (`TFDS_SPLITS`), yielding (uint8 image, int64 label).
+
+  Raises:
+    ValueError: one line naming the dataset and directory when the data is
+      not prepared there and `download` is False.
+  """
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  builder = tfds.builder(name, data_dir=data_dir)
+  if download:
+    builder.download_and_prepare()
+
+  def reader(tfds_split: str) -> Callable[[bool, int], tf.data.Dataset]:
+    def read(shuffle_files: bool = False, seed: int = 0) -> tf.data.Dataset:
+      ds = builder.as_dataset(
+          split=tfds_split, as_supervised=True, shuffle_files=shuffle_files,
+          read_config=tfds.ReadConfig(shuffle_seed=seed))
+      return ds.map(lambda x, y: (x, tf.cast(y, tf.int64)))
+    return read
+
+  streams = {}
+  for split, tfds_split in TFDS_SPLITS[name].items():
+    read = reader(tfds_split)
+    try:
+      size = int(read().cardinality())
+    except AssertionError:
+      raise ValueError(
+          f"{name} is not prepared in {data_dir or builder.data_dir}: "
+          f"prepare it there with TFDS (`tfds build {name} "
+          f"--data_dir=DIR`) and pass --data_dir=DIR, or pass --download."
+      ) from None
+    streams[split] = Stream(read=read, size=size)
+  class_names = tuple(builder.info.features["label"].names)
+  return class_names, streams
+
+
+def load_cifar10(data_dir: Optional[str] = None, download: bool = False,
+                 image_size: Optional[int] = None) -> ClassificationData:
+  """CIFAR-10 through TFDS (see module doc)."""
+  if image_size not in (None, 32):
+    raise ValueError(f"--image_size={image_size!r}: cifar10 images are 32.")
+  class_names, streams = tfds_streams("cifar10", data_dir, download)
+  mean, std = images.pixel_statistics(streams["train"].read(False, 0))
+  return ClassificationData(
+      name="cifar10", class_names=class_names, instance_key="image",
+      instance_shape=(32, 32, 3), instance_dtype=tf.float32,
+      streams=streams, preprocessing=images.CifarVGGPreprocessing(mean, std))
+
+
+def load_imagenet2012(data_dir: Optional[str] = None, download: bool = False,
+                      image_size: Optional[int] = None) -> ClassificationData:
+  """ImageNet 2012 through TFDS (see module doc)."""
+  preprocessing = images.ImageNetPreprocessing(image_size or 224)
+  class_names, streams = tfds_streams("imagenet2012", data_dir, download)
+  return ClassificationData(
+      name="imagenet2012", class_names=class_names, instance_key="image",
+      instance_shape=preprocessing.output_shape, instance_dtype=tf.float32,
+      streams=streams, preprocessing=preprocessing,
+      shuffle_buffer=IMAGENET_SHUFFLE_BUFFER)
+
+
 _DATASETS: Dict[str, Callable[[Optional[str]], ClassificationData]] = {
     "digits": load_digits,
     "goemotions": load_goemotions,
     "goemotions_multilabel": load_goemotions_multilabel,
     "mind": load_mind,
+    "digits32": load_digits32,
+    "cifar10": load_cifar10,
+    "imagenet2012": load_imagenet2012,
 }
 
 DATASET_NAMES = tuple(_DATASETS)
 TEXT_DATASETS = ("goemotions", "goemotions_multilabel", "mind")
+# Read through TFDS: they take `download` and (ImageNet) `image_size`.
+TFDS_DATASETS = ("cifar10", "imagenet2012")
+# Raw uint8 colour images with a preprocessing.
+IMAGE_DATASETS = ("digits32",) + TFDS_DATASETS
 
 
-def get(name: str, data_dir: Optional[str] = None) -> ClassificationData:
+def get(name: str, data_dir: Optional[str] = None, download: bool = False,
+        image_size: Optional[int] = None) -> ClassificationData:
   """Loads the dataset called `name`.
+
+  Args:
+    name: dataset name (`DATASET_NAMES`).
+    data_dir: the dataset's files (TFDS data directory for TFDS datasets).
+    download: TFDS datasets only: download and prepare missing data.
+    image_size: TFDS datasets only: side of the preprocessed images (None:
+      the dataset's, 224 for ImageNet; CIFAR-10 is always 32).
 
   Raises:
     ValueError: for an unknown name or missing/malformed data (the message
-      names the file and line).
+      names the file and line, or the dataset and directory).
   """
   if name not in _DATASETS:
     raise ValueError(f"Unknown dataset {name!r}; valid names: "
                      f"{', '.join(DATASET_NAMES)}.")
+  if name in TFDS_DATASETS:
+    return _DATASETS[name](data_dir, download=download, image_size=image_size)
   return _DATASETS[name](data_dir)

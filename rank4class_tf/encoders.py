@@ -18,12 +18,24 @@ Names:
   `size` picks the architecture (`pretrained.SIZES`) and `init_checkpoint`
   the weights (`pretrained.init_encoder`: `minilm`, a .safetensors file or a
   Google BERT / ELECTRA TF checkpoint).
+* `vgg16`: the VGG16 of geifmany/cifar-vgg for 32x32 colour images: 13 3x3
+  convolutions (64, 64, 128, 128, 256 x 3, 512 x 6; each ReLU then batch
+  norm, dropout 0.3 / 0.4 inside each block, 2x2 max-pooling after each
+  block), dropout 0.5, flatten, a 512-unit ReLU dense layer with batch norm
+  and dropout; L2 weight decay 5e-4 on every kernel. h is that last hidden
+  dense layer (512); cifar-vgg's softmax layer is the ranking head here.
+* `resnet50`: the Model Garden ResNet-50 backbone
+  (`official.vision.modeling.backbones.ResNet`); h is the global average of
+  its last feature map (2048). `init_checkpoint` restores a Model Garden
+  checkpoint (every backbone variable must be in it).
 """
 
+import os
 from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
+from official.vision.modeling.backbones import resnet
 from rank4class_tf import pretrained
 
 
@@ -137,13 +149,158 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
     return config
 
 
+# cifar-vgg's blocks: (filters, convolutions, dropout after all but the last).
+VGG16_BLOCKS = ((64, 2, 0.3), (128, 2, 0.4), (256, 3, 0.4), (512, 3, 0.4),
+                (512, 3, 0.4))
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class VGG16Encoder(tf.keras.layers.Layer):
+  """cifar-vgg's VGG16: [batch, 32, 32, 3] images -> [batch, 512].
+
+  Every convolution is conv -> ReLU -> batch norm; inside a block a dropout
+  follows every convolution but the last, which is followed by 2x2
+  max-pooling (`VGG16_BLOCKS`). Then dropout 0.5, flatten, dense(512) ->
+  ReLU -> batch norm -> dropout (`dropout`): h.
+
+  Args:
+    dropout: dropout rate on h (cifar-vgg: 0.5).
+    weight_decay: L2 factor of every kernel (cifar-vgg: 5e-4), added to the
+      model's losses.
+  """
+
+  def __init__(self, dropout: float = 0.5, weight_decay: float = 5e-4,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.dropout = float(dropout)
+    self.weight_decay = float(weight_decay)
+    l2 = tf.keras.regularizers.l2(self.weight_decay)
+    layers = []
+    for filters, convs, rate in VGG16_BLOCKS:
+      for i in range(convs):
+        layers += [tf.keras.layers.Conv2D(filters, 3, padding="same",
+                                          activation="relu",
+                                          kernel_regularizer=l2),
+                   tf.keras.layers.BatchNormalization()]
+        layers.append(tf.keras.layers.Dropout(rate) if i < convs - 1 else
+                      tf.keras.layers.MaxPool2D(2))
+    layers += [
+        tf.keras.layers.Dropout(0.5),
+        tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(512, activation="relu", kernel_regularizer=l2),
+        tf.keras.layers.BatchNormalization(),
+        tf.keras.layers.Dropout(self.dropout),
+    ]
+    self.body = tf.keras.Sequential(layers, name="body")
+
+  def call(self, images, training=None):
+    return self.body(images, training=training)
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({"dropout": self.dropout,
+                   "weight_decay": self.weight_decay})
+    return config
+
+
+def restore_resnet(backbone: tf.keras.Model, init_checkpoint: str) -> str:
+  """Restores a Model Garden ResNet backbone from a TF2 object checkpoint.
+
+  Reads checkpoints that hold the backbone as `backbone` (what the Model
+  Garden writes for backbone initialisation) or as `model/backbone` (a
+  whole image-classification training checkpoint); the rest (head,
+  optimizer) is ignored.
+
+  Args:
+    backbone: the built backbone.
+    init_checkpoint: a checkpoint prefix, or a directory holding one.
+
+  Returns:
+    The checkpoint prefix read.
+
+  Raises:
+    ValueError: one line naming the checkpoint when it is not a readable TF
+      checkpoint, holds no backbone, or lacks one of the backbone's
+      variables.
+  """
+  path = init_checkpoint
+  if os.path.isdir(path):
+    path = tf.train.latest_checkpoint(path) or path
+  try:
+    names = [name for name, _ in tf.train.list_variables(path)]
+  except (tf.errors.OpError, ValueError):
+    raise ValueError(f"--init_checkpoint {init_checkpoint!r}: not a "
+                     "TensorFlow checkpoint prefix or a directory holding "
+                     "one.") from None
+  if any(n.startswith("backbone/") for n in names):
+    root = tf.train.Checkpoint(backbone=backbone)
+  elif any(n.startswith("model/backbone/") for n in names):
+    root = tf.train.Checkpoint(model=tf.train.Checkpoint(backbone=backbone))
+  else:
+    raise ValueError(f"--init_checkpoint {init_checkpoint!r}: holds no "
+                     "`backbone` or `model/backbone` (not a Model Garden "
+                     "ResNet checkpoint).")
+  status = root.read(path)
+  try:
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    first = str(e).strip().splitlines()[0][:200]
+    raise ValueError(f"--init_checkpoint {init_checkpoint!r}: does not "
+                     f"hold every ResNet variable ({first}).") from None
+  status.expect_partial()
+  return path
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class ResNet50Encoder(tf.keras.layers.Layer):
+  """Model Garden ResNet-50: [batch, H, W, 3] images -> [batch, 2048].
+
+  h is the global average pooling of the backbone's last endpoint, as in the
+  Model Garden's image classification model (which puts its dense softmax
+  layer there).
+
+  Args:
+    init_checkpoint: Model Garden checkpoint to start from (see
+      `restore_resnet`); None starts from random weights.
+    dropout: dropout rate on h during training.
+  """
+
+  def __init__(self, init_checkpoint: Optional[str] = None,
+               dropout: float = 0.0, **kwargs):
+    super().__init__(**kwargs)
+    self.init_checkpoint = init_checkpoint
+    self.dropout = float(dropout)
+    self.backbone = resnet.ResNet(
+        model_id=50,
+        input_specs=tf.keras.layers.InputSpec(shape=[None, None, None, 3]))
+    if init_checkpoint:
+      restore_resnet(self.backbone, init_checkpoint)
+    self.last_level = max(self.backbone.output_specs, key=int)
+    self.pool = tf.keras.layers.GlobalAveragePooling2D()
+    self.dropout_layer = tf.keras.layers.Dropout(self.dropout)
+
+  def call(self, images, training=None):
+    features = self.backbone(images, training=training)[self.last_level]
+    return self.dropout_layer(self.pool(features), training=training)
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({"init_checkpoint": self.init_checkpoint,
+                   "dropout": self.dropout})
+    return config
+
+
 _ENCODERS = {
     "small_cnn": SmallCNN,
     "mlp": MLPEncoder,
     "bert": BertInstanceEncoder,
     "electra": BertInstanceEncoder,
+    "vgg16": VGG16Encoder,
+    "resnet50": ResNet50Encoder,
 }
 TEXT_ENCODERS = ("bert", "electra")
+# Read 3-channel images (`datasets.IMAGE_DATASETS`).
+IMAGE_ENCODERS = ("vgg16", "resnet50")
 # Per-name defaults where two names share a class.
 _DEFAULTS = {"electra": {"pooling": "cls"}}
 

@@ -26,6 +26,7 @@ import tensorflow_ranking as tfr
 
 from rank4class_tf import fast_losses
 from rank4class_tf import ops
+from rank4class_tf.sorting import losses as sodeep_losses
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class_tf")
@@ -66,6 +67,8 @@ class RescaledMeanSquaredLoss(tf.keras.losses.Loss):
     return config
 
 
+_SODEEP = ("sorter", "d", "parallel_loss", "parallel_weight")
+
 # name -> (class, hyper-parameters it accepts). A plain dict, no registry.
 _LOSSES: Dict[str, Tuple[type, Tuple[str, ...]]] = {
     "softmax": (tfr.keras.losses.SoftmaxLoss, ("temperature",)),
@@ -77,6 +80,11 @@ _LOSSES: Dict[str, Tuple[type, Tuple[str, ...]]] = {
                             "gumbel_temperature", "seed")),
     "mse": (tfr.keras.losses.MeanSquaredLoss, ()),
     "rescaled_mse": (RescaledMeanSquaredLoss, ("k", "m")),
+    # SoDeep (Engilberge et al. 2019): rank losses on a learned sorter, whose
+    # list length d is the class count (`d` is filled in from the data).
+    "sodeep_spearman": (sodeep_losses.SoDeepSpearmanLoss, _SODEEP),
+    "sodeep_map": (sodeep_losses.SoDeepMAPLoss, _SODEEP),
+    "sodeep_recall": (sodeep_losses.SoDeepRecallLoss, _SODEEP + ("margin",)),
 }
 
 LOSS_NAMES = tuple(_LOSSES)

@@ -36,6 +36,27 @@ def keras_name(name: str) -> str:
   return name.replace("@", "_")
 
 
+def _parse(name: str):
+  """(TF-Ranking metric class, its kwargs) of metric `name`."""
+  match = _TOPK.match(name)
+  if match:
+    return tfr.keras.metrics.HitsMetric, {"topn": int(match.group(1))}
+  match = _NDCG.match(name)
+  if match:
+    return tfr.keras.metrics.NDCGMetric, {"topn": int(match.group(1))}
+  if name == "ndcg":
+    return tfr.keras.metrics.NDCGMetric, {}
+  if name == "mrr":
+    return tfr.keras.metrics.MRRMetric, {}
+  raise ValueError(f"Unknown metric {name!r}; valid names: top<k>_accuracy, "
+                   "ndcg@<k>, ndcg, mrr (k a positive integer).")
+
+
+def check_name(name: str) -> None:
+  """Raises ValueError unless `name` is a valid metric name (builds nothing)."""
+  _parse(name)
+
+
 def get(name: str) -> tf.keras.metrics.Metric:
   """Builds the Keras metric called `name`.
 
@@ -48,20 +69,8 @@ def get(name: str) -> tf.keras.metrics.Metric:
   Raises:
     ValueError: for any other name.
   """
-  match = _TOPK.match(name)
-  if match:
-    return tfr.keras.metrics.HitsMetric(
-        name=keras_name(name), topn=int(match.group(1)))
-  match = _NDCG.match(name)
-  if match:
-    return tfr.keras.metrics.NDCGMetric(
-        name=keras_name(name), topn=int(match.group(1)))
-  if name == "ndcg":
-    return tfr.keras.metrics.NDCGMetric(name=name)
-  if name == "mrr":
-    return tfr.keras.metrics.MRRMetric(name=name)
-  raise ValueError(f"Unknown metric {name!r}; valid names: top<k>_accuracy, "
-                   "ndcg@<k>, ndcg, mrr (k a positive integer).")
+  cls, kwargs = _parse(name)
+  return cls(name=keras_name(name), **kwargs)
 
 
 def get_all(names: Iterable[str]) -> List[tf.keras.metrics.Metric]:

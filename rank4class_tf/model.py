@@ -73,7 +73,8 @@ class ClassRankingHead(tf.keras.layers.Layer):
 
   * h: [batch_size, dim] instance encodings;
   * class_ids: [batch_size, list_size] or [batch_size, list_size, 1] ids;
-  * returns [batch_size, list_size] scores.
+  * returns [batch_size, list_size] float32 scores (whatever the compute
+    dtype, so mixed precision keeps losses and metrics in float32).
 
   Every class of the table is scored once per instance (the interaction sees
   [batch_size, dim] and [num_classes, class_dim]) and the listed ones are
@@ -120,7 +121,10 @@ class ClassRankingHead(tf.keras.layers.Layer):
     h, class_ids = inputs
     if class_ids.shape.rank == 3:
       class_ids = tf.squeeze(class_ids, axis=-1)
-    return ops.gather_class_scores(self.all_class_scores(h), class_ids)
+    scores = ops.gather_class_scores(self.all_class_scores(h), class_ids)
+    # Under mixed precision the layers compute in float16; losses and
+    # metrics read float32 scores.
+    return tf.cast(scores, tf.float32)
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()

@@ -30,12 +30,14 @@ import shutil
 import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
 from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
+from rank4class_tf import images
 from rank4class_tf import inputs as inputs_lib
 from rank4class_tf import losses
 from rank4class_tf import metrics
@@ -43,6 +45,7 @@ from rank4class_tf import model as model_lib
 from rank4class_tf import ops
 from rank4class_tf import pretrained
 from rank4class_tf import text
+from rank4class_tf.sorting import sorters
 
 CONFIG_FILE = "config.json"
 CLASSES_FILE = "classes.json"
@@ -50,10 +53,13 @@ BEST_EXPORT = "best_model_by_metric"
 LATEST_EXPORT = "latest_model"
 SERVING_KEY = "serving_default"
 
+BACKUP_DIR = "backup"
+
 _TFR_STRATEGIES = {
     "default": None,
     "mirrored": tfr.keras.strategy_utils.MIRRORED_STRATEGY,
     "multi_worker_mirrored": tfr.keras.strategy_utils.MWMS_STRATEGY,
+    "parameter_server": tfr.keras.strategy_utils.PS_STRATEGY,
     "tpu": tfr.keras.strategy_utils.TPU_STRATEGY,
 }
 
@@ -67,21 +73,30 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     batch_size: global batch size.
     seed: shuffling seed.
     top_k: number of ranked classes the serving signature returns.
+    skip_batches: training batches already consumed by the run being
+      resumed. The training stream is a fixed function of the seed, so
+      skipping them continues it exactly where the interrupted run was.
   """
 
   def __init__(self, data: datasets.ClassificationData,
                instance_inputs: inputs_lib.InstanceInputs, batch_size: int,
-               seed: int, top_k: int):
+               seed: int, top_k: int, skip_batches: int = 0):
     self._data = data
     self._inputs = instance_inputs
     self._batch_size = batch_size
     self._seed = seed
     self._top_k = top_k
+    self._skip_batches = skip_batches
 
   def build_train_dataset(self) -> tf.data.Dataset:
-    return datasets.ranking_dataset(self._data, "train", self._batch_size,
-                                    training=True, seed=self._seed,
-                                    instance_inputs=self._inputs)
+    ds = datasets.ranking_dataset(self._data, "train", self._batch_size,
+                                  training=True, seed=self._seed,
+                                  instance_inputs=self._inputs)
+    return ds.skip(self._skip_batches) if self._skip_batches else ds
+
+  @property
+  def num_classes(self) -> int:
+    return self._data.num_classes
 
   def build_valid_dataset(self) -> tf.data.Dataset:
     return datasets.ranking_dataset(self._data, "validation",
@@ -92,7 +107,9 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     """The serving signature: raw instances -> scores and ranked classes.
 
     Input: the raw instance `<instance_key>` [batch_size, ...] (float images,
-    or strings for text, tokenized inside the graph). Outputs: `scores`
+    or strings for text, tokenized inside the graph, or raw uint8 images
+    [batch_size, height, width, 3] for image datasets, which get the
+    evaluation preprocessing inside the graph). Outputs: `scores`
     [batch_size, num_classes] (class id order), and best first
     `top_k_ids` [batch_size, k] int32, `top_k_names` [batch_size, k] string,
     `top_k_scores` [batch_size, k].
@@ -105,10 +122,13 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
       model.instance_preprocessor = instance_inputs.preprocessor
     class_names = tf.constant(data.class_names)
     top_k = self._top_k
+    to_features = instance_inputs
+    if isinstance(instance_inputs, images.ImageInputs):
+      to_features = instance_inputs.serving_features
 
     @tf.function(input_signature=[instance_inputs.serving_spec()])
     def serve(instance):
-      features = datasets.class_list_features(instance_inputs(instance),
+      features = datasets.class_list_features(to_features(instance),
                                                data.num_classes)
       scores = model(features, training=False)
       top_scores, top_ids, top_names = ops.top_k_classes(
@@ -119,16 +139,103 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     return {SERVING_KEY: serve}
 
 
+class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
+  """Saves the weights whenever a validation metric reaches a new maximum.
+
+  The best value so far is also written to `best.json` beside the
+  checkpoints, and a resumed run starts from it, so a restart never
+  mistakes its first validation for the best one.
+
+  Args:
+    directory: folder of the `ckpt-NNNN` checkpoints and `best.json`.
+    monitor: Keras log key, e.g. `val_top1_accuracy`.
+    resume: read the best value of the interrupted run.
+  """
+
+  def __init__(self, directory: str, monitor: str, resume: bool):
+    self._record = os.path.join(directory, "best.json")
+    best = None
+    if resume and tf.io.gfile.exists(self._record):
+      with tf.io.gfile.GFile(self._record) as f:
+        best = json.load(f)["value"]
+    super().__init__(os.path.join(directory, "ckpt-{epoch:04d}"),
+                     monitor=monitor, mode="max", save_weights_only=True,
+                     save_best_only=True, initial_value_threshold=best)
+
+  def on_epoch_end(self, epoch, logs=None):
+    before = self.best
+    super().on_epoch_end(epoch, logs)
+    if self.best != before and self.model.distribute_strategy.extended \
+        .should_checkpoint:
+      with tf.io.gfile.GFile(self._record, "w") as f:
+        json.dump({"epoch": epoch + 1, "monitor": self.monitor,
+                   "value": float(self.best)}, f)
+
+
+class XLAModelBuilder(tfr.keras.model.AbstractModelBuilder):
+  """Builds the model so that its `compile` turns on XLA (`jit_compile`).
+
+  TF-Ranking's `ModelFitPipeline.train_and_validate` builds and compiles the
+  model itself; this fixes the one compile option it does not pass.
+
+  Args:
+    model_builder: the model builder to wrap.
+  """
+
+  def __init__(self, model_builder: tfr.keras.model.AbstractModelBuilder):
+    self._model_builder = model_builder
+
+  def build(self) -> tf.keras.Model:
+    model = self._model_builder.build()
+    compile_model = model.compile
+    def compile_with_xla(**kwargs):
+      compile_model(jit_compile=True, **kwargs)
+    model.compile = compile_with_xla
+    return model
+
+
 class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
-  """`ModelFitPipeline` with our losses, metrics, checkpoints and exports."""
+  """`ModelFitPipeline` with our losses, metrics, checkpoints and exports.
+
+  With `config.mixed_precision` the model is built and trained under the
+  Keras `mixed_float16` policy (Keras then wraps the optimizer in a
+  `LossScaleOptimizer`); the previous global policy is restored afterwards.
+  With `config.jit_compile` the model is compiled with XLA.
+  """
 
   def __init__(self, model_builder, dataset_builder, hparams,
-               config: config_lib.TrainConfig):
-    super().__init__(model_builder, dataset_builder, hparams)
+               config: config_lib.TrainConfig, strategy=None):
+    if config.jit_compile:
+      model_builder = XLAModelBuilder(model_builder)
+    # Not `super().__init__`: TF-Ranking's builds the optimizer, then the
+    # strategy; a MultiWorkerMirroredStrategy must exist before any
+    # TensorFlow op runs, so `train` creates it first and hands it in, and
+    # the optimizer is built in its scope.
+    self._validate_parameters(model_builder, dataset_builder)
+    self._model_builder = model_builder
+    self._dataset_builder = dataset_builder
+    self._hparams = hparams
     self._config = config
+    self._strategy = strategy
+    with tfr.keras.strategy_utils.strategy_scope(strategy):
+      self._optimizer = tf.keras.optimizers.get({
+          "class_name": hparams.optimizer,
+          "config": {"learning_rate": hparams.learning_rate}})
+
+  def train_and_validate(self, verbose: int = 0):
+    policy = tf.keras.mixed_precision.global_policy()
+    if self._config.mixed_precision:
+      tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+      return super().train_and_validate(verbose=verbose)
+    finally:
+      tf.keras.mixed_precision.set_global_policy(policy)
 
   def build_loss(self) -> tf.keras.losses.Loss:
-    return losses.get(self._config.loss, **self._config.loss_kwargs())
+    kwargs = self._config.loss_kwargs()
+    if "d" in kwargs:  # SoDeep sorters rank lists of the class count.
+      kwargs["d"] = self._dataset_builder.num_classes
+    return losses.get(self._config.loss, **kwargs)
 
   def build_metrics(self) -> List[tf.keras.metrics.Metric]:
     return metrics.get_all(self._config.metrics)
@@ -141,15 +248,16 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     monitor = "val_" + metrics.keras_name(self._config.best_metric)
     return [
         tf.keras.callbacks.TensorBoard(model_dir),
-        tf.keras.callbacks.BackupAndRestore(backup_dir=model_dir),
+        # Restores model, optimizer and epoch after a crash or preemption;
+        # `resume_epoch` reads the same backup to realign the data.
+        tf.keras.callbacks.BackupAndRestore(
+            backup_dir=os.path.join(model_dir, BACKUP_DIR)),
         tf.keras.callbacks.ModelCheckpoint(
             os.path.join(model_dir, "checkpoints", "ckpt-{epoch:04d}"),
             save_weights_only=True),
         # TF-Ranking's pipeline names this folder and exports from it.
-        tf.keras.callbacks.ModelCheckpoint(
-            os.path.join(model_dir, "best_checkpoint", "ckpt-{epoch:04d}"),
-            monitor=monitor, mode="max", save_weights_only=True,
-            save_best_only=True),
+        BestCheckpoint(os.path.join(model_dir, "best_checkpoint"), monitor,
+                       resume=resume_epoch(model_dir) > 0),
     ]
 
   def export_saved_model(self, model: tf.keras.Model, export_to: str,
@@ -173,16 +281,50 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
         shutil.rmtree(tmp)
 
 
-def get_strategy(name: str, tpu: str = ""):
-  """The tf.distribute strategy called `name` (None for `default`).
+def cluster_resolver(config: config_lib.TrainConfig):
+  """The cluster resolver behind `--strategy`, or None where none is needed.
 
-  Names: default, mirrored, multi_worker_mirrored (TF_CONFIG describes the
-  cluster), tpu (`tpu` is the TPU address).
+  * `multi_worker_mirrored`, `parameter_server`: the cluster comes from the
+    TF_CONFIG environment variable (`TFConfigClusterResolver`);
+  * `tpu`: `TPUClusterResolver(tpu=--tpu)`;
+  * `default`, `mirrored`: one process, no resolver.
   """
-  if name not in _TFR_STRATEGIES:
-    raise ValueError(f"Unknown strategy {name!r}; valid names: "
-                     f"{', '.join(_TFR_STRATEGIES)}.")
-  return tfr.keras.strategy_utils.get_strategy(_TFR_STRATEGIES[name], tpu=tpu)
+  if config.strategy in ("multi_worker_mirrored", "parameter_server"):
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if "chief" not in resolver.cluster_spec().as_dict():
+      raise ValueError(f"--strategy={config.strategy} needs TF_CONFIG to "
+                       "describe the cluster with a 'chief' task (it writes "
+                       "the checkpoints and exports).")
+    return resolver
+  if config.strategy == "tpu":
+    return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=config.tpu)
+  return None
+
+
+def resume_epoch(model_dir: str) -> int:
+  """Epochs an interrupted run in `model_dir` completed (0 if none).
+
+  Reads the epoch that Keras' `BackupAndRestore` saved with its last backup.
+  """
+  backup = tf.train.latest_checkpoint(
+      os.path.join(model_dir, BACKUP_DIR, "chief"))
+  if not backup:
+    return 0
+  saved = tf.train.load_checkpoint(backup).get_tensor(
+      "ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE")
+  return max(int(saved) + 1, 0)
+
+
+def configure_devices(cpu_devices: int) -> None:
+  """Splits the host CPU into `cpu_devices` logical devices (if > 1).
+
+  Lets `--strategy=mirrored` run data-parallel on one CPU (tests, demos).
+  Must run before TensorFlow initialises its devices.
+  """
+  if cpu_devices > 1:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_devices)
 
 
 def vocab_file(config: config_lib.TrainConfig) -> str:
@@ -211,9 +353,21 @@ def build_inputs(config: config_lib.TrainConfig,
                                preprocessor)
 
 
+def make_strategy(config: config_lib.TrainConfig):
+  """The tf.distribute strategy of `--strategy` (None for `default`)."""
+  return tfr.keras.strategy_utils.get_strategy(
+      _TFR_STRATEGIES[config.strategy], cluster_resolver(config),
+      tpu=config.tpu)
+
+
 def build_pipeline(config: config_lib.TrainConfig,
-                   data: datasets.ClassificationData) -> Rank4ClassPipeline:
-  """Maps the config onto TF-Ranking's model builder, data and hparams."""
+                   data: datasets.ClassificationData,
+                   strategy=None) -> Rank4ClassPipeline:
+  """Maps the config onto TF-Ranking's model builder, data and hparams.
+
+  `strategy` (from `make_strategy`) must be created before any TensorFlow
+  op for multi-worker runs; None trains on the default device.
+  """
   instance_inputs = build_inputs(config, data)
   model_builder = model_lib.build_model_builder(
       data,
@@ -223,7 +377,8 @@ def build_pipeline(config: config_lib.TrainConfig,
       interaction=config.interaction,
       mlp_units=config.mlp_units)
   dataset_builder = Rank4ClassDatasetBuilder(
-      data, instance_inputs, config.batch_size, config.seed, config.top_k)
+      data, instance_inputs, config.batch_size, config.seed, config.top_k,
+      skip_batches=resume_epoch(config.model_dir) * config.eval_every)
   num_epochs = -(-config.train_steps // config.eval_every)
   hparams = tfr.keras.pipeline.PipelineHparams(
       model_dir=config.model_dir,
@@ -238,8 +393,10 @@ def build_pipeline(config: config_lib.TrainConfig,
       best_exporter_metric_higher_better=True,
       best_exporter_metric=metrics.keras_name(config.best_metric),
       strategy=_TFR_STRATEGIES[config.strategy],
+      cluster_resolver=cluster_resolver(config),
       tpu=config.tpu)
-  return Rank4ClassPipeline(model_builder, dataset_builder, hparams, config)
+  return Rank4ClassPipeline(model_builder, dataset_builder, hparams, config,
+                            strategy)
 
 
 def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
@@ -247,21 +404,53 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
 
   The config and the data are checked before anything is written: a bad
   config or missing data raises ValueError and leaves model_dir untouched.
+  A model_dir that already holds an export is refused unless
+  `config.overwrite`. A run interrupted mid-training (a backup in
+  model_dir/backup) resumes from its last completed validation, with the
+  data stream realigned, when started again with the same config.
   """
+  configure_devices(config.cpu_devices)  # Before any TensorFlow op runs.
   config.validate()
-  data = datasets.get(config.dataset, config.data_dir)
+  strategy = make_strategy(config)  # Also before any op: collectives.
+  if config.deterministic:
+    tf.config.experimental.enable_op_determinism()
+  data = load_data(config)
   if config.init_checkpoint:
     pretrained.check_init_checkpoint(config.init_checkpoint)
+  if config.loss.startswith("sodeep_"):
+    sorters.check_available(config.sorter, data.num_classes)
+  export_dir = os.path.join(config.model_dir, "export")
+  if tf.io.gfile.exists(export_dir) and not config.overwrite:
+    raise ValueError(f"--model_dir={config.model_dir} already holds an "
+                     "export; pass --overwrite to replace it.")
   tf.keras.utils.set_random_seed(config.seed)
-  pipeline = build_pipeline(config, data)  # Reads vocab and checkpoints.
-  tf.io.gfile.makedirs(config.model_dir)
-  with tf.io.gfile.GFile(os.path.join(config.model_dir, CONFIG_FILE),
-                         "w") as f:
-    f.write(config.to_json())
-  with tf.io.gfile.GFile(os.path.join(config.model_dir, CLASSES_FILE),
-                         "w") as f:
-    f.write(json.dumps(list(data.class_names), indent=1))
+  pipeline = build_pipeline(config, data, strategy)  # Reads vocab, ckpts.
+  replicas = strategy.num_replicas_in_sync if strategy else 1
+  if config.batch_size % replicas:
+    raise ValueError(f"--batch_size={config.batch_size} must be a multiple "
+                     f"of the {replicas} replicas of --strategy="
+                     f"{config.strategy}.")
+  logging.info(
+      "Strategy %s: %d replica(s); global batch %d = %d per replica; "
+      "learning rate %g (not scaled with the replicas); resuming after "
+      "epoch %d.", config.strategy, replicas, config.batch_size,
+      config.batch_size // replicas, config.learning_rate,
+      resume_epoch(config.model_dir))
+  if strategy is None or strategy.extended.should_checkpoint:
+    tf.io.gfile.makedirs(config.model_dir)
+    with tf.io.gfile.GFile(os.path.join(config.model_dir, CONFIG_FILE),
+                           "w") as f:
+      f.write(config.to_json())
+    with tf.io.gfile.GFile(os.path.join(config.model_dir, CLASSES_FILE),
+                           "w") as f:
+      f.write(json.dumps(list(data.class_names), indent=1))
   pipeline.train_and_validate(verbose=verbose)
+  if strategy is not None and not strategy.extended.should_checkpoint:
+    # TF-Ranking writes a non-chief worker's copies under workertemp_<id>.
+    scratch = os.path.join(config.model_dir,
+                           f"workertemp_{strategy.cluster_resolver.task_id}")
+    if tf.io.gfile.exists(scratch):
+      tf.io.gfile.rmtree(scratch)
   return os.path.join(config.model_dir, "export", BEST_EXPORT)
 
 
@@ -274,10 +463,20 @@ def load_config(model_dir: str) -> config_lib.TrainConfig:
     return config_lib.TrainConfig.from_json(f.read())
 
 
+def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:
+  """The run's dataset, with its data_dir, download and image_size flags."""
+  return datasets.get(config.dataset, config.data_dir,
+                      download=config.download, image_size=config.image_size)
+
+
 def evaluate(model_dir: str, split: str = "test",
              export: str = BEST_EXPORT,
              batch_size: int = 256) -> Dict[str, float]:
   """Metrics of a trained run's exported model on a split.
+
+  The exported model reads the raw instances (raw uint8 images for image
+  datasets, preprocessed inside the SavedModel). Raw images of different
+  sizes (ImageNet) are scored one per call.
 
   Args:
     model_dir: the run's directory.
@@ -290,14 +489,18 @@ def evaluate(model_dir: str, split: str = "test",
   """
   config = load_config(model_dir)
   ranker = ExportedRanker(model_dir, export)
-  data = datasets.get(config.dataset, config.data_dir)
-  if split not in data.splits:
+  data = load_data(config)
+  if split not in data.split_names:
     raise ValueError(f"--split={split!r} is not valid; choose one of: "
-                     f"{', '.join(data.splits)}.")
-  scores = np.concatenate([
-      ranker.scores(instance)
-      for instance, _ in data.dataset(split).batch(batch_size)])
-  results = metrics.evaluate_scores(data.splits[split][1], scores,
+                     f"{', '.join(data.split_names)}.")
+  if None in ranker.instance_shape:
+    batch_size = 1
+  scores, labels = [], []
+  for instance, label in data.dataset(split).batch(batch_size):
+    scores.append(ranker.scores(instance))
+    labels.append(label.numpy())
+  scores = np.concatenate(scores)
+  results = metrics.evaluate_scores(np.concatenate(labels), scores,
                                     config.metrics)
   results["num_examples"] = int(scores.shape[0])
   return results

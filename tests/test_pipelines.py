@@ -133,7 +133,7 @@ class BadFlagsTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(
       ("--loss=hinge", "train: --loss='hinge' is not valid; choose one of: "
        "softmax, pairwise_logistic, approx_ndcg, gumbel_approx_ndcg, mse, "
-       "rescaled_mse."),
+       "rescaled_mse, sodeep_spearman"),
       ("--interaction=bilinear", "train: --interaction='bilinear' is not "
        "valid; choose one of: dot, lc_mlp, concat_mlp."),
       ("--dataset=mnist", "train: --dataset='mnist' is not valid; choose one "
@@ -149,6 +149,30 @@ class BadFlagsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(proc.returncode, 1)
     self.assertLen(proc.stderr.strip().splitlines(), 1)
     self.assertStartsWith(proc.stderr.strip(), message)
+    self.assertFalse(os.path.exists(model_dir))
+
+
+class SoDeepLossTest(tf.test.TestCase):
+
+  def test_train_with_sodeep_spearman_on_the_shipped_sorter(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), "sodeep")
+    run("pipelines.train", "--dataset=digits", "--loss=sodeep_spearman",
+        "--sorter=lstm", "--parallel_loss=mse", "--parallel_weight=0.1",
+        "--train_steps=20", "--eval_every=10", f"--model_dir={model_dir}")
+    config = training.load_config(model_dir)
+    self.assertEqual((config.loss, config.sorter, config.parallel_loss),
+                     ("sodeep_spearman", "lstm", "mse"))
+    results = training.evaluate(model_dir)
+    self.assertBetween(results["top1_accuracy"], 0., 1.)
+
+  def test_missing_sorter_for_the_class_count(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), "sodeep")
+    proc = run("pipelines.train", "--dataset=digits", "--loss=sodeep_map",
+               "--sorter=cnn", f"--model_dir={model_dir}", check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr.strip(), "train: No trained 'cnn' sorter for "
+                     "d=10; shipped: cnn_d100, lstm_d10, lstm_d100, lstm_d28. "
+                     "Train one with pipelines/train_sorter.py.")
     self.assertFalse(os.path.exists(model_dir))
 
 

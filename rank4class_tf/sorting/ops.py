@@ -1,0 +1,202 @@
+"""Pure TensorFlow maths of SoDeep (Engilberge et al., CVPR 2019).
+
+A *sorter* maps scores y [batch_size, d] to ranks [batch_size, d]. Ranks are
+normalised as in the SoDeep reference code: the largest score of a row has rank
+1/d, the smallest rank 1, so
+
+  rk(y)_i = (1 + #{j : y_j > y_i}) / d.
+
+The exact rank is piecewise constant (zero gradient almost everywhere); the
+functions here give the exact ground truth, the handcrafted differentiable
+approximation of the paper (eq. 11-12) and the rank-based losses (eq. 4, 7,
+9-10) that take any sorter's output. The Keras wrappers live in `sorters.py`
+and `losses.py` of this package.
+"""
+
+import tensorflow as tf
+
+
+def exact_rank(y: tf.Tensor) -> tf.Tensor:
+  """Normalised descending ranks by an exact sort (the training ground truth).
+
+  rk(y)_i = (position of y_i in y sorted in decreasing order) / d, positions
+  counted from 1. Ties are broken by index (stable sort); use `average_rank`
+  for targets with ties.
+
+  Args:
+    y: [batch_size, d] scores.
+
+  Returns:
+    [batch_size, d] float32 ranks in {1/d, 2/d, ..., 1}; no gradient.
+
+  Example:
+
+  >>> exact_rank([[0.3, -1., 2.]]).numpy()  # ranks 2, 3, 1 over d = 3
+  array([[0.6666667, 1.       , 0.33333334]], dtype=float32)
+  """
+  y = tf.convert_to_tensor(y, tf.float32)
+  d = tf.cast(tf.shape(y)[-1], tf.float32)
+  order = tf.argsort(y, axis=-1, direction="DESCENDING", stable=True)
+  positions = tf.argsort(order, axis=-1, stable=True)
+  return tf.stop_gradient(tf.cast(positions + 1, tf.float32) / d)
+
+
+def average_rank(y: tf.Tensor) -> tf.Tensor:
+  """Normalised descending ranks where tied entries share their mean rank.
+
+  rk(y)_i = (#{j : y_j > y_i} + (#{j : y_j = y_i} + 1) / 2) / d, the
+  "fractional ranking" Spearman's correlation uses. Equals `exact_rank` when y
+  has no ties. Costs O(d^2) per row.
+
+  Args:
+    y: [batch_size, d] scores or labels.
+
+  Returns:
+    [batch_size, d] float32 ranks in [1/d, 1]; no gradient.
+  """
+  y = tf.convert_to_tensor(y, tf.float32)
+  d = tf.cast(tf.shape(y)[-1], tf.float32)
+  yi = y[:, :, None]
+  yj = y[:, None, :]
+  greater = tf.reduce_sum(tf.cast(yj > yi, tf.float32), axis=-1)
+  equal = tf.reduce_sum(tf.cast(tf.equal(yj, yi), tf.float32), axis=-1)
+  return tf.stop_gradient((greater + (equal + 1.) / 2.) / d)
+
+
+def handcrafted_rank(y: tf.Tensor, regularization: float = 10.0) -> tf.Tensor:
+  r"""The paper's handcrafted differentiable rank (eq. 11-12), normalised.
+
+  ```
+  rk_i = (1 + sum_{j != i} sigmoid(lambda * (y_j - y_i))) / d
+  ```
+
+  Each sigmoid softly counts one score above y_i; lambda -> infinity gives
+  the exact rank (without ties). lambda = 10 in the paper. O(d^2) per row.
+
+  Args:
+    y: [batch_size, d] scores.
+    regularization: lambda, the sharpness of the soft comparisons.
+
+  Returns:
+    [batch_size, d] approximate ranks, differentiable in y.
+  """
+  y = tf.convert_to_tensor(y)
+  y = tf.cast(y, tf.float32)
+  d = tf.cast(tf.shape(y)[-1], tf.float32)
+  diff = y[:, None, :] - y[:, :, None]  # [batch, i, j] = y_j - y_i
+  soft_greater = tf.sigmoid(regularization * diff)
+  # The diagonal term is sigmoid(0) = 1/2; drop it.
+  count = tf.reduce_sum(soft_greater, axis=-1) - 0.5
+  return (1. + count) / d
+
+
+def standardize(y: tf.Tensor, epsilon: float = 1e-6) -> tf.Tensor:
+  """Per-row (y - mean) / (std + epsilon): changes the scale, keeps the ranks.
+
+  Learned sorters apply it first so that logits of any scale look like the
+  unit-scale synthetic vectors they were trained on.
+
+  Args:
+    y: [batch_size, d] scores.
+    epsilon: guards rows of equal scores.
+
+  Returns:
+    [batch_size, d] tensor with the same order in every row.
+  """
+  mean, variance = tf.nn.moments(y, axes=[-1], keepdims=True)
+  return (y - mean) / (tf.sqrt(variance) + epsilon)
+
+
+def l1_rank_error(rank_true: tf.Tensor, rank_pred: tf.Tensor) -> tf.Tensor:
+  """Mean absolute error between normalised ranks, per row: [batch_size].
+
+  The sorters' training loss and the "L1" of the paper's Table 1.
+  """
+  return tf.reduce_mean(tf.abs(tf.cast(rank_pred, tf.float32) -
+                               tf.cast(rank_true, tf.float32)), axis=-1)
+
+
+def spearman_loss(rank_pred: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+  r"""Spearman loss (paper eq. 4), averaged over the group: [batch_size].
+
+  ```
+  loss(y, y*) = 1/d * || f(y) - rk(y*) ||^2
+  ```
+
+  where f(y) = `rank_pred` are the sorter's ranks of the predictions and
+  rk(y*) the average ranks of the targets (ties share a rank). The paper
+  writes the sum; dividing by d makes the value independent of the group size:
+  with normalised ranks and no ties, 1 - Spearman's rho ~= 6 * loss.
+
+  Args:
+    rank_pred: [batch_size, d] ranks of the predicted scores (a sorter's
+      output).
+    labels: [batch_size, d] target values (graded labels, regression targets).
+
+  Returns:
+    [batch_size] per-group losses.
+  """
+  rank_true = average_rank(labels)
+  return tf.reduce_mean(tf.square(tf.cast(rank_pred, tf.float32) - rank_true),
+                        axis=-1)
+
+
+def map_loss(rank_pred: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+  r"""mAP surrogate (paper eq. 7): mean rank of the relevant items: [batch_size].
+
+  ```
+  loss(y, y*) = <f(y), y*> / <1, y*>
+  ```
+
+  with f(y) the sorter's normalised ranks of a group's scores and y* its
+  multi-hot relevance. Minimising it moves every relevant item towards rank
+  1/d, which raises the average precision. A group without a relevant item
+  contributes 0.
+
+  Args:
+    rank_pred: [batch_size, d] sorter ranks.
+    labels: [batch_size, d] multi-hot relevance (values > 0 are relevant;
+      negative entries are padding and count as not relevant).
+
+  Returns:
+    [batch_size] per-group losses in [1/d, 1].
+  """
+  relevant = tf.cast(tf.greater(labels, 0.), tf.float32)
+  rank_pred = tf.cast(rank_pred, tf.float32)
+  return tf.math.divide_no_nan(tf.reduce_sum(rank_pred * relevant, axis=-1),
+                               tf.reduce_sum(relevant, axis=-1))
+
+
+def recall_loss(rank_pred: tf.Tensor, labels: tf.Tensor,
+                margin: float = 0.1) -> tf.Tensor:
+  r"""Recall@K surrogate (paper eq. 9-10): hard-negative triplet on ranks.
+
+  For each relevant item p of a group, against the best-ranked (hardest)
+  irrelevant item n* = argmin_{n irrelevant} f(y)_n:
+
+  ```
+  loss(y, y*) = mean_{p relevant} max(0, margin + f(y)_p - f(y)_{n*})
+  ```
+
+  Ranks are normalised (1/d is one position), so the loss is 0 once every
+  relevant item is ranked `margin * d` positions ahead of all irrelevant ones,
+  which puts them in the top K for any K >= #relevant.
+
+  Args:
+    rank_pred: [batch_size, d] sorter ranks.
+    labels: [batch_size, d] multi-hot relevance (> 0 relevant).
+    margin: required rank gap, in normalised rank units.
+
+  Returns:
+    [batch_size] per-group losses (0 for a group with no relevant or no
+    irrelevant item).
+  """
+  rank_pred = tf.cast(rank_pred, tf.float32)
+  relevant = tf.cast(tf.greater(labels, 0.), tf.float32)
+  irrelevant = 1. - relevant
+  big = tf.reduce_max(rank_pred) + 1.
+  hardest = tf.reduce_min(rank_pred + big * relevant, axis=-1, keepdims=True)
+  has_negative = tf.reduce_max(irrelevant, axis=-1, keepdims=True)
+  hinge = tf.nn.relu(margin + rank_pred - hardest) * relevant * has_negative
+  return tf.math.divide_no_nan(tf.reduce_sum(hinge, axis=-1),
+                               tf.reduce_sum(relevant, axis=-1))

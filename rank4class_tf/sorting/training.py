@@ -1,0 +1,366 @@
+"""Pretraining of a SoDeep sorter on synthetic data (paper §4.1.1).
+
+The sorter learns f(y) ~ rk(y) on `synthetic.dataset` batches with the L1 loss
+and Adam; the learning rate is halved every `halve_every_vectors` vectors (the
+paper: 1e-3 halved every 100 epochs of 100,000 vectors, batch 512).
+
+A run's model_dir holds:
+
+  config.json            the resolved `SorterConfig`
+  train/, validation/    TensorBoard events (L1 on training batches and on a
+                         fixed 2,000-vector validation set, learning rate)
+  backup/                Keras BackupAndRestore state: rerunning the same
+                         command resumes from the last finished epoch
+  checkpoints/ckpt-NNNN  weights after every epoch
+  sorter.npz             the final sorter weights (`sorters.load_weights`)
+  sorter.json            name, d, hyper-parameters, test L1, training seconds
+"""
+
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Dict, Optional
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from rank4class_tf.sorting import ops
+from rank4class_tf.sorting import sorters
+from rank4class_tf.sorting import synthetic
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "sorter.npz"
+RECORD_FILE = "sorter.json"
+VALIDATION_SIZE = 2000
+
+
+@dataclasses.dataclass
+class SorterConfig:
+  """Hyper-parameters of one sorter pretraining run.
+
+  Sorter:
+    sorter: `lstm` or `cnn` (`sorters.TRAINABLE_SORTERS`).
+    seq_len: d, the length of the score vectors.
+    units: LSTM units per direction (lstm).
+    num_layers: stacked bidirectional LSTM layers (lstm).
+    projection: `full` or `shared` final projection (lstm).
+    width: channels of the first convolution blocks (cnn).
+
+  Training:
+    batch_size: vectors per step (512 in the paper).
+    learning_rate: initial Adam learning rate.
+    halve_every_vectors: the learning rate halves after this many training
+      vectors (paper: 100 epochs x 100,000 = 10,000,000).
+    epoch_vectors: vectors per Keras epoch, i.e. between validations,
+      checkpoints and TensorBoard points (paper epoch: 100,000).
+    train_vectors: total training vectors (rounded up to whole epochs).
+    seed: seed of initialisation and of the synthetic stream.
+    init_from: optional finished run whose sorter weights start this one
+      (to continue training with a new learning-rate schedule, or to start
+      an lstm with the shared projection from one trained for another d).
+    threads: TensorFlow intra-op threads (0: TensorFlow's default); only
+      takes effect before TensorFlow runs its first op in the process.
+    model_dir: directory receiving everything the run makes.
+  """
+  sorter: str = "lstm"
+  seq_len: int = 100
+  units: int = 64
+  num_layers: int = 2
+  projection: str = "shared"
+  width: int = 32
+  batch_size: int = 512
+  learning_rate: float = 1e-3
+  halve_every_vectors: int = 10_000_000
+  epoch_vectors: int = 100_000
+  train_vectors: int = 1_000_000
+  seed: int = 0
+  init_from: str = ""
+  threads: int = 0
+  model_dir: str = ""
+
+  def sorter_kwargs(self) -> Dict[str, Any]:
+    """The sorter's hyper-parameters, named as `sorters.get` takes them."""
+    candidates = {"units": self.units, "num_layers": self.num_layers,
+                  "projection": self.projection, "width": self.width}
+    return {k: candidates[k] for k in sorters.hyperparameters(self.sorter)
+            if k in candidates}
+
+  def steps_per_epoch(self) -> int:
+    return max(1, self.epoch_vectors // self.batch_size)
+
+  def num_epochs(self) -> int:
+    return max(1, -(-self.train_vectors // self.epoch_vectors))
+
+  def validate(self) -> None:
+    """Checks every field; raises ValueError naming the flag."""
+    if self.sorter not in sorters.TRAINABLE_SORTERS:
+      raise ValueError(f"--sorter={self.sorter!r} is not valid; choose one "
+                       f"of: {', '.join(sorters.TRAINABLE_SORTERS)}.")
+    if self.projection not in ("full", "shared"):
+      raise ValueError(f"--projection={self.projection!r} is not valid; "
+                       "choose one of: full, shared.")
+    for name in ("seq_len", "units", "num_layers", "width", "batch_size",
+                 "learning_rate", "halve_every_vectors", "epoch_vectors",
+                 "train_vectors"):
+      if not getattr(self, name) > 0:
+        raise ValueError(f"--{name}={getattr(self, name)!r} must be > 0.")
+    if self.seq_len < 2:
+      raise ValueError(f"--seq_len={self.seq_len} must be >= 2.")
+    if self.threads < 0:
+      raise ValueError(f"--threads={self.threads} must be >= 0.")
+    if not self.model_dir:
+      raise ValueError("--model_dir must be set.")
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+
+def build_model(config: SorterConfig) -> tf.keras.Model:
+  """The sorter wrapped in a functional model [batch, d] -> [batch, d]."""
+  sorter = sorters.get(config.sorter, config.seq_len, name="sorter",
+                       **config.sorter_kwargs())
+  scores = tf.keras.Input([config.seq_len], name="scores")
+  return tf.keras.Model(scores, sorter(scores), name=f"{config.sorter}_sorter")
+
+
+def learning_rate_schedule(config: SorterConfig):
+  """Adam's learning rate: halved every `halve_every_vectors` vectors."""
+  return tf.keras.optimizers.schedules.ExponentialDecay(
+      config.learning_rate,
+      decay_steps=max(1, config.halve_every_vectors // config.batch_size),
+      decay_rate=0.5, staircase=True)
+
+
+def evaluate_l1(sorter, d: int, size: int = synthetic.TEST_SIZE,
+                seed: int = synthetic.TEST_SEED, batch_size: int = 1000) -> float:
+  """Mean L1 between a sorter's ranks and the exact ranks on a fixed set.
+
+  Args:
+    sorter: a callable [batch, d] -> [batch, d] (a sorter layer or model).
+    d: vector length.
+    size: number of vectors (10,000 for the paper's Table 1 figure).
+    seed: seed of the set (`synthetic.TEST_SEED` is the test set).
+    batch_size: vectors per forward pass.
+
+  Returns:
+    The L1 averaged over entries and vectors, as a Python float.
+  """
+  scores, ranks = synthetic.fixed_set(size, d, seed)
+
+  @tf.function(autograph=False)
+  def batch_error(x, r):
+    return tf.reduce_sum(ops.l1_rank_error(r, sorter(x, training=False)))
+
+  total = 0.
+  for start in range(0, size, batch_size):
+    total += float(batch_error(scores[start:start + batch_size],
+                               ranks[start:start + batch_size]))
+  return total / size
+
+
+class _TimeKeeper(tf.keras.callbacks.Callback):
+  """Accumulates training wall time over resumed sessions in a JSON file."""
+
+  def __init__(self, path: str):
+    super().__init__()
+    self._path = path
+    self.total = 0.
+    if tf.io.gfile.exists(path):
+      with tf.io.gfile.GFile(path) as f:
+        self.total = float(json.load(f)["train_seconds"])
+    self._last = None
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._last = time.time()
+
+  def on_epoch_end(self, epoch, logs=None):
+    self.total += time.time() - self._last
+    with tf.io.gfile.GFile(self._path, "w") as f:
+      json.dump({"train_seconds": self.total, "epochs_done": epoch + 1}, f)
+
+
+class _LearningRateLogger(tf.keras.callbacks.Callback):
+  """Adds the current learning rate to the epoch logs (for TensorBoard)."""
+
+  def on_epoch_end(self, epoch, logs=None):
+    if logs is not None:
+      opt = self.model.optimizer
+      rate = opt.learning_rate
+      if callable(rate):
+        rate = rate(opt.iterations)
+      logs["learning_rate"] = float(rate)
+
+
+def train(config: SorterConfig, verbose: int = 0) -> Dict[str, Any]:
+  """Trains a sorter, writing everything into model_dir; resumes if present.
+
+  Args:
+    config: the run's hyper-parameters.
+    verbose: Keras `fit` verbosity.
+
+  Returns:
+    The run's record (also written to model_dir/sorter.json): sorter, seq_len,
+    hyperparameters, l1 on the test set, train_seconds (summed over
+    resumed sessions), train_vectors, threads.
+  """
+  config.validate()
+  finished = _finished_record(config)
+  if finished is not None:
+    return finished
+  if config.threads:
+    try:
+      tf.config.threading.set_intra_op_parallelism_threads(config.threads)
+      tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow already started in this process.
+      logging.warning("threads=%d ignored: TensorFlow is initialised.",
+                      config.threads)
+  tf.io.gfile.makedirs(config.model_dir)
+  with tf.io.gfile.GFile(os.path.join(config.model_dir, CONFIG_FILE), "w") as f:
+    f.write(config.to_json())
+  tf.keras.utils.set_random_seed(config.seed)
+  model = build_model(config)
+  if config.init_from:
+    init = read_record(config.init_from)
+    if (init["sorter"], init["hyperparameters"]) != (
+        config.sorter, config.sorter_kwargs()):
+      raise ValueError(f"--init_from={config.init_from} trained another "
+                       "sorter (name or hyper-parameters differ).")
+    # Another seq_len works when the weights do not depend on d (an lstm
+    # with the shared projection): its comparisons transfer.
+    sorters.load_weights(model.get_layer("sorter"),
+                         os.path.join(config.init_from, WEIGHTS_FILE))
+  model.compile(
+      optimizer=tf.keras.optimizers.Adam(learning_rate_schedule(config)),
+      loss=tf.keras.losses.MeanAbsoluteError(name="l1"))
+  train_data = synthetic.dataset(config.batch_size, config.seq_len,
+                                 seed=config.seed)
+  validation = synthetic.fixed_set(VALIDATION_SIZE, config.seq_len,
+                                   synthetic.VALIDATION_SEED)
+  timer = _TimeKeeper(os.path.join(config.model_dir, "progress.json"))
+  callbacks = [
+      _LearningRateLogger(),
+      timer,
+      tf.keras.callbacks.BackupAndRestore(
+          os.path.join(config.model_dir, "backup")),
+      tf.keras.callbacks.ModelCheckpoint(
+          os.path.join(config.model_dir, "checkpoints", "ckpt-{epoch:04d}"),
+          save_weights_only=True),
+      tf.keras.callbacks.TensorBoard(config.model_dir),
+  ]
+  model.fit(train_data, epochs=config.num_epochs(),
+            steps_per_epoch=config.steps_per_epoch(),
+            validation_data=validation, validation_batch_size=1000,
+            callbacks=callbacks, verbose=verbose)
+  sorter = model.get_layer("sorter")
+  sorters.save_weights(sorter, os.path.join(config.model_dir, WEIGHTS_FILE))
+  record = {
+      "sorter": config.sorter,
+      "seq_len": config.seq_len,
+      "hyperparameters": config.sorter_kwargs(),
+      "l1": evaluate_l1(sorter, config.seq_len),
+      "train_seconds": round(timer.total, 1),
+      "train_vectors": config.num_epochs() * config.steps_per_epoch() *
+                       config.batch_size,
+      "threads": config.threads,
+  }
+  if config.init_from:
+    init = read_record(config.init_from)
+    record["train_seconds"] = round(timer.total + init["train_seconds"], 1)
+    record["train_vectors"] += init["train_vectors"]
+    record["init_from"] = config.init_from
+  with tf.io.gfile.GFile(os.path.join(config.model_dir, RECORD_FILE), "w") as f:
+    f.write(json.dumps(record, indent=2, sort_keys=True))
+  return record
+
+
+def _finished_record(config: SorterConfig) -> Optional[Dict[str, Any]]:
+  """The record of a finished run of exactly this config, else None."""
+  config_path = os.path.join(config.model_dir, CONFIG_FILE)
+  record_path = os.path.join(config.model_dir, RECORD_FILE)
+  if not (tf.io.gfile.exists(config_path) and tf.io.gfile.exists(record_path)):
+    return None
+  with tf.io.gfile.GFile(config_path) as f:
+    stored = json.load(f)
+  # Fields added after the run was made count with their defaults.
+  defaults = json.loads(SorterConfig(model_dir=config.model_dir).to_json())
+  if {**defaults, **stored} != json.loads(config.to_json()):
+    return None
+  return read_record(config.model_dir)
+
+
+def export_pretrained(model_dir: str, directory: str,
+                      command: str) -> Dict[str, Any]:
+  """Ships a finished run's sorter: copies its weights into `directory` as
+  `<sorter>_d<seq_len>.npz` and records it in `directory/sorters.json`.
+
+  Args:
+    model_dir: a finished `train` run.
+    directory: the pretrained folder (`sorters.PRETRAINED_DIR` to ship).
+    command: the command line that trained it, kept in the index.
+
+  Returns:
+    The index entry: the run's record plus `weights`, `size_bytes` and
+    `command`.
+  """
+  record = read_record(model_dir)
+  key = sorters.pretrained_key(record["sorter"], record["seq_len"])
+  weights = key + ".npz"
+  tf.io.gfile.makedirs(directory)
+  tf.io.gfile.copy(os.path.join(model_dir, WEIGHTS_FILE),
+                   os.path.join(directory, weights), overwrite=True)
+  entry = dict(record, weights=weights, command=command,
+               size_bytes=tf.io.gfile.stat(
+                   os.path.join(directory, weights)).length)
+  index = sorters.pretrained_index(directory)
+  index[key] = entry
+  with tf.io.gfile.GFile(os.path.join(directory, sorters.PRETRAINED_INDEX),
+                         "w") as f:
+    f.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
+  return entry
+
+
+def read_record(model_dir: str) -> Dict[str, Any]:
+  """The sorter.json a finished `train` run wrote into model_dir."""
+  path = os.path.join(model_dir, RECORD_FILE)
+  if not tf.io.gfile.exists(path):
+    raise ValueError(f"{path} not found: --model_dir is not a finished "
+                     "sorter run.")
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
+
+
+def load_trained(model_dir: str) -> tf.keras.layers.Layer:
+  """The sorter a `train` run saved in model_dir (sorter.json + sorter.npz)."""
+  record = read_record(model_dir)
+  sorter = sorters.get(record["sorter"], record["seq_len"],
+                       **record["hyperparameters"])
+  sorters.load_weights(sorter, os.path.join(model_dir, WEIGHTS_FILE))
+  return sorter
+
+
+def sweep_first_score(sorter, d: int, seed: int = 0, low: float = -1.,
+                      high: float = 1., step: float = 0.001):
+  """The paper's Fig. 5 curve: rank of y_1 as y_1 sweeps [low, high].
+
+  The other d - 1 scores are a fixed seeded uniform[-1, 1] vector.
+
+  Args:
+    sorter: a callable [batch, d] -> [batch, d] ranks, or None for the exact
+      rank.
+    d: vector length.
+    seed: seed of the fixed vector.
+    low, high, step: the sweep of y_1.
+
+  Returns:
+    (values [n], ranks [n]) numpy arrays: y_1 and its rank in positions
+    (1 = largest score, d = smallest), i.e. d * normalised rank.
+  """
+  values = np.arange(low, high + step / 2, step, dtype=np.float32)
+  rest = tf.random.stateless_uniform([d - 1], [seed, 1], -1., 1.)
+  scores = tf.concat([values[:, None],
+                      tf.tile(rest[None, :], [len(values), 1])], axis=1)
+  ranks = (ops.exact_rank(scores) if sorter is None
+           else sorter(scores, training=False))
+  return values, d * np.asarray(ranks)[:, 0]

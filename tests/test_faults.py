@@ -1,0 +1,278 @@
+"""Scale out and survive: strategies, crash-resume, atomic export, bad flags.
+
+The binaries run as users run them (subprocesses) on digits.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import flags
+from absl.testing import flagsaver
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from pipelines import train as train_binary
+from rank4class_tf import config as config_lib
+from rank4class_tf import training
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FLAGS = flags.FLAGS
+
+
+def train_cmd(model_dir, *extra):
+  return [sys.executable, "-m", "pipelines.train", "--dataset=digits",
+          "--dropout=0", "--deterministic", f"--model_dir={model_dir}",
+          *extra]
+
+
+def run(cmd, check=True, env=None):
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
+                        timeout=600, env=env)
+  if check and proc.returncode != 0:
+    raise AssertionError(f"{cmd} failed:\n{proc.stderr[-3000:]}")
+  return proc
+
+
+def test_metrics(model_dir, export="latest_model"):
+  return training.evaluate(model_dir, "test", export)
+
+
+test_metrics.__test__ = False  # Not a pytest test.
+
+
+def checkpoint_values(model_dir):
+  """name -> value of the model weights in the last per-epoch checkpoint."""
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(
+      os.path.join(model_dir, "checkpoints")))
+  return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
+          if n.startswith("layer_with_weights") and "OPTIMIZER" not in n}
+
+
+class ResumeTest(tf.test.TestCase):
+
+  def test_sigkill_then_restart_equals_uninterrupted_run(self):
+    steps = ["--train_steps=800", "--eval_every=50"]
+    whole = os.path.join(tempfile.mkdtemp(), "whole")
+    run(train_cmd(whole, *steps))
+
+    broken = os.path.join(tempfile.mkdtemp(), "broken")
+    proc = subprocess.Popen(train_cmd(broken, *steps), cwd=REPO,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while training.resume_epoch(broken) < 3:
+      self.assertIsNone(proc.poll(), "the run ended before it was killed")
+      self.assertLess(time.time(), deadline)
+      time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_after = training.resume_epoch(broken)
+    self.assertBetween(killed_after, 3, 15)
+    self.assertFalse(os.path.exists(os.path.join(broken, "export")))
+
+    restarted = run(train_cmd(broken, *steps))
+    self.assertIn(f"resuming after epoch {killed_after}.", restarted.stderr)
+    self.assertNotIn("Epoch 1/16", restarted.stdout + restarted.stderr)
+    # Same weights and metrics as the run that was never interrupted.
+    want, got = checkpoint_values(whole), checkpoint_values(broken)
+    self.assertEqual(set(want), set(got))
+    for name in want:
+      self.assertAllClose(got[name], want[name], rtol=1e-6, atol=1e-7)
+    self.assertEqual(test_metrics(broken), test_metrics(whole))
+    # The best checkpoint survived the restart: best.json holds the best
+    # validation value of both halves.
+    with open(os.path.join(broken, "best_checkpoint", "best.json")) as f:
+      best_broken = json.load(f)
+    with open(os.path.join(whole, "best_checkpoint", "best.json")) as f:
+      best_whole = json.load(f)
+    self.assertEqual(best_broken, best_whole)
+
+
+class ExportTest(tf.test.TestCase):
+
+  def test_refuses_existing_export_unless_overwrite(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    steps = ["--train_steps=20", "--eval_every=10"]
+    run(train_cmd(model_dir, *steps))
+    pb = os.path.join(model_dir, "export", "best_model_by_metric",
+                      "saved_model.pb")
+    stamp = os.path.getmtime(pb)
+    proc = run(train_cmd(model_dir, *steps), check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                     f"train: --model_dir={model_dir} already holds an export; "
+                     "pass --overwrite to replace it.")
+    self.assertEqual(os.path.getmtime(pb), stamp)
+    run(train_cmd(model_dir, *steps, "--overwrite"))
+    self.assertGreater(os.path.getmtime(pb), stamp)
+
+  def test_interrupted_export_leaves_no_loadable_folder(self):
+    config = config_lib.TrainConfig(model_dir=tempfile.mkdtemp(),
+                                    train_steps=1, eval_every=1)
+    data = training.datasets.get("digits")
+    pipeline = training.build_pipeline(config, data)
+    model = pipeline._model_builder.build()
+    export_to = os.path.join(config.model_dir, "export", "latest_model")
+
+    def crash(path, **kwargs):
+      os.makedirs(os.path.join(path, "variables"))
+      with open(os.path.join(path, "saved_model.pb"), "wb") as f:
+        f.write(b"half")
+      raise KeyboardInterrupt("killed during export")
+
+    model.save = crash
+    with self.assertRaises(KeyboardInterrupt):
+      pipeline.export_saved_model(model, export_to)
+    self.assertFalse(os.path.exists(export_to))
+    self.assertEqual(os.listdir(os.path.dirname(export_to)), [])
+
+
+class StrategyTest(tf.test.TestCase):
+
+  def test_mirrored_on_two_cpu_devices_matches_default(self):
+    steps = ["--train_steps=100", "--eval_every=50", "--batch_size=64"]
+    single = os.path.join(tempfile.mkdtemp(), "single")
+    mirrored = os.path.join(tempfile.mkdtemp(), "mirrored")
+    run(train_cmd(single, *steps))
+    proc = run(train_cmd(mirrored, *steps, "--strategy=mirrored",
+                         "--cpu_devices=2"))
+    self.assertIn("2 replica(s); global batch 64 = 32 per replica",
+                  proc.stderr)
+    a, b = test_metrics(single), test_metrics(mirrored)
+    for name in ("top1_accuracy", "ndcg@5", "mrr"):
+      self.assertAllClose(a[name], b[name], atol=0.02, msg=name)
+
+  def test_multi_worker_mirrored_two_processes(self):
+    ports = []
+    for _ in range(2):
+      with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        ports.append(s.getsockname()[1])
+    cluster = {"chief": [f"127.0.0.1:{ports[0]}"],
+               "worker": [f"127.0.0.1:{ports[1]}"]}
+    model_dir = os.path.join(tempfile.mkdtemp(), "mwms")
+    steps = ["--train_steps=40", "--eval_every=20", "--batch_size=64",
+             "--strategy=multi_worker_mirrored"]
+    procs = []
+    for task in ("chief", "worker"):
+      env = dict(os.environ, TF_CONFIG=json.dumps(
+          {"cluster": cluster, "task": {"type": task, "index": 0}}))
+      procs.append(subprocess.Popen(
+          train_cmd(model_dir, *steps), cwd=REPO, env=env, text=True,
+          stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outputs):
+      self.assertEqual(p.returncode, 0, err[-3000:])
+      self.assertIn("2 replica(s); global batch 64 = 32 per replica", err)
+    # The chief wrote the run; the worker left nothing behind; both saw the
+    # same metrics.
+    for name in ("config.json", "classes.json",
+                 "export/best_model_by_metric/saved_model.pb",
+                 "export/latest_model/saved_model.pb"):
+      self.assertTrue(os.path.exists(os.path.join(model_dir, name)), name)
+    self.assertCountEqual(
+        os.listdir(model_dir),
+        ["backup", "best_checkpoint", "checkpoints", "classes.json",
+         "config.json", "export", "train", "validation"])
+    last = [[l for l in out.splitlines() if "val_top1_accuracy" in l][-1]
+            for out, _ in outputs]
+    value = lambda line: float(line.split("val_top1_accuracy: ")[1].split()[0])
+    self.assertEqual(value(last[0]), value(last[1]))
+    single = os.path.join(tempfile.mkdtemp(), "single")
+    run(train_cmd(single, "--train_steps=40", "--eval_every=20",
+                  "--batch_size=64"))
+    a, b = test_metrics(single), test_metrics(model_dir)
+    self.assertAllClose(a["top1_accuracy"], b["top1_accuracy"], atol=0.05)
+
+  def test_tpu_and_parameter_server_resolvers(self):
+    config = config_lib.TrainConfig(model_dir="/tmp/unused", strategy="tpu",
+                                    tpu="grpc://10.240.1.2:8470")
+    resolver = training.cluster_resolver(config)
+    self.assertIsInstance(resolver,
+                          tf.distribute.cluster_resolver.TPUClusterResolver)
+    self.assertEqual(resolver.master(), "grpc://10.240.1.2:8470")
+    tf_config = {"cluster": {"chief": ["127.0.0.1:2000"],
+                             "worker": ["127.0.0.1:2001", "127.0.0.1:2002"],
+                             "ps": ["127.0.0.1:2003"]},
+                 "task": {"type": "chief", "index": 0}}
+    with flagsaver.flagsaver():
+      old = os.environ.get("TF_CONFIG")
+      os.environ["TF_CONFIG"] = json.dumps(tf_config)
+      try:
+        resolver = training.cluster_resolver(config_lib.TrainConfig(
+            model_dir="/tmp/unused", strategy="parameter_server"))
+        spec = resolver.cluster_spec().as_dict()
+        task_type = resolver.task_type
+      finally:
+        if old is None:
+          del os.environ["TF_CONFIG"]
+        else:
+          os.environ["TF_CONFIG"] = old
+    self.assertEqual(spec["ps"], ["127.0.0.1:2003"])
+    self.assertLen(spec["worker"], 2)
+    self.assertEqual(task_type, "chief")
+    self.assertIsNone(training.cluster_resolver(config_lib.TrainConfig(
+        model_dir="/tmp/unused", strategy="mirrored")))
+    with flagsaver.flagsaver():
+      os.environ["TF_CONFIG"] = json.dumps(
+          {"cluster": {"worker": ["127.0.0.1:2001", "127.0.0.1:2002"]},
+           "task": {"type": "worker", "index": 0}})
+      try:
+        with self.assertRaisesRegex(ValueError, "needs TF_CONFIG to describe "
+                                    "the cluster with a 'chief' task"):
+          training.cluster_resolver(config_lib.TrainConfig(
+              model_dir="/tmp/unused", strategy="multi_worker_mirrored"))
+      finally:
+        del os.environ["TF_CONFIG"]
+
+
+class EveryFlagTest(tf.test.TestCase, parameterized.TestCase):
+  """Every flag with a bad value fails before anything is written."""
+
+  @parameterized.parameters(
+      "--batch_size=-1", "--batch_size=0", "--train_steps=0",
+      "--eval_every=-5", "--learning_rate=0", "--learning_rate=-1e-3",
+      "--mlp_units=0", "--encoder_dim=0", "--top_k=0", "--cpu_devices=0",
+      "--sample_size=0", "--temperature=0", "--gumbel_temperature=-1",
+      "--rescaled_mse_k=0", "--dropout=1.5", "--dropout=-0.1",
+      "--max_seq_length=2", "--optimizer=sgd", "--strategy=gpu",
+      "--loss=hinge", "--interaction=bilinear", "--encoder=vit",
+      "--dataset=mnist", "--metrics=top0_accuracy", "--best_metric=map",
+      "--encoder_size=huge", "--model_dir=",
+  )
+  def test_bad_value(self, flag):
+    argv = ["train", "--model_dir=/tmp/never_written", flag]
+    if flag == "--encoder_size=huge":
+      argv += ["--dataset=goemotions", "--encoder=bert"]
+    with flagsaver.flagsaver():
+      FLAGS.unparse_flags()
+      FLAGS(argv)
+      with self.assertRaises(ValueError):
+        train_binary.config_from_flags().validate()
+    self.assertFalse(os.path.exists("/tmp/never_written"))
+
+  @parameterized.parameters("--batch_size=abc", "--learning_rate=fast",
+                            "--deterministic=maybe", "--train_steps=1.5")
+  def test_wrong_type(self, flag):
+    with flagsaver.flagsaver():
+      FLAGS.unparse_flags()
+      with self.assertRaises(flags.IllegalFlagValueError):
+        FLAGS(["train", flag])
+
+  def test_binary_exits_one_and_writes_nothing(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    proc = run(train_cmd(model_dir, "--batch_size=abc"), check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertIn("flag --batch_size=abc", proc.stderr)
+    self.assertFalse(os.path.exists(model_dir))
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,83 @@
+"""End-to-end tests of the SoDeep binaries, run as their docstrings show."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(module, *flags):
+  """Runs `python -m module flags`; returns (returncode, stdout, stderr)."""
+  proc = subprocess.run([sys.executable, "-m", module, *flags], cwd=ROOT,
+                        capture_output=True, text=True, timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  return proc.returncode, proc.stdout, proc.stderr
+
+
+def last_json(stdout):
+  return json.loads(stdout.strip().splitlines()[-1])
+
+
+class SorterPipelinesTest(unittest.TestCase):
+
+  def test_train_then_evaluate_sorter(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      code, out, err = run(
+          "pipelines.train_sorter", "--sorter=lstm", "--seq_len=10",
+          "--units=4", "--num_layers=1", "--batch_size=32",
+          "--train_vectors=64", "--epoch_vectors=64", "--threads=1",
+          f"--model_dir={tmp}")
+      self.assertEqual(code, 0, err)
+      record = last_json(out)
+      self.assertEqual((record["sorter"], record["seq_len"]), ("lstm", 10))
+      code, out, err = run("pipelines.evaluate_sorter", "--sorter=lstm",
+                           "--seq_len=10", f"--model_dir={tmp}")
+      self.assertEqual(code, 0, err)
+      self.assertAlmostEqual(last_json(out)["l1"], record["l1"], places=4)
+
+  def test_evaluate_handcrafted_and_shipped(self):
+    code, out, err = run("pipelines.evaluate_sorter",
+                         "--sorter=handcrafted", "--seq_len=100",
+                         "--num_vectors=1000")
+    self.assertEqual(code, 0, err)
+    result = last_json(out)
+    self.assertEqual(set(result), {"sorter", "seq_len", "l1", "num_vectors"})
+    self.assertAlmostEqual(result["l1"], 0.035, delta=0.01)  # paper Table 1
+
+  def test_bad_flag_exits_with_one_line(self):
+    code, _, err = run("pipelines.train_sorter", "--sorter=handcrafted",
+                       "--model_dir=/tmp/unused")
+    self.assertEqual(code, 1)
+    self.assertIn("--sorter='handcrafted' is not valid", err)
+
+  def test_plot_sorter(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      path = os.path.join(tmp, "fig5.png")
+      code, out, err = run("pipelines.plot_sorter", "--seq_len=10",
+                           "--sorters=handcrafted,lstm", f"--output={path}")
+      self.assertEqual(code, 0, err)
+      self.assertGreater(os.path.getsize(path), 1000)
+      self.assertEqual(set(last_json(out)["mean_abs_rank_error"]),
+                       {"handcrafted", "lstm"})
+
+  def test_spearman_regression(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      path = os.path.join(tmp, "r.json")
+      code, out, err = run(
+          "pipelines.spearman_regression", "--methods=mse,sodeep_spearman",
+          "--sorter=lstm", "--batch_size=28", "--epochs=2", "--seeds=0",
+          f"--output={path}")
+      self.assertEqual(code, 0, err)
+      with open(path) as f:
+        summary = json.load(f)["summary"]
+      self.assertEqual(set(summary), {"mse", "sodeep_spearman"})
+      for value in summary.values():
+        self.assertTrue(-1. <= value["test_spearman_mean"] <= 1.)
+
+
+if __name__ == "__main__":
+  unittest.main()

@@ -1,0 +1,137 @@
+"""Tests of rank4class_tf.sorting.sorters: shapes, gradients, lookup,
+serialization and the shipped sorters' recorded L1."""
+
+import os
+import tempfile
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from rank4class_tf.sorting import ops
+from rank4class_tf.sorting import sorters
+from rank4class_tf.sorting import synthetic
+from rank4class_tf.sorting import training
+
+SMALL = {"handcrafted": {}, "lstm": {"units": 4, "num_layers": 1},
+         "cnn": {"width": 8}}
+
+
+def numpy_handcrafted(y, lam=10.):
+  d = y.shape[1]
+  diff = y[:, None, :] - y[:, :, None]
+  s = 1. / (1. + np.exp(-lam * diff))
+  return (1. + s.sum(-1) - 0.5) / d
+
+
+class SorterLayerTest(parameterized.TestCase, tf.test.TestCase):
+
+  @parameterized.product(name=sorters.SORTER_NAMES, d=(3, 10, 28))
+  def test_shape_and_gradient(self, name, d):
+    tf.keras.utils.set_random_seed(d)
+    sorter = sorters.get(name, d, **SMALL[name])
+    y = tf.constant(np.random.RandomState(d).randn(5, d), tf.float32)
+    with tf.GradientTape() as tape:
+      tape.watch(y)
+      ranks = sorter(y, training=False)
+      out = tf.reduce_sum(ranks * tf.range(d, dtype=tf.float32))
+    self.assertEqual(ranks.shape, (5, d))
+    grad = tape.gradient(out, y).numpy()
+    self.assertTrue(np.all(np.isfinite(grad)))
+    self.assertGreater(np.abs(grad).sum(), 0.)
+
+  def test_lstm_full_projection_shape(self):
+    sorter = sorters.get("lstm", 6, units=3, num_layers=1, projection="full")
+    self.assertEqual(sorter(tf.zeros([2, 6])).shape, (2, 6))
+    self.assertLen(sorter.projection.get_weights()[0], 6 * 2 * 3)
+
+  def test_handcrafted_matches_numpy(self):
+    y = np.random.RandomState(0).uniform(-1, 1, (4, 9)).astype(np.float32)
+    np.testing.assert_allclose(
+        sorters.get("handcrafted", 9)(y).numpy(), numpy_handcrafted(y),
+        rtol=1e-5)
+
+  def test_cnn_kernels_collapse_the_sequence(self):
+    for d in (2, 10, 28, 100):
+      self.assertEqual(sum(k - 1 for k in sorters.cnn_kernel_sizes(d)), d - 1)
+    sorter = sorters.get("cnn", 28, width=2)
+    sorter(tf.zeros([1, 28]))
+    self.assertEqual(sorter.blocks[-1][0].filters, 28)
+
+  def test_standardize_makes_learned_sorters_scale_free(self):
+    sorter = sorters.get("lstm", 7, units=3, num_layers=1)
+    y = np.random.RandomState(1).randn(2, 7).astype(np.float32)
+    self.assertAllClose(sorter(y), sorter(10. * y + 3.), atol=1e-4)
+
+  def test_get_lists_valid_names(self):
+    with self.assertRaisesRegex(ValueError, "handcrafted, lstm, cnn"):
+      sorters.get("bitonic", 4)
+    with self.assertRaisesRegex(ValueError, "no hyper-parameter"):
+      sorters.get("cnn", 4, units=3)
+
+  @parameterized.parameters(*sorters.SORTER_NAMES)
+  def test_config_and_saved_model_round_trip(self, name):
+    sorter = sorters.get(name, 8, **SMALL[name])
+    inputs = tf.keras.Input([8])
+    model = tf.keras.Model(inputs, sorter(inputs))
+    y = np.random.RandomState(2).randn(3, 8).astype(np.float32)
+    clone = type(sorter).from_config(sorter.get_config())
+    clone(tf.zeros([1, 8]))
+    clone.set_weights(sorter.get_weights())
+    self.assertAllClose(clone(y), sorter(y))
+    with tempfile.TemporaryDirectory() as tmp:
+      model.save(tmp)
+      loaded = tf.keras.models.load_model(tmp)
+      self.assertAllClose(loaded(y), model(y), atol=1e-6)
+
+  def test_npz_weights_round_trip(self):
+    sorter = sorters.get("cnn", 10, width=2)
+    sorter(tf.zeros([1, 10]))
+    y = np.random.RandomState(3).randn(4, 10).astype(np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+      path = os.path.join(tmp, "w.npz")
+      sorters.save_weights(sorter, path)
+      other = sorters.get("cnn", 10, width=2)
+      sorters.load_weights(other, path)
+    self.assertAllClose(other(y, training=False), sorter(y, training=False))
+
+
+class ShippedSortersTest(parameterized.TestCase, tf.test.TestCase):
+
+  def test_ships_d100_10_28(self):
+    index = sorters.pretrained_index()
+    for key in ("lstm_d100", "cnn_d100", "lstm_d10", "lstm_d28"):
+      self.assertIn(key, index)
+      self.assertTrue(os.path.exists(os.path.join(
+          sorters.PRETRAINED_DIR, index[key]["weights"])))
+
+  def test_recorded_l1_holds_on_fresh_data(self):
+    for key, record in sorted(sorters.pretrained_index().items()):
+      with self.subTest(key):
+        sorter = sorters.load_sorter(record["sorter"], record["seq_len"])
+        self.assertFalse(sorter.trainable)
+        fresh = training.evaluate_l1(sorter, record["seq_len"], size=3000,
+                                     seed=987654)
+        self.assertAllClose(fresh, record["l1"], rtol=0.10)
+
+  def test_trained_sorter_beats_handcrafted(self):
+    d = 10
+    scores, ranks = synthetic.fixed_set(500, d, 11)
+    lstm = sorters.load_sorter("lstm", d)
+    hand = sorters.load_sorter("handcrafted", d)
+    l1_lstm = tf.reduce_mean(ops.l1_rank_error(ranks, lstm(scores)))
+    l1_hand = tf.reduce_mean(ops.l1_rank_error(ranks, hand(scores)))
+    self.assertLess(float(l1_lstm), float(l1_hand))
+
+  def test_missing_weights_name_the_shipped_ones(self):
+    sorters.check_available("lstm", 10)
+    sorters.check_available("handcrafted", 7)
+    with self.assertRaisesRegex(ValueError, "shipped: .*lstm_d10"):
+      sorters.check_available("cnn", 7)
+    with self.assertRaisesRegex(ValueError, "No trained 'lstm' sorter for "
+                                "d=7; shipped: .*lstm_d100"):
+      sorters.load_sorter("lstm", 7)
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,115 @@
+"""Tests of rank4class_tf.sorting.training: a few steps, files, resume."""
+
+import json
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class_tf.sorting import sorters
+from rank4class_tf.sorting import training
+
+
+def tiny_config(model_dir, train_vectors=128):
+  return training.SorterConfig(
+      sorter="cnn", seq_len=10, width=2, batch_size=32, epoch_vectors=64,
+      train_vectors=train_vectors, halve_every_vectors=64, threads=0,
+      model_dir=model_dir)
+
+
+class SorterTrainingTest(tf.test.TestCase):
+
+  def test_train_writes_everything_and_resumes(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      record = training.train(tiny_config(tmp))
+      for name in ("config.json", "sorter.npz", "sorter.json",
+                   "progress.json", "checkpoints", "train", "validation"):
+        self.assertTrue(os.path.exists(os.path.join(tmp, name)), name)
+      self.assertEqual(record["train_vectors"], 128)
+      self.assertBetween(record["l1"], 0., 1.)
+      with open(os.path.join(tmp, "progress.json")) as f:
+        self.assertEqual(json.load(f)["epochs_done"], 2)
+      # Same directory, more vectors: resumes at epoch 3.
+      training.train(tiny_config(tmp, train_vectors=192))
+      with open(os.path.join(tmp, "progress.json")) as f:
+        self.assertEqual(json.load(f)["epochs_done"], 3)
+      # A finished run of the same config is not retrained.
+      again = training.train(tiny_config(tmp, train_vectors=192))
+      with open(os.path.join(tmp, "progress.json")) as f:
+        self.assertEqual(json.load(f)["epochs_done"], 3)
+      sorter = training.load_trained(tmp)
+      self.assertEqual(sorter.d, 10)
+      # Export into a pretrained folder, then load by name and d.
+      shipped = os.path.join(tmp, "pretrained")
+      entry = training.export_pretrained(tmp, shipped, "the command")
+      self.assertEqual(entry["command"], "the command")
+      self.assertEqual(entry["l1"], again["l1"])
+      self.assertEqual(sorters.pretrained_index(shipped)["cnn_d10"]["weights"],
+                       "cnn_d10.npz")
+      loaded = sorters.load_sorter("cnn", 10, directory=shipped)
+      x = np.random.RandomState(0).randn(3, 10).astype(np.float32)
+      self.assertAllClose(loaded(x, training=False), sorter(x, training=False))
+      self.assertAllClose(training.evaluate_l1(sorter, 10, size=500),
+                          training.evaluate_l1(sorter, 10, size=500))
+
+  def test_init_from_continues_a_finished_run(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      first = os.path.join(tmp, "first")
+      training.train(tiny_config(first, train_vectors=64))
+      config = tiny_config(os.path.join(tmp, "second"), train_vectors=64)
+      config.init_from = first
+      config.learning_rate = 1e-4
+      record = training.train(config)
+      self.assertEqual(record["train_vectors"], 128)
+      self.assertEqual(record["init_from"], first)
+      config = tiny_config(os.path.join(tmp, "third"))
+      config.width = 3
+      config.init_from = first
+      with self.assertRaisesRegex(ValueError, "--init_from"):
+        training.train(config)
+
+  def test_init_from_another_d_with_shared_projection(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      small = training.SorterConfig(
+          sorter="lstm", seq_len=5, units=4, num_layers=1,
+          projection="shared", batch_size=16, epoch_vectors=32,
+          train_vectors=32, model_dir=os.path.join(tmp, "d5"))
+      training.train(small)
+      larger = training.SorterConfig(**dict(
+          small.__dict__, seq_len=9, init_from=small.model_dir,
+          model_dir=os.path.join(tmp, "d9")))
+      self.assertEqual(training.train(larger)["seq_len"], 9)
+
+  def test_learning_rate_halves(self):
+    config = tiny_config("unused")
+    schedule = training.learning_rate_schedule(config)
+    self.assertAllClose([schedule(0), schedule(1), schedule(2), schedule(4)],
+                        [1e-3, 1e-3, 5e-4, 2.5e-4])
+
+  def test_validate_names_the_flag(self):
+    config = tiny_config("x")
+    config.sorter = "handcrafted"
+    with self.assertRaisesRegex(ValueError, "--sorter='handcrafted'.*lstm, "
+                                "cnn"):
+      config.validate()
+    with self.assertRaisesRegex(ValueError, "--model_dir"):
+      tiny_config("").validate()
+
+  def test_evaluate_l1_of_exact_sorter_is_zero(self):
+    from rank4class_tf.sorting import ops  # pylint: disable=g-import-not-at-top
+    exact = lambda y, training=False: ops.exact_rank(y)
+    self.assertAlmostEqual(training.evaluate_l1(exact, 12, size=300), 0.,
+                           places=6)
+
+  def test_sweep_exact_is_a_staircase(self):
+    values, ranks = training.sweep_first_score(None, 20, step=0.01)
+    self.assertLen(values, 201)
+    self.assertEqual(ranks[0], 20.)   # y_1 = -1 is the smallest
+    self.assertEqual(ranks[-1], 1.)   # y_1 = 1 is the largest
+    self.assertTrue(np.all(np.diff(ranks) <= 0))
+    self.assertTrue(np.allclose(ranks, np.round(ranks)))
+
+
+if __name__ == "__main__":
+  tf.test.main()
