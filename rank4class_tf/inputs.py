@@ -31,7 +31,14 @@ class RawInputs:
     self.dtype = dtype
 
   def __call__(self, instance: tf.Tensor) -> Dict[str, tf.Tensor]:
-    """[batch_size, ...] raw instances -> context features."""
+    """[batch_size, ...] raw instances -> context features.
+
+    Float instances with NaN or Inf entries stop the pipeline (or the serving
+    call) with an InvalidArgumentError naming the feature.
+    """
+    if self.dtype.is_floating:
+      instance = tf.debugging.assert_all_finite(
+          instance, f"{self.key}: NaN or Inf values in the instance")
     return {self.key: instance}
 
   def context_spec(self) -> Dict[str, tf.io.FixedLenFeature]:

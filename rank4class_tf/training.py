@@ -17,6 +17,7 @@ A run's model_dir holds:
 
   config.json                 the resolved `TrainConfig`
   classes.json                the class names, index = class id
+  serving.json                the serving input: name, shape, dtype
   train/, validation/         TensorBoard events (loss and every metric)
   checkpoints/ckpt-NNNN       weights after each validation
   best_checkpoint/ckpt-NNNN   weights of the best validation `best_metric`
@@ -49,6 +50,7 @@ from rank4class_tf.sorting import sorters
 
 CONFIG_FILE = "config.json"
 CLASSES_FILE = "classes.json"
+SERVING_FILE = "serving.json"
 BEST_EXPORT = "best_model_by_metric"
 LATEST_EXPORT = "latest_model"
 SERVING_KEY = "serving_default"
@@ -98,6 +100,11 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
   def num_classes(self) -> int:
     return self._data.num_classes
 
+  @property
+  def serving_spec(self) -> tf.TensorSpec:
+    """The raw instance the serving signature takes (checked per call)."""
+    return self._inputs.serving_spec()
+
   def build_valid_dataset(self) -> tf.data.Dataset:
     return datasets.ranking_dataset(self._data, "validation",
                                     self._batch_size, training=False,
@@ -126,8 +133,14 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     if isinstance(instance_inputs, images.ImageInputs):
       to_features = instance_inputs.serving_features
 
-    @tf.function(input_signature=[instance_inputs.serving_spec()])
+    spec = instance_inputs.serving_spec()
+
+    # The signature takes any shape and checks it when called: a signature
+    # with a static shape trusts its caller, and a wrong rank then aborts the
+    # process inside the convolution kernels instead of raising an error.
+    @tf.function(input_signature=[tf.TensorSpec(None, spec.dtype, spec.name)])
     def serve(instance):
+      instance = tf.ensure_shape(instance, spec.shape)
       features = datasets.class_list_features(to_features(instance),
                                                data.num_classes)
       scores = model(features, training=False)
@@ -444,6 +457,11 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     with tf.io.gfile.GFile(os.path.join(config.model_dir, CLASSES_FILE),
                            "w") as f:
       f.write(json.dumps(list(data.class_names), indent=1))
+    spec = pipeline._dataset_builder.serving_spec  # pylint: disable=protected-access
+    with tf.io.gfile.GFile(os.path.join(config.model_dir, SERVING_FILE),
+                           "w") as f:
+      json.dump({"name": spec.name, "shape": spec.shape.as_list(),
+                 "dtype": spec.dtype.name}, f)
   pipeline.train_and_validate(verbose=verbose)
   if strategy is not None and not strategy.extended.should_checkpoint:
     # TF-Ranking writes a non-chief worker's copies under workertemp_<id>.
@@ -535,9 +553,10 @@ class ExportedRanker:
     if not tf.io.gfile.exists(export_dir):
       raise ValueError(f"{export_dir} not found: the run has no export.")
     self._serve = tf.saved_model.load(export_dir).signatures[SERVING_KEY]
-    (self.instance_key, spec), = (
-        self._serve.structured_input_signature[1].items())
-    self.instance_shape = tuple(spec.shape[1:])
+    with tf.io.gfile.GFile(os.path.join(model_dir, SERVING_FILE)) as f:
+      serving = json.load(f)
+    self.instance_key = serving["name"]
+    self.instance_shape = tuple(serving["shape"][1:])
 
   def scores(self, instances) -> np.ndarray:
     """[batch_size, num_classes] scores of raw instances."""

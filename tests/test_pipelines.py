@@ -101,6 +101,25 @@ class TrainEvaluateTest(tf.test.TestCase):
     self.assertAllClose(served["top_k_scores"],
                         np.take_along_axis(scores, order, axis=1))
 
+  def test_serving_rejects_hostile_images(self):
+    export = os.path.join(self.model_dir, "export", "best_model_by_metric")
+    serve = tf.saved_model.load(export).signatures["serving_default"]
+    images = np.zeros([2, 8, 8, 1], np.float32)
+    images[1, 3, 3, 0] = np.nan
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError,
+                                "image: NaN or Inf values in the instance"):
+      serve(image=tf.constant(images))
+    images[1, 3, 3, 0] = np.inf
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "NaN or Inf"):
+      serve(image=tf.constant(images))
+    errors = (TypeError, ValueError, tf.errors.InvalidArgumentError)
+    with self.assertRaises(errors):  # Wrong shape.
+      serve(image=tf.zeros([2, 16, 16, 1]))
+    with self.assertRaises(errors):  # Wrong rank.
+      serve(image=tf.zeros([2, 8, 8]))
+    with self.assertRaises(errors):  # Wrong dtype.
+      serve(image=tf.zeros([2, 8, 8, 1], tf.int32))
+
   def test_evaluate_prints_one_json_line(self):
     proc = run("pipelines.evaluate", f"--model_dir={self.model_dir}",
                "--split=test")
