@@ -107,8 +107,10 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
 
   Args:
     name: one of `LOSS_NAMES`: softmax, pairwise_logistic, approx_ndcg,
-      gumbel_approx_ndcg, mse, rescaled_mse. pairwise_logistic, approx_ndcg
-      and gumbel_approx_ndcg are the O(n * k) `fast_losses` classes.
+      gumbel_approx_ndcg, mse, rescaled_mse, sodeep_spearman, sodeep_map,
+      sodeep_recall. pairwise_logistic, approx_ndcg and gumbel_approx_ndcg
+      are the O(n * k) `fast_losses` classes; the sodeep_* classes live in
+      `sorting.losses`.
     **kwargs: that loss's hyper-parameters (see `hyperparameters(name)`);
       `reduction` is accepted by all. A value of None keeps the default.
 
