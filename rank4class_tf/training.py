@@ -553,10 +553,16 @@ class ExportedRanker:
     if not tf.io.gfile.exists(export_dir):
       raise ValueError(f"{export_dir} not found: the run has no export.")
     self._serve = tf.saved_model.load(export_dir).signatures[SERVING_KEY]
-    with tf.io.gfile.GFile(os.path.join(model_dir, SERVING_FILE)) as f:
-      serving = json.load(f)
-    self.instance_key = serving["name"]
-    self.instance_shape = tuple(serving["shape"][1:])
+    serving_file = os.path.join(model_dir, SERVING_FILE)
+    if tf.io.gfile.exists(serving_file):
+      with tf.io.gfile.GFile(serving_file) as f:
+        serving = json.load(f)
+      self.instance_key = serving["name"]
+      self.instance_shape = tuple(serving["shape"][1:])
+    else:  # A run exported with a static serving shape.
+      (self.instance_key, spec), = (
+          self._serve.structured_input_signature[1].items())
+      self.instance_shape = tuple(spec.shape[1:])
 
   def scores(self, instances) -> np.ndarray:
     """[batch_size, num_classes] scores of raw instances."""
