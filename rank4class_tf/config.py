@@ -167,7 +167,8 @@ class TrainConfig:
         "parallel_weight": self.parallel_weight,
         "margin": self.recall_margin,
     }
-    return {k: candidates[k] for k in losses.hyperparameters(self.loss)}
+    return {k: candidates[k] for k in losses.hyperparameters(self.loss)
+            if k in candidates}
 
   def validate(self) -> None:
     """Checks every field. Runs no TensorFlow op (a multi-worker strategy

@@ -25,6 +25,7 @@ import tensorflow as tf
 import tensorflow_ranking as tfr
 
 from rank4class_tf import fast_losses
+from rank4class_tf import lookup
 from rank4class_tf import ops
 from rank4class_tf.sorting import losses as sodeep_losses
 
@@ -67,10 +68,8 @@ class RescaledMeanSquaredLoss(tf.keras.losses.Loss):
     return config
 
 
-_SODEEP = ("sorter", "d", "parallel_loss", "parallel_weight")
-
 # name -> (class, hyper-parameters it accepts). A plain dict, no registry.
-_LOSSES: Dict[str, Tuple[type, Tuple[str, ...]]] = {
+_LOSSES: lookup.Table = {
     "softmax": (tfr.keras.losses.SoftmaxLoss, ("temperature",)),
     "pairwise_logistic": (fast_losses.FastPairwiseLogisticLoss,
                           ("temperature",)),
@@ -80,11 +79,9 @@ _LOSSES: Dict[str, Tuple[type, Tuple[str, ...]]] = {
                             "gumbel_temperature", "seed")),
     "mse": (tfr.keras.losses.MeanSquaredLoss, ()),
     "rescaled_mse": (RescaledMeanSquaredLoss, ("k", "m")),
-    # SoDeep (Engilberge et al. 2019): rank losses on a learned sorter, whose
+    # SoDeep (Engilberge et al. 2019): rank losses on a learned sorter whose
     # list length d is the class count (`d` is filled in from the data).
-    "sodeep_spearman": (sodeep_losses.SoDeepSpearmanLoss, _SODEEP),
-    "sodeep_map": (sodeep_losses.SoDeepMAPLoss, _SODEEP),
-    "sodeep_recall": (sodeep_losses.SoDeepRecallLoss, _SODEEP + ("margin",)),
+    **sodeep_losses.LOSSES,
 }
 
 LOSS_NAMES = tuple(_LOSSES)
@@ -92,14 +89,7 @@ LOSS_NAMES = tuple(_LOSSES)
 
 def hyperparameters(name: str) -> Tuple[str, ...]:
   """Names of the keyword arguments that loss `name` accepts."""
-  _check_name(name)
-  return _LOSSES[name][1]
-
-
-def _check_name(name: str) -> None:
-  if name not in _LOSSES:
-    raise ValueError(f"Unknown loss {name!r}; valid names: "
-                     f"{', '.join(LOSS_NAMES)}.")
+  return lookup.accepted(_LOSSES, name)
 
 
 def get(name: str, **kwargs) -> tf.keras.losses.Loss:
@@ -120,12 +110,4 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
   Raises:
     ValueError: for an unknown name or a hyper-parameter the loss lacks.
   """
-  _check_name(name)
-  cls, accepted = _LOSSES[name]
-  kwargs = {k: v for k, v in kwargs.items() if v is not None}
-  unknown = sorted(set(kwargs) - set(accepted) - {"reduction"})
-  if unknown:
-    raise ValueError(f"Loss {name!r} has no hyper-parameter(s) "
-                     f"{', '.join(unknown)}; it accepts: "
-                     f"{', '.join(accepted) or 'none'}.")
-  return cls(name=name, **kwargs)
+  return lookup.build(_LOSSES, name, **kwargs)

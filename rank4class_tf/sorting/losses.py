@@ -30,6 +30,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 
+from rank4class_tf import lookup
 from rank4class_tf.sorting import ops
 from rank4class_tf.sorting import sorters
 
@@ -204,26 +205,20 @@ class SoDeepRecallLoss(_SoDeepLoss):
 
 _COMMON = ("sorter", "d", "trainable", "rank_over_batch", "parallel_loss",
            "parallel_weight")
-# name -> (class, hyper-parameters it accepts). A plain dict.
-_LOSSES: Dict[str, Tuple[type, Tuple[str, ...]]] = {
+# name -> (class, hyper-parameters it accepts). A plain dict; the main
+# `rank4class_tf.losses` table includes it.
+LOSSES: lookup.Table = {
     "sodeep_spearman": (SoDeepSpearmanLoss, _COMMON),
     "sodeep_map": (SoDeepMAPLoss, _COMMON),
     "sodeep_recall": (SoDeepRecallLoss, _COMMON + ("margin",)),
 }
 
-LOSS_NAMES = tuple(_LOSSES)
+LOSS_NAMES = tuple(LOSSES)
 
 
 def hyperparameters(name: str) -> Tuple[str, ...]:
   """Names of the keyword arguments that loss `name` accepts."""
-  _check_name(name)
-  return _LOSSES[name][1]
-
-
-def _check_name(name: str) -> None:
-  if name not in _LOSSES:
-    raise ValueError(f"Unknown loss {name!r}; valid names: "
-                     f"{', '.join(LOSS_NAMES)}.")
+  return lookup.accepted(LOSSES, name)
 
 
 def get(name: str, **kwargs) -> tf.keras.losses.Loss:
@@ -241,12 +236,4 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
     ValueError: for an unknown name or hyper-parameter, or a sorter with no
       shipped weights for d.
   """
-  _check_name(name)
-  cls, accepted = _LOSSES[name]
-  kwargs = {k: v for k, v in kwargs.items() if v is not None}
-  unknown = sorted(set(kwargs) - set(accepted) - {"reduction"})
-  if unknown:
-    raise ValueError(f"Loss {name!r} has no hyper-parameter(s) "
-                     f"{', '.join(unknown)}; it accepts: "
-                     f"{', '.join(accepted)}.")
-  return cls(**kwargs)
+  return lookup.build(LOSSES, name, **kwargs)
