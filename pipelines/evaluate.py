@@ -5,6 +5,11 @@ Example:
   .venv/bin/python -m pipelines.evaluate --model_dir=runs/digits_approx_ndcg \
       --split=test
 
+Multi-label runs:
+
+  .venv/bin/python -m pipelines.evaluate --model_dir=runs/goemotions_ml_bce \
+      --metrics=map_class,map_sample,cf1,of1,cf1_top3,of1_top3,macro_f1
+
 Prints e.g. {"top1_accuracy": 0.98, "top5_accuracy": 1.0, "ndcg@5": 0.99,
 "mrr": 0.99, "num_examples": 270, "split": "test", ...}.
 """
@@ -22,6 +27,9 @@ flags.DEFINE_string("split", "test", "train, validation or test.")
 flags.DEFINE_enum("export", training.BEST_EXPORT,
                   [training.BEST_EXPORT, training.LATEST_EXPORT],
                   "Which exported SavedModel to evaluate.")
+flags.DEFINE_list("metrics", None,
+                  "Metrics to compute (default: the run's --metrics), e.g. "
+                  "map_class,map_sample,cf1,of1 for multi-label runs.")
 
 FLAGS = flags.FLAGS
 
@@ -32,7 +40,8 @@ def main(argv):
   if not FLAGS.model_dir:
     sys.exit("evaluate: --model_dir must be set.")
   try:
-    results = training.evaluate(FLAGS.model_dir, FLAGS.split, FLAGS.export)
+    results = training.evaluate(FLAGS.model_dir, FLAGS.split, FLAGS.export,
+                                metric_names=FLAGS.metrics)
   except ValueError as e:
     sys.exit(f"evaluate: {e}")
   results.update({"split": FLAGS.split, "export": FLAGS.export})

@@ -25,16 +25,16 @@ from rank4class_tf import training
 # Data.
 flags.DEFINE_string("dataset", "digits",
                     "digits, goemotions, goemotions_multilabel, mind, "
-                    "digits32, cifar10, imagenet2012.")
+                    "digits32, cifar10, imagenet2012, coco2017, voc2007.")
 flags.DEFINE_string("data_dir", None,
                     "Directory of the dataset's files (TFDS data directory "
-                    "for cifar10 / imagenet2012).")
+                    "for cifar10 / imagenet2012 / coco2017 / voc2007).")
 flags.DEFINE_bool("download", False,
-                  "Let TFDS download and prepare cifar10 / imagenet2012 "
+                  "Let TFDS download and prepare a TFDS dataset "
                   "when missing from --data_dir.")
 flags.DEFINE_integer("image_size", None,
-                     "Side of the preprocessed imagenet2012 images "
-                     "(default 224).")
+                     "Side of the preprocessed imagenet2012 / coco2017 / "
+                     "voc2007 images (default 224).")
 # Model.
 flags.DEFINE_string("encoder", "small_cnn",
                     "Instance encoder: small_cnn, mlp (numeric data); vgg16, "
@@ -55,13 +55,20 @@ flags.DEFINE_integer("max_seq_length", 32,
                      "Tokens per text instance, [CLS]/[SEP] included.")
 flags.DEFINE_float("dropout", 0.1, "Dropout rate on h during training.")
 flags.DEFINE_string("interaction", "dot",
-                    "Instance-class interaction: dot, lc_mlp, concat_mlp.")
+                    "Instance-class interaction: dot, lc_mlp, concat_mlp, "
+                    "label_attention (classes attend over tokens/positions).")
 flags.DEFINE_integer("mlp_units", 128,
                      "Width of both hidden layers of lc_mlp / concat_mlp.")
+flags.DEFINE_integer("label_dim", 256,
+                     "label_attention: width of the label-level embeddings.")
+flags.DEFINE_integer("label_heads", 4, "label_attention: attention heads.")
+flags.DEFINE_integer("projection_dim", 128,
+                     "label_attention: size of the contrastive projections.")
 # Loss.
 flags.DEFINE_string("loss", "softmax",
                     "softmax, pairwise_logistic, approx_ndcg, "
-                    "gumbel_approx_ndcg, mse, rescaled_mse, sodeep_spearman, "
+                    "gumbel_approx_ndcg, mse, sigmoid_cross_entropy, "
+                    "rescaled_mse, two_way, two_way_margin, sodeep_spearman, "
                     "sodeep_map, sodeep_recall.")
 flags.DEFINE_float("temperature", None,
                    "Temperature of softmax / pairwise_logistic / approx_ndcg / "
@@ -81,6 +88,19 @@ flags.DEFINE_float("parallel_weight", 1.0, "sodeep_*: weight of it.")
 flags.DEFINE_float("recall_margin", 0.1, "sodeep_recall: rank margin.")
 flags.DEFINE_float("rescaled_mse_m", 1.0,
                    "rescaled_mse: target M of the true class (ImageNet: 30).")
+flags.DEFINE_float("two_way_positive_temperature", 4.0, "two_way: T_P.")
+flags.DEFINE_float("two_way_negative_temperature", 1.0, "two_way: T_N.")
+flags.DEFINE_float("two_way_epsilon", 1.0,
+                   "two_way_margin: margin inside the softplus.")
+flags.DEFINE_float("contrastive_weight", 0.0,
+                   "MulCon: gamma of the label-level contrastive loss "
+                   "(needs --interaction=label_attention; 0: off).")
+flags.DEFINE_float("contrastive_temperature", 0.2, "MulCon: its tau.")
+flags.DEFINE_integer("contrastive_start_step", 0,
+                     "MulCon's second step starts here (loss alone before; "
+                     "a multiple of --eval_every).")
+flags.DEFINE_float("contrastive_learning_rate", None,
+                   "MulCon: learning rate of the second step.")
 # Training.
 flags.DEFINE_string("optimizer", "adam", "adam or adagrad.")
 flags.DEFINE_float("learning_rate", 1e-3, "Learning rate.")
@@ -90,7 +110,9 @@ flags.DEFINE_integer("eval_every", 200, "Steps between validations.")
 flags.DEFINE_string("best_metric", "top1_accuracy",
                     "Validation metric that picks the best checkpoint.")
 flags.DEFINE_list("metrics", list(config_lib.TrainConfig.metrics),
-                  "Metrics: top<k>_accuracy, ndcg@<k>, ndcg, mrr.")
+                  "Metrics: top<k>_accuracy, ndcg@<k>, ndcg, mrr, "
+                  "precision@<k>; multi-label map_class, map_sample, cp, "
+                  "cr, cf1, op, or, of1, their _top3 forms, macro_f1.")
 flags.DEFINE_string("strategy", "default",
                     "default, mirrored, multi_worker_mirrored, "
                     "parameter_server, tpu.")
@@ -128,6 +150,9 @@ def config_from_flags() -> config_lib.TrainConfig:
       dropout=FLAGS.dropout,
       interaction=FLAGS.interaction,
       mlp_units=FLAGS.mlp_units,
+      label_dim=FLAGS.label_dim,
+      label_heads=FLAGS.label_heads,
+      projection_dim=FLAGS.projection_dim,
       loss=FLAGS.loss,
       temperature=FLAGS.temperature,
       sample_size=FLAGS.sample_size,
@@ -138,6 +163,13 @@ def config_from_flags() -> config_lib.TrainConfig:
       parallel_loss=FLAGS.parallel_loss,
       parallel_weight=FLAGS.parallel_weight,
       recall_margin=FLAGS.recall_margin,
+      two_way_positive_temperature=FLAGS.two_way_positive_temperature,
+      two_way_negative_temperature=FLAGS.two_way_negative_temperature,
+      two_way_epsilon=FLAGS.two_way_epsilon,
+      contrastive_weight=FLAGS.contrastive_weight,
+      contrastive_temperature=FLAGS.contrastive_temperature,
+      contrastive_start_step=FLAGS.contrastive_start_step,
+      contrastive_learning_rate=FLAGS.contrastive_learning_rate,
       optimizer=FLAGS.optimizer,
       learning_rate=FLAGS.learning_rate,
       batch_size=FLAGS.batch_size,

@@ -50,8 +50,12 @@ class TrainConfig:
     max_seq_length: tokens per text instance, [CLS] and [SEP] included
       (the paper: 32 for GoEmotions, 128 for MIND).
     dropout: dropout rate on h during training (cifar-vgg's `vgg16`: 0.5).
-    interaction: `dot`, `lc_mlp` or `concat_mlp`.
+    interaction: `dot`, `lc_mlp`, `concat_mlp` or `label_attention`
+      (classes as queries over the encoder's token / position features).
     mlp_units: width of the two hidden layers of the MLP interactions.
+    label_dim: `label_attention`: width D of the label-level embeddings.
+    label_heads: `label_attention`: attention heads (MulCon: 4).
+    projection_dim: `label_attention`: size of the contrastive projections.
 
   Loss:
     loss: loss name (`losses.LOSS_NAMES`).
@@ -67,6 +71,17 @@ class TrainConfig:
       `l1`, `mse` or a Keras loss class name); empty for none.
     parallel_weight: `sodeep_*`: weight of `parallel_loss`.
     recall_margin: `sodeep_recall`: rank margin (1/d = one position).
+    two_way_positive_temperature: `two_way`: T_P.
+    two_way_negative_temperature: `two_way`: T_N.
+    two_way_epsilon: `two_way_margin`: the margin inside the softplus.
+    contrastive_weight: gamma of MulCon's label-level contrastive loss added
+      to the loss (needs `label_attention`); 0 turns it off.
+    contrastive_temperature: its temperature tau (MulCon: 0.2).
+    contrastive_start_step: MulCon's two steps: the loss alone until this
+      step, then loss + gamma * LLCL (a multiple of eval_every; 0: the
+      contrastive term from the start).
+    contrastive_learning_rate: learning rate of the second step (None:
+      unchanged).
 
   Training:
     optimizer: `adam` or `adagrad`.
@@ -109,6 +124,9 @@ class TrainConfig:
   dropout: float = 0.1
   interaction: str = "dot"
   mlp_units: int = 128
+  label_dim: int = 256
+  label_heads: int = 4
+  projection_dim: int = 128
   # Loss.
   loss: str = "softmax"
   temperature: Optional[float] = None
@@ -120,6 +138,13 @@ class TrainConfig:
   parallel_loss: str = ""
   parallel_weight: float = 1.0
   recall_margin: float = 0.1
+  two_way_positive_temperature: float = 4.0
+  two_way_negative_temperature: float = 1.0
+  two_way_epsilon: float = 1.0
+  contrastive_weight: float = 0.0
+  contrastive_temperature: float = 0.2
+  contrastive_start_step: int = 0
+  contrastive_learning_rate: Optional[float] = None
   # Training.
   optimizer: str = "adam"
   learning_rate: float = 1e-3
@@ -166,6 +191,9 @@ class TrainConfig:
         "parallel_loss": self.parallel_loss or None,
         "parallel_weight": self.parallel_weight,
         "margin": self.recall_margin,
+        "positive_temperature": self.two_way_positive_temperature,
+        "negative_temperature": self.two_way_negative_temperature,
+        "epsilon": self.two_way_epsilon,
     }
     return {k: candidates[k] for k in losses.hyperparameters(self.loss)
             if k in candidates}
@@ -180,7 +208,7 @@ class TrainConfig:
     choices = {
         "dataset": datasets.DATASET_NAMES,
         "encoder": encoders.ENCODER_NAMES,
-        "interaction": interactions.INTERACTION_NAMES,
+        "interaction": interactions.ALL_NAMES,
         "loss": losses.LOSS_NAMES,
         "optimizer": OPTIMIZERS,
         "strategy": STRATEGIES,
@@ -212,9 +240,12 @@ class TrainConfig:
     if self.max_seq_length < 3:
       raise ValueError(f"--max_seq_length={self.max_seq_length!r} must be "
                        ">= 3 ([CLS], a token, [SEP]).")
-    positive = ("encoder_dim", "mlp_units", "cpu_devices", "sample_size", "batch_size",
-                "train_steps", "eval_every", "top_k", "learning_rate",
-                "gumbel_temperature", "rescaled_mse_k")
+    positive = ("encoder_dim", "mlp_units", "cpu_devices", "sample_size",
+                "batch_size", "train_steps", "eval_every", "top_k",
+                "learning_rate", "gumbel_temperature", "rescaled_mse_k",
+                "label_dim", "label_heads", "projection_dim",
+                "two_way_positive_temperature",
+                "two_way_negative_temperature", "contrastive_temperature")
     for name in positive:
       if not getattr(self, name) > 0:
         raise ValueError(f"--{name}={getattr(self, name)!r} must be > 0.")
@@ -225,6 +256,7 @@ class TrainConfig:
       if not self.parallel_weight >= 0 or not self.recall_margin >= 0:
         raise ValueError("--parallel_weight and --recall_margin must be "
                          ">= 0.")
+    self._validate_label_attention()
     if self.temperature is not None and not self.temperature > 0:
       raise ValueError(f"--temperature={self.temperature!r} must be > 0.")
     if not 0.0 <= self.dropout < 1.0:
@@ -241,6 +273,43 @@ class TrainConfig:
       raise ValueError("--model_dir must be set.")
     if self.strategy == "tpu" and not self.tpu:
       raise ValueError("--tpu must name the TPU address when --strategy=tpu.")
+    whole_split = [m for m in tuple(self.metrics)
+                   if m in metrics.WHOLE_SPLIT_METRICS]
+    if whole_split and self.strategy != "default":
+      raise ValueError(f"--metrics: {', '.join(whole_split)} needs every "
+                       "score of the validation split on one replica; use "
+                       "--strategy=default, or compute it afterwards with "
+                       "pipelines.evaluate.")
+
+  def _validate_label_attention(self) -> None:
+    """The label_attention and MulCon flags."""
+    if self.interaction in interactions.SEQUENCE_INTERACTIONS:
+      if self.encoder not in encoders.SEQUENCE_ENCODERS:
+        raise ValueError(
+            f"--interaction={self.interaction} attends over token or "
+            f"position features; --encoder={self.encoder!r} has none (use "
+            f"one of {', '.join(encoders.SEQUENCE_ENCODERS)}).")
+      if self.label_dim % self.label_heads:
+        raise ValueError(f"--label_dim={self.label_dim} must be a multiple "
+                         f"of --label_heads={self.label_heads}.")
+    if not self.contrastive_weight >= 0:
+      raise ValueError(f"--contrastive_weight={self.contrastive_weight!r} "
+                       "must be >= 0.")
+    if self.contrastive_weight > 0:
+      if self.interaction not in interactions.SEQUENCE_INTERACTIONS:
+        raise ValueError("--contrastive_weight > 0 (MulCon's label-level "
+                         "contrastive loss) needs "
+                         "--interaction=label_attention.")
+      if (self.contrastive_start_step % self.eval_every or
+          not 0 <= self.contrastive_start_step < self.train_steps):
+        raise ValueError(
+            f"--contrastive_start_step={self.contrastive_start_step} must "
+            f"be a multiple of --eval_every={self.eval_every} in "
+            f"[0, --train_steps={self.train_steps}).")
+      if (self.contrastive_learning_rate is not None and
+          not self.contrastive_learning_rate > 0):
+        raise ValueError("--contrastive_learning_rate="
+                         f"{self.contrastive_learning_rate!r} must be > 0.")
 
   def _validate_images(self) -> None:
     """The image flags: download, image_size, init_checkpoint, precision."""
@@ -253,9 +322,10 @@ class TrainConfig:
                        f"({', '.join(datasets.TFDS_DATASETS)}), not "
                        f"{self.dataset!r}.")
     if self.image_size is not None:
-      if self.dataset != "imagenet2012":
+      if self.dataset not in datasets.RESIZED_DATASETS:
         raise ValueError(f"--image_size={self.image_size!r}: only "
-                         "imagenet2012 images are resized.")
+                         f"{', '.join(datasets.RESIZED_DATASETS)} images "
+                         "are resized.")
       if not self.image_size >= 32:
         raise ValueError(f"--image_size={self.image_size!r} must be >= 32.")
     if self.init_checkpoint:

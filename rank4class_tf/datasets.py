@@ -35,6 +35,23 @@ Names:
   classes named by their WordNet ids) from TFDS's builder; `validation` and
   `test` are both TFDS's validation split. Model Garden ResNet preprocessing
   (`images.ImageNetPreprocessing`) to `image_size` (224).
+* `coco2017`: MS-COCO 2017 as multi-label classification (TFDS
+  `coco/2017`, 118,287 / 5,000 images, 80 classes named by TFDS's
+  `objects/label` feature): the label of an image is the set of the
+  categories of its annotated objects, crowd regions included. `validation`
+  and `test` are both TFDS's validation split (COCO's test split has no
+  public labels; multi-label papers report on val). The 1,021 train and 48
+  validation images without any object are dropped (see below).
+* `voc2007`: PASCAL VOC 2007 as multi-label classification (TFDS
+  `voc/2007`, 20 classes from `objects/label`, `difficult` objects
+  included): `train` is TFDS's `train+validation` (VOC's trainval, 5,011
+  images, the standard multi-label protocol); `validation` and `test` are
+  both VOC's test split (4,952 images): as for `cifar10`, the best
+  checkpoint is picked on test. Every VOC image has an object.
+  Both multi-label datasets are resized whole to `image_size` (224; ML-GCN
+  and MulCon use 448) by `images.MultiLabelImagePreprocessing`, and
+  stream through a shuffle buffer (`MULTI_LABEL_SHUFFLE_BUFFER`) instead of
+  being cached.
 * `digits32`: the `digits` split upscaled to 32x32x3 uint8 images (bilinear,
   grey copied to 3 channels), a real image dataset that ships offline, with
   the cifar-vgg preprocessing without flips (a mirrored digit is another
@@ -44,6 +61,17 @@ TFDS datasets are never downloaded unless `download=True`: a missing
 prepared copy stops with a one-line ValueError naming the dataset and the
 directory. Image datasets yield raw uint8 images; their `preprocessing` runs
 per example in `ranking_dataset` (augmentation on the train split only).
+
+Multi-label TFDS images (`coco2017`, `voc2007`) without any annotated object
+are dropped, in every split: an all-zero label has no relevant class to
+rank, so ranking metrics (MRR, NDCG) and listwise losses are undefined on
+it, and the usual protocol (ML-GCN) keeps the labelled images only. The
+`validation` and `test` splits are counted when the dataset is loaded (one
+pass parsing their labels only), so their `size` is exact and their tf.data
+length known, as Keras's validation needs. The `train` split is not counted
+(all of COCO's train set would be read): its `size` is TFDS's count before
+the filter, an upper bound (`Stream.exact_size` is False); the fixed shuffle
+buffer does not depend on it.
 
 Malformed files stop with a ValueError naming the file and line.
 """
@@ -71,12 +99,20 @@ class Stream:
   """A split read from files by tf.data instead of held in memory.
 
   Attributes:
-    read: `read(shuffle_files, seed)` -> unbatched (raw instance, int64
-      label) pairs; `shuffle_files` shuffles the order of the files.
-    size: number of examples.
+    read: `read(shuffle_files, seed)` -> unbatched (raw instance, label)
+      pairs, the label an int64 class id or, when `multi_label`, a float32
+      multi-hot [num_classes]; `shuffle_files` shuffles the order of the
+      files.
+    size: number of examples; when `exact_size` is False, the number before
+      `read` filtered some out (an upper bound), and `read`'s length is
+      unknown to tf.data.
+    multi_label: the labels are multi-hot vectors, not class ids.
+    exact_size: whether `size` counts exactly the examples `read` yields.
   """
   read: Callable[[bool, int], tf.data.Dataset]
   size: int
+  multi_label: bool = False
+  exact_size: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,15 +157,20 @@ class ClassificationData:
 
   @property
   def multi_label(self) -> bool:
-    if not self.splits:
-      return False  # Streams hold integer class ids.
-    return next(iter(self.splits.values()))[1].ndim == 2
+    """Whether labels are multi-hot: 2-D in-memory labels, or streams that
+    say so (`Stream.multi_label`)."""
+    if self.splits:
+      return next(iter(self.splits.values()))[1].ndim == 2
+    return any(stream.multi_label for stream in self.streams.values())
 
   @property
   def split_names(self) -> Tuple[str, ...]:
     return tuple(self.splits) + tuple(self.streams)
 
   def size(self, split: str) -> int:
+    """Number of examples of `split`; for a stream whose `exact_size` is
+    False (the `train` split of multi-label TFDS images), TFDS's count before
+    images without an object were dropped, an upper bound."""
     if split in self.streams:
       return self.streams[split].size
     return len(self.splits[split][1])
@@ -454,13 +495,118 @@ def load_digits32(data_dir: Optional[str] = None) -> ClassificationData:
       preprocessing=images.CifarVGGPreprocessing(mean, std, flip=False))
 
 
-# Our split -> TFDS split: the paper selects checkpoints on the test set.
+# Our split -> TFDS split (a TFDS split expression): cifar10 and voc2007
+# select checkpoints on the test set, as the paper does for CIFAR-10.
 TFDS_SPLITS = {
     "cifar10": {"train": "train", "validation": "test", "test": "test"},
     "imagenet2012": {"train": "train", "validation": "validation",
                      "test": "validation"},
+    "coco2017": {"train": "train", "validation": "validation",
+                 "test": "validation"},
+    "voc2007": {"train": "train+validation", "validation": "test",
+                "test": "test"},
 }
 IMAGENET_SHUFFLE_BUFFER = 10_000  # The Model Garden's ImageNet buffer.
+# As ImageNet's: the whole of VOC's trainval, 8% of COCO's train split.
+MULTI_LABEL_SHUFFLE_BUFFER = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class TfdsSource:
+  """Where a dataset lives in TFDS and how its examples become pairs.
+
+  Attributes:
+    tfds_name: TFDS name, `name` or `name/config` (`coco/2017`).
+    label_feature: `/`-path of the ClassLabel feature that names the classes
+      and labels the image: `label` (one class id per image) or
+      `objects/label` (one per annotated object).
+    multi_label: False: the feature is the image's class id, the label an
+      int64. True: the set of the image's object labels becomes a multi-hot
+      float32 [num_classes] label (`multi_hot`), and images without any
+      object are dropped (see the module doc).
+  """
+  tfds_name: str
+  label_feature: str = "label"
+  multi_label: bool = False
+
+
+TFDS_SOURCES = {
+    "cifar10": TfdsSource("cifar10"),
+    "imagenet2012": TfdsSource("imagenet2012"),
+    "coco2017": TfdsSource("coco/2017", "objects/label", multi_label=True),
+    "voc2007": TfdsSource("voc/2007", "objects/label", multi_label=True),
+}
+
+
+def multi_hot(class_ids: tf.Tensor, num_classes: int, name: str) -> tf.Tensor:
+  """The multi-hot vector of a set of class ids.
+
+  y_c = 1 if c is in `class_ids` else 0: duplicates (two objects of one
+  class) collapse to 1, no id gives all zeros.
+
+  Example: multi_hot([2, 0, 2], 4, "voc/2007") -> [1., 0., 1., 0.].
+
+  Args:
+    class_ids: [num_objects] integer class ids.
+    num_classes: length of the class list.
+    name: dataset name for the error message.
+
+  Returns:
+    float32 [num_classes].
+
+  Raises:
+    tf.errors.InvalidArgumentError: `<name>: object label outside the class
+      list (0..<num_classes - 1>)` when an id is negative or too large (when
+      the op runs, inside tf.data).
+  """
+  class_ids = tf.cast(class_ids, tf.int64)
+  message = (f"{name}: object label outside the class list "
+             f"(0..{num_classes - 1})")
+  checks = [
+      tf.debugging.assert_non_negative(class_ids, message=message),
+      tf.debugging.assert_less(class_ids, tf.constant(num_classes, tf.int64),
+                               message=message),
+  ]
+  with tf.control_dependencies(checks):
+    counts = tf.reduce_sum(
+        tf.one_hot(class_ids, num_classes, dtype=tf.float32), axis=0)
+  return tf.minimum(counts, 1.0)
+
+
+def at_path(tree, path: str):
+  """`tree["a"]["b"]` for the path `a/b` (TFDS features, an example)."""
+  for key in path.split("/"):
+    tree = tree[key]
+  return tree
+
+
+def tfds_pair(source: TfdsSource, num_classes: int
+             ) -> Callable[[Dict[str, tf.Tensor]], Tuple[tf.Tensor, tf.Tensor]]:
+  """The map fn turning one TFDS example into an (image, label) pair.
+
+  Args:
+    source: the dataset's `TfdsSource`.
+    num_classes: number of classes of its label feature.
+
+  Returns:
+    `to_pair(features)`: TFDS features dict -> (uint8 image [height, width,
+    3], label), the label an int64 class id, or for `source.multi_label` the
+    float32 [num_classes] `multi_hot` of the object labels.
+  """
+  def to_pair(features):
+    label = at_path(features, source.label_feature)
+    if source.multi_label:
+      return features["image"], multi_hot(label, num_classes,
+                                          source.tfds_name)
+    return features["image"], tf.cast(label, tf.int64)
+
+  return to_pair
+
+
+def has_object(image: tf.Tensor, label: tf.Tensor) -> tf.Tensor:
+  """Filter predicate: the multi-hot `label` holds at least one class."""
+  del image  # Unused.
+  return tf.reduce_any(label > 0)
 
 
 def tfds_streams(name: str, data_dir: Optional[str], download: bool = False
@@ -468,44 +614,79 @@ def tfds_streams(name: str, data_dir: Optional[str], download: bool = False
   """Class names and split streams of a TFDS dataset, read with TFDS's builder.
 
   Args:
-    name: TFDS name (`cifar10`, `imagenet2012`).
+    name: dataset name, a key of `TFDS_SOURCES` (`cifar10`, `imagenet2012`,
+      `coco2017`, `voc2007`).
     data_dir: TFDS data directory (None: TFDS's default).
     download: download and prepare the data first when it is missing.
 
   Returns:
     (class names from the label feature, {split: Stream}) for our splits
-    (`TFDS_SPLITS`), yielding (uint8 image, int64 label).
+    (`TFDS_SPLITS`), yielding (uint8 image, label) pairs (`tfds_pair`).
+    Multi-label streams drop images without an object: the `train` stream's
+    `size` is TFDS's count before that filter (`exact_size` False); the
+    evaluation splits are counted here, one pass over their labels, and
+    their streams carry that cardinality (Keras needs it to validate).
 
   Raises:
     ValueError: one line naming the dataset and directory when the data is
       not prepared there and `download` is False.
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  builder = tfds.builder(name, data_dir=data_dir)
+  source = TFDS_SOURCES[name]
+  builder = tfds.builder(source.tfds_name, data_dir=data_dir)
   if download:
     builder.download_and_prepare()
+  class_names = tuple(
+      at_path(builder.info.features, source.label_feature).names)
+  to_pair = tfds_pair(source, len(class_names))
 
-  def reader(tfds_split: str) -> Callable[[bool, int], tf.data.Dataset]:
+  def read_examples(tfds_split: str, shuffle_files: bool = False,
+                    seed: int = 0, decoders=None) -> tf.data.Dataset:
+    return builder.as_dataset(
+        split=tfds_split, shuffle_files=shuffle_files, decoders=decoders,
+        read_config=tfds.ReadConfig(shuffle_seed=seed))
+
+  def count_kept(tfds_split: str) -> int:
+    """Images of `tfds_split` with an object: one pass over the labels."""
+    labels_only = True
+    for key in reversed(source.label_feature.split("/")):
+      labels_only = {key: labels_only}
+    examples = read_examples(  # Parses the labels only, no image.
+        tfds_split, decoders=tfds.decode.PartialDecoding(labels_only))
+    kept = examples.map(lambda features: tf.cast(
+        tf.size(at_path(features, source.label_feature)) > 0, tf.int64))
+    return int(kept.reduce(np.int64(0), tf.add))
+
+  def reader(tfds_split: str, kept: Optional[int]
+            ) -> Callable[[bool, int], tf.data.Dataset]:
     def read(shuffle_files: bool = False, seed: int = 0) -> tf.data.Dataset:
-      ds = builder.as_dataset(
-          split=tfds_split, as_supervised=True, shuffle_files=shuffle_files,
-          read_config=tfds.ReadConfig(shuffle_seed=seed))
-      return ds.map(lambda x, y: (x, tf.cast(y, tf.int64)))
+      ds = read_examples(tfds_split, shuffle_files, seed).map(to_pair)
+      if source.multi_label:
+        ds = ds.filter(has_object)
+      if kept is not None:  # Keras reads the validation data's length.
+        ds = ds.apply(tf.data.experimental.assert_cardinality(kept))
+      return ds
     return read
 
-  streams = {}
+  streams, counted = {}, {}
   for split, tfds_split in TFDS_SPLITS[name].items():
-    read = reader(tfds_split)
     try:
-      size = int(read().cardinality())
+      size = int(read_examples(tfds_split).cardinality())  # TFDS's count.
     except AssertionError:
       raise ValueError(
           f"{name} is not prepared in {data_dir or builder.data_dir}: "
-          f"prepare it there with TFDS (`tfds build {name} "
+          f"prepare it there with TFDS (`tfds build {source.tfds_name} "
           f"--data_dir=DIR`) and pass --data_dir=DIR, or pass --download."
       ) from None
-    streams[split] = Stream(read=read, size=size)
-  class_names = tuple(builder.info.features["label"].names)
+    kept = None  # Multi-label evaluation splits: the count after the filter.
+    if source.multi_label and split != "train":
+      if tfds_split not in counted:
+        counted[tfds_split] = count_kept(tfds_split)
+      kept = size = counted[tfds_split]
+    streams[split] = Stream(
+        read=reader(tfds_split, kept), size=size,
+        multi_label=source.multi_label,
+        exact_size=not source.multi_label or kept is not None)
   return class_names, streams
 
 
@@ -534,6 +715,29 @@ def load_imagenet2012(data_dir: Optional[str] = None, download: bool = False,
       shuffle_buffer=IMAGENET_SHUFFLE_BUFFER)
 
 
+def _multi_label_images(name: str, data_dir: Optional[str], download: bool,
+                        image_size: Optional[int]) -> ClassificationData:
+  preprocessing = images.MultiLabelImagePreprocessing(image_size or 224)
+  class_names, streams = tfds_streams(name, data_dir, download)
+  return ClassificationData(
+      name=name, class_names=class_names, instance_key="image",
+      instance_shape=preprocessing.output_shape, instance_dtype=tf.float32,
+      streams=streams, preprocessing=preprocessing,
+      shuffle_buffer=MULTI_LABEL_SHUFFLE_BUFFER)
+
+
+def load_coco2017(data_dir: Optional[str] = None, download: bool = False,
+                  image_size: Optional[int] = None) -> ClassificationData:
+  """MS-COCO 2017 object categories as multi-label data (see module doc)."""
+  return _multi_label_images("coco2017", data_dir, download, image_size)
+
+
+def load_voc2007(data_dir: Optional[str] = None, download: bool = False,
+                 image_size: Optional[int] = None) -> ClassificationData:
+  """PASCAL VOC 2007 object classes as multi-label data (see module doc)."""
+  return _multi_label_images("voc2007", data_dir, download, image_size)
+
+
 _DATASETS: Dict[str, Callable[[Optional[str]], ClassificationData]] = {
     "digits": load_digits,
     "goemotions": load_goemotions,
@@ -542,14 +746,18 @@ _DATASETS: Dict[str, Callable[[Optional[str]], ClassificationData]] = {
     "digits32": load_digits32,
     "cifar10": load_cifar10,
     "imagenet2012": load_imagenet2012,
+    "coco2017": load_coco2017,
+    "voc2007": load_voc2007,
 }
 
 DATASET_NAMES = tuple(_DATASETS)
 TEXT_DATASETS = ("goemotions", "goemotions_multilabel", "mind")
-# Read through TFDS: they take `download` and (ImageNet) `image_size`.
-TFDS_DATASETS = ("cifar10", "imagenet2012")
+# Read through TFDS (`TFDS_SOURCES`): they take `download` and `image_size`.
+TFDS_DATASETS = ("cifar10", "imagenet2012", "coco2017", "voc2007")
 # Raw uint8 colour images with a preprocessing.
 IMAGE_DATASETS = ("digits32",) + TFDS_DATASETS
+# Images of any size resized to `image_size` (the others' size is fixed).
+RESIZED_DATASETS = ("imagenet2012", "coco2017", "voc2007")
 
 
 def get(name: str, data_dir: Optional[str] = None, download: bool = False,
@@ -557,11 +765,13 @@ def get(name: str, data_dir: Optional[str] = None, download: bool = False,
   """Loads the dataset called `name`.
 
   Args:
-    name: dataset name (`DATASET_NAMES`).
+    name: dataset name (`DATASET_NAMES`): `coco2017` and `voc2007` are
+      multi-label images (multi-hot float32 labels [num_classes]).
     data_dir: the dataset's files (TFDS data directory for TFDS datasets).
     download: TFDS datasets only: download and prepare missing data.
-    image_size: TFDS datasets only: side of the preprocessed images (None:
-      the dataset's, 224 for ImageNet; CIFAR-10 is always 32).
+    image_size: `RESIZED_DATASETS` only: side of the preprocessed images
+      (None: 224 for imagenet2012, coco2017 and voc2007; CIFAR-10 is always
+      32).
 
   Raises:
     ValueError: for an unknown name or missing/malformed data (the message

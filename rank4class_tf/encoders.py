@@ -43,31 +43,54 @@ from rank4class_tf import pretrained
 class SmallCNN(tf.keras.layers.Layer):
   """Small convolutional encoder: [batch, H, W, C] images -> [batch, dim].
 
+  With `sequence=True` it returns the positions of the pooled feature map
+  instead, for `label_attention`: {"features": [batch, H/2 * W/2, 64],
+  "mask": [batch, H/2 * W/2] ones}.
+
   Args:
     dim: size of h.
-    dropout: dropout rate on h during training.
+    dropout: dropout rate on h (or the position features) during training.
+    sequence: return position features instead of h.
   """
 
-  def __init__(self, dim: int = 128, dropout: float = 0.1, **kwargs):
+  def __init__(self, dim: int = 128, dropout: float = 0.1,
+               sequence: bool = False, **kwargs):
     super().__init__(**kwargs)
     self.dim = int(dim)
     self.dropout = float(dropout)
+    self.sequence = bool(sequence)
+    head = [] if self.sequence else [
+        tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(self.dim, activation="relu"),
+    ]
     self.body = tf.keras.Sequential([
         tf.keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
         tf.keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
         tf.keras.layers.MaxPool2D(2),
-        tf.keras.layers.Flatten(),
-        tf.keras.layers.Dense(self.dim, activation="relu"),
+        *head,
         tf.keras.layers.Dropout(self.dropout),
     ], name="body")
 
   def call(self, images, training=None):
-    return self.body(images, training=training)
+    outputs = self.body(images, training=training)
+    if self.sequence:
+      return position_features(outputs)
+    return outputs
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
-    config.update({"dim": self.dim, "dropout": self.dropout})
+    config.update({"dim": self.dim, "dropout": self.dropout,
+                   "sequence": self.sequence})
     return config
+
+
+def position_features(feature_map: tf.Tensor) -> Dict[str, tf.Tensor]:
+  """[batch, H, W, C] -> {"features": [batch, H * W, C], "mask": ones}."""
+  shape = tf.shape(feature_map)
+  features = tf.reshape(feature_map,
+                        [shape[0], shape[1] * shape[2], feature_map.shape[-1]])
+  return {"features": features,
+          "mask": tf.ones(tf.shape(features)[:2], tf.int32)}
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class_tf")
@@ -114,11 +137,14 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
     dropout: dropout rate on h during training.
     pooling: `pooled` (BERT's pooler output) or `cls` (the [CLS] vector of
       the last layer, ELECTRA's choice).
+    sequence: return every token's last-layer vector instead of h, for
+      `label_attention`: {"features": [batch_size, seq_length, hidden_size],
+      "mask": input_mask [batch_size, seq_length]}.
   """
 
   def __init__(self, size: str = "minilm_l6",
                init_checkpoint: Optional[str] = None, dropout: float = 0.1,
-               pooling: str = "pooled", **kwargs):
+               pooling: str = "pooled", sequence: bool = False, **kwargs):
     super().__init__(**kwargs)
     if size not in pretrained.SIZES:
       raise ValueError(f"Unknown encoder size {size!r}; valid sizes: "
@@ -127,6 +153,7 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
       raise ValueError(f"pooling must be 'pooled' or 'cls', got {pooling!r}.")
     self.size = size
     self.pooling = pooling
+    self.sequence = bool(sequence)
     self.init_checkpoint = init_checkpoint
     self.dropout = float(dropout)
     self.network = pretrained.build_bert_encoder(**pretrained.SIZES[size])
@@ -136,6 +163,10 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
 
   def call(self, inputs, training=None):
     outputs = self.network(inputs, training=training)
+    if self.sequence:
+      return {"features": self.dropout_layer(outputs["sequence_output"],
+                                             training=training),
+              "mask": inputs["input_mask"]}
     if self.pooling == "cls":
       h = outputs["sequence_output"][:, 0, :]
     else:
@@ -145,7 +176,8 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
     config.update({"size": self.size, "init_checkpoint": self.init_checkpoint,
-                   "dropout": self.dropout, "pooling": self.pooling})
+                   "dropout": self.dropout, "pooling": self.pooling,
+                   "sequence": self.sequence})
     return config
 
 
@@ -263,11 +295,15 @@ class ResNet50Encoder(tf.keras.layers.Layer):
     init_checkpoint: Model Garden checkpoint to start from (see
       `restore_resnet`); None starts from random weights.
     dropout: dropout rate on h during training.
+    sequence: return the positions of the last feature map instead of h,
+      for `label_attention` ({"features": [batch, H/32 * W/32, 2048],
+      "mask"}).
   """
 
   def __init__(self, init_checkpoint: Optional[str] = None,
-               dropout: float = 0.0, **kwargs):
+               dropout: float = 0.0, sequence: bool = False, **kwargs):
     super().__init__(**kwargs)
+    self.sequence = bool(sequence)
     self.init_checkpoint = init_checkpoint
     self.dropout = float(dropout)
     self.backbone = resnet.ResNet(
@@ -281,12 +317,15 @@ class ResNet50Encoder(tf.keras.layers.Layer):
 
   def call(self, images, training=None):
     features = self.backbone(images, training=training)[self.last_level]
+    if self.sequence:
+      return position_features(self.dropout_layer(features,
+                                                  training=training))
     return self.dropout_layer(self.pool(features), training=training)
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
     config.update({"init_checkpoint": self.init_checkpoint,
-                   "dropout": self.dropout})
+                   "dropout": self.dropout, "sequence": self.sequence})
     return config
 
 
@@ -301,6 +340,9 @@ _ENCODERS = {
 TEXT_ENCODERS = ("bert", "electra")
 # Read 3-channel images (`datasets.IMAGE_DATASETS`).
 IMAGE_ENCODERS = ("vgg16", "resnet50")
+# Can return per-token / per-position features (`sequence=True`), which the
+# `label_attention` interaction attends over.
+SEQUENCE_ENCODERS = ("small_cnn", "bert", "electra", "resnet50")
 # Per-name defaults where two names share a class.
 _DEFAULTS = {"electra": {"pooling": "cls"}}
 

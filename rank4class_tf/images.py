@@ -22,6 +22,13 @@ Recipes:
   the shorter side (224 / 256), a bilinear resize to [size, size]. Both then
   subtract the ImageNet mean and divide by its standard deviation, per
   channel (`preprocess_ops.MEAN_RGB`, `STDDEV_RGB`).
+* `MultiLabelImagePreprocessing`: for multi-label images (COCO, VOC), the
+  whole image is resized (bilinear) to [size, size], aspect ratio not kept,
+  as ML-GCN's `Warp`: a crop could cut an object away and its label would
+  then lie. Training adds a random horizontal flip only (ML-GCN's
+  multi-scale crop is left out for the same reason). Both then apply the
+  ImageNet mean / standard deviation normalisation above. ML-GCN and MulCon
+  use size 448; the default here is 224.
 * `CifarVGGPreprocessing`: geifmany/cifar-vgg. (x - mean) / (std + 1e-7),
   where mean and std are one scalar each over every pixel and channel of the
   training set (their `normalize`). Training adds Keras
@@ -77,6 +84,44 @@ class ImageNetPreprocessing:
 
   def serve(self, images: tf.Tensor) -> tf.Tensor:
     """uint8 [batch_size, height, width, 3] -> float32 [batch_size, size, size, 3]."""
+    return tf.map_fn(lambda image: self(image, training=False), images,
+                     fn_output_signature=tf.float32)
+
+
+class MultiLabelImagePreprocessing:
+  """Whole-image resize for multi-label images (see module doc).
+
+  Args:
+    size: output side (224; ML-GCN / MulCon use 448).
+
+  Example:
+    pre = MultiLabelImagePreprocessing(224)
+    pre(tf.zeros([480, 640, 3], tf.uint8), training=True).shape  # [224, 224, 3]
+  """
+
+  raw_shape = (None, None, 3)
+
+  def __init__(self, size: int = 224):
+    self.size = int(size)
+    self.output_shape = (self.size, self.size, 3)
+
+  def __call__(self, image: tf.Tensor, training: bool) -> tf.Tensor:
+    """uint8 [height, width, 3] -> float32 [size, size, 3]."""
+    image.shape.assert_has_rank(3)
+    if training:
+      image = tf.image.random_flip_left_right(image)
+    image = tf.image.resize(image, [self.size, self.size],
+                            method=tf.image.ResizeMethod.BILINEAR)
+    image.set_shape(self.output_shape)
+    return preprocess_ops.normalize_image(
+        image, offset=IMAGENET_MEAN_RGB, scale=IMAGENET_STDDEV_RGB)
+
+  def serve(self, images: tf.Tensor) -> tf.Tensor:
+    """The evaluation preprocessing, one image at a time.
+
+    uint8 [batch_size, height, width, 3] -> float32 [batch_size, size, size,
+    3].
+    """
     return tf.map_fn(lambda image: self(image, training=False), images,
                      fn_output_signature=tf.float32)
 
@@ -185,12 +230,13 @@ class ImageInputs:
   In the tf.data pipeline the images arrive already preprocessed (float32
   [batch_size, size, size, 3]) and are their own feature. The serving
   signature takes raw uint8 images [batch_size, height, width, 3] (height and
-  width free for ImageNet, fixed for CIFAR-10) and applies the evaluation
-  preprocessing in the graph (`serving_features`).
+  width free for ImageNet, COCO and VOC, fixed for CIFAR-10) and applies the
+  evaluation preprocessing in the graph (`serving_features`).
 
   Args:
     key: feature name (`image`).
-    preprocessing: an `ImageNetPreprocessing` or `CifarVGGPreprocessing`.
+    preprocessing: an `ImageNetPreprocessing`,
+      `MultiLabelImagePreprocessing` or `CifarVGGPreprocessing`.
   """
 
   def __init__(self, key: str, preprocessing):

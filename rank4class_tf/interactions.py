@@ -17,6 +17,10 @@ Names:
 * `lc_mlp`: latent cross (Beutel et al. 2018), x_i = (1 + c_i) * h'
   element-wise, then an MLP to a scalar.
 * `concat_mlp`: x_i = [h'; c_i], then an MLP to a scalar.
+* `label_attention`: each class, as a learnable query, attends over the
+  instance's token / position features (MulCon's label-level embeddings);
+  it reads the encoder's sequence output instead of h, so it lives in
+  `label_attention.py` and the model builds it.
 
 The MLPs have two ReLU hidden layers of the same width `units` (the paper tunes
 {64, 128, 256, 512}) and a linear output unit.
@@ -182,7 +186,11 @@ _INTERACTIONS = {
     "concat_mlp": ConcatMLP,
 }
 
-INTERACTION_NAMES = tuple(_INTERACTIONS)
+# Interactions over the instance's token / position features rather than h;
+# the model builds them (`label_attention.LabelAttentionHead`).
+SEQUENCE_INTERACTIONS = ("label_attention",)
+INTERACTION_NAMES = tuple(_INTERACTIONS)  # Built by `get`, on h.
+ALL_NAMES = INTERACTION_NAMES + SEQUENCE_INTERACTIONS
 
 
 def get(name: str, units: int = 128) -> tf.keras.layers.Layer:
@@ -195,9 +203,13 @@ def get(name: str, units: int = 128) -> tf.keras.layers.Layer:
   Raises:
     ValueError: for an unknown name or non-positive units.
   """
+  if name in SEQUENCE_INTERACTIONS:
+    raise ValueError(f"Interaction {name!r} attends over token features, "
+                     "not h: the model builds it "
+                     "(label_attention.LabelAttentionHead).")
   if name not in _INTERACTIONS:
     raise ValueError(f"Unknown interaction {name!r}; valid names: "
-                     f"{', '.join(INTERACTION_NAMES)}.")
+                     f"{', '.join(ALL_NAMES)}.")
   if name == "dot":
     return DotInteraction(name="interaction")
   if units <= 0:

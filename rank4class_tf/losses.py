@@ -11,7 +11,9 @@ map to TF-Ranking's classes, except:
   (O(batch_size * num_classes) for one-hot labels) instead of TF-Ranking's
   O(batch_size * num_classes^2);
 * `rescaled_mse` (Hui & Belkin 2021) is ours because TF-Ranking has no
-  rescaled square loss.
+  rescaled square loss;
+* `two_way` and `two_way_margin` (Kobayashi 2023, multi-label) are ours, in
+  `multilabel_losses`; `sigmoid_cross_entropy` is TF-Ranking's (BCE).
 
 Example:
 
@@ -26,6 +28,7 @@ import tensorflow_ranking as tfr
 
 from rank4class_tf import fast_losses
 from rank4class_tf import lookup
+from rank4class_tf import multilabel_losses
 from rank4class_tf import ops
 from rank4class_tf.sorting import losses as sodeep_losses
 
@@ -78,7 +81,15 @@ _LOSSES: lookup.Table = {
                            ("temperature", "sample_size",
                             "gumbel_temperature", "seed")),
     "mse": (tfr.keras.losses.MeanSquaredLoss, ()),
+    # Binary cross-entropy of sigmoid(s_i) against each label: the usual
+    # multi-label loss, averaged over every (instance, class) entry.
+    "sigmoid_cross_entropy": (tfr.keras.losses.SigmoidCrossEntropyLoss, ()),
     "rescaled_mse": (RescaledMeanSquaredLoss, ("k", "m")),
+    # Multi-label (Kobayashi 2023): ours, TF-Ranking has no loss with a
+    # class-wise term across the instances of a batch.
+    "two_way": (multilabel_losses.TwoWayLoss,
+                ("positive_temperature", "negative_temperature")),
+    "two_way_margin": (multilabel_losses.TwoWayMarginLoss, ("epsilon",)),
     # SoDeep (Engilberge et al. 2019): rank losses on a learned sorter whose
     # list length d is the class count (`d` is filled in from the data).
     **sodeep_losses.LOSSES,
@@ -97,8 +108,8 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
 
   Args:
     name: one of `LOSS_NAMES`: softmax, pairwise_logistic, approx_ndcg,
-      gumbel_approx_ndcg, mse, rescaled_mse, sodeep_spearman, sodeep_map,
-      sodeep_recall. pairwise_logistic, approx_ndcg and gumbel_approx_ndcg
+      gumbel_approx_ndcg, mse, sigmoid_cross_entropy, rescaled_mse, two_way,
+      two_way_margin, sodeep_spearman, sodeep_map, sodeep_recall. pairwise_logistic, approx_ndcg and gumbel_approx_ndcg
       are the O(n * k) `fast_losses` classes; the sodeep_* classes live in
       `sorting.losses`.
     **kwargs: that loss's hyper-parameters (see `hyperparameters(name)`);

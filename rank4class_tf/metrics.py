@@ -1,4 +1,4 @@
-"""Classification metrics read as ranking metrics, on TF-Ranking's Keras metrics.
+"""Classification metrics read as ranking metrics, and multi-label metrics.
 
 With the classes of an instance ranked by score and one-hot labels:
 
@@ -11,24 +11,40 @@ With the classes of an instance ranked by score and one-hot labels:
 Softmax cross-entropy bounds MRR and NDCG (Bruch et al. 2019), which is why it
 is a sound ranking loss; NDCG@5 and MRR tell apart models that Top-k ties.
 
+With multi-hot labels (a class is relevant iff its label is >= 1) the
+TF-Ranking metrics keep their ranking meaning: `ndcg@k` uses the gain
+2^y - 1 and the discount 1 / log2(1 + rank), `mrr` is 1 / the rank of the
+first relevant class, `precision@k` (TF-Ranking `PrecisionMetric`) is the
+fraction of relevant classes among the k best-scored ones; an instance without
+a relevant class counts as 0 in all of them. The multi-label metrics of
+`multilabel_metrics` are also accepted here (`MULTILABEL_METRICS`):
+`map_class`, `map_sample`, `cp`, `cr`, `cf1`, `op`, `or`, `of1`, `macro_f1`
+and the `_top{k}` variants of the count statistics (`cf1_top3`...).
+
 Names use `@` in results (`ndcg@5`); Keras metric objects are named with `_`
-(`ndcg_5`) because `@` is not allowed in TensorFlow name scopes. TF-Ranking
-breaks score ties at random, so tied scores make these metrics random too.
+(`ndcg_5`, `precision_3`) because `@` is not allowed in TensorFlow name
+scopes; the multi-label names are their own Keras names. TF-Ranking breaks
+score ties at random, so tied scores make its metrics random too; the
+multi-label metrics are deterministic.
 """
 
 import re
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
+from rank4class_tf import multilabel_metrics
 from rank4class_tf import ops
 
 DEFAULT_METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
 
 _TOPK = re.compile(r"^top([1-9][0-9]*)_accuracy$")
 _NDCG = re.compile(r"^ndcg@([1-9][0-9]*)$")
+_PRECISION = re.compile(r"^precision@([1-9][0-9]*)$")
+MULTILABEL_METRICS = multilabel_metrics.MULTILABEL_METRICS
+WHOLE_SPLIT_METRICS = multilabel_metrics.WHOLE_SPLIT_METRICS
 
 
 def keras_name(name: str) -> str:
@@ -37,7 +53,7 @@ def keras_name(name: str) -> str:
 
 
 def _parse(name: str):
-  """(TF-Ranking metric class, its kwargs) of metric `name`."""
+  """(TF-Ranking metric class, its kwargs) of ranking metric `name`."""
   match = _TOPK.match(name)
   if match:
     return tfr.keras.metrics.HitsMetric, {"topn": int(match.group(1))}
@@ -48,47 +64,78 @@ def _parse(name: str):
     return tfr.keras.metrics.NDCGMetric, {}
   if name == "mrr":
     return tfr.keras.metrics.MRRMetric, {}
+  match = _PRECISION.match(name)
+  if match:
+    return tfr.keras.metrics.PrecisionMetric, {"topn": int(match.group(1))}
   raise ValueError(f"Unknown metric {name!r}; valid names: top<k>_accuracy, "
-                   "ndcg@<k>, ndcg, mrr (k a positive integer).")
+                   "ndcg@<k>, ndcg, mrr, precision@<k>, map_class, "
+                   "map_sample, cp, cr, cf1, op, or, of1, macro_f1, and "
+                   "cp_top<k>, cr_top<k>, cf1_top<k>, op_top<k>, or_top<k>, "
+                   "of1_top<k>, macro_f1_top<k> (k a positive integer).")
 
 
 def check_name(name: str) -> None:
   """Raises ValueError unless `name` is a valid metric name (builds nothing)."""
-  _parse(name)
+  if not is_multilabel(name):
+    _parse(name)
 
 
-def get(name: str) -> tf.keras.metrics.Metric:
+def is_multilabel(name: str) -> bool:
+  """Whether `name` is one of the multi-label metrics (`multilabel_metrics`)."""
+  return multilabel_metrics.is_multilabel_name(name)
+
+
+def get(name: str, num_classes: Optional[int] = None,
+        threshold: float = 0.5) -> tf.keras.metrics.Metric:
   """Builds the Keras metric called `name`.
 
   Args:
-    name: `top{k}_accuracy`, `ndcg@{k}`, `ndcg` (whole list) or `mrr`, k >= 1.
+    name: `top{k}_accuracy`, `ndcg@{k}`, `ndcg` (whole list), `mrr`,
+      `precision@{k}`, k >= 1, or a multi-label metric (`map_class`,
+      `map_sample`, `cp`, `cr`, `cf1`, `op`, `or`, `of1`, `macro_f1`, or one
+      of the count statistics with `_top{k}`).
+    num_classes: optional; lets the multi-label metrics build their weights
+      now instead of at their first update (ignored by the others).
+    threshold: probability threshold of the thresholded multi-label count
+      statistics (ignored by the others).
 
   Returns:
-    A TF-Ranking Keras metric named `keras_name(name)`.
+    A Keras metric named `keras_name(name)`: TF-Ranking's for the ranking
+    names, `multilabel_metrics`' for the multi-label ones.
 
   Raises:
     ValueError: for any other name.
   """
+  if is_multilabel(name):
+    return multilabel_metrics.get(name, num_classes=num_classes,
+                                  threshold=threshold)
   cls, kwargs = _parse(name)
   return cls(name=keras_name(name), **kwargs)
 
 
-def get_all(names: Iterable[str]) -> List[tf.keras.metrics.Metric]:
+def get_all(names: Iterable[str], num_classes: Optional[int] = None,
+            threshold: float = 0.5) -> List[tf.keras.metrics.Metric]:
   """Builds one Keras metric per name (see `get`)."""
-  return [get(n) for n in names]
+  return [get(n, num_classes=num_classes, threshold=threshold) for n in names]
 
 
 def evaluate_scores(labels, scores,
-                    metric_names: Iterable[str] = DEFAULT_METRICS
-                   ) -> Dict[str, float]:
-  """Ranking metrics of class scores, averaged over instances.
+                    metric_names: Iterable[str] = DEFAULT_METRICS,
+                    threshold: float = 0.5) -> Dict[str, float]:
+  """Metrics of the class scores of a whole split.
+
+  Ranking metrics are averaged over instances by TF-Ranking's Keras metrics;
+  the multi-label ones are computed exactly on the whole split at once by
+  `multilabel_metrics.multilabel_scores`.
 
   Args:
-    labels: integer class ids [batch_size], or one-hot / graded labels
-      [batch_size, num_classes].
-    scores: [batch_size, num_classes] scores.
+    labels: integer class ids [batch_size], or one-hot / graded / multi-hot
+      labels [batch_size, num_classes] (entries < 0 are padding).
+    scores: [batch_size, num_classes] scores (logits).
     metric_names: names as accepted by `get`; default top1_accuracy,
       top5_accuracy, ndcg@5, mrr.
+    threshold: probability threshold of the thresholded multi-label count
+      statistics.
 
   Returns:
     A dict {name: Python float} with exactly the names given.
@@ -106,9 +153,18 @@ def evaluate_scores(labels, scores,
   if labels.shape != scores.shape:
     raise ValueError(f"labels of shape {labels.shape} do not match scores of "
                      f"shape {scores.shape}.")
+  metric_names = list(metric_names)
+  for name in metric_names:
+    check_name(name)
+  multilabel = multilabel_metrics.multilabel_scores(
+      labels, scores, [n for n in metric_names if is_multilabel(n)],
+      threshold=threshold)
   results = {}
   for name in metric_names:
-    metric = get(name)
-    metric.update_state(labels, scores)
-    results[name] = float(metric.result().numpy())
+    if name in multilabel:
+      results[name] = multilabel[name]
+    else:
+      metric = get(name)
+      metric.update_state(labels, scores)
+      results[name] = float(metric.result().numpy())
   return results

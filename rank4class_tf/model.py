@@ -9,6 +9,9 @@ documents (TF-Ranking *example* features, one entry per class), and
   c_i = E(i)            the class encoder (an embedding table here),
   s_i = I(h', c_i)      the interaction (`dot`, `lc_mlp`, `concat_mlp`).
 
+`label_attention` replaces h by the encoder's token / position features and
+lets every class attend over them (MulCon, see `label_attention`).
+
 With `dot` the model equals a classical `Dense(num_classes)` classifier whose
 kernel column i and bias i are c_i (paper §3.2).
 
@@ -27,6 +30,8 @@ from rank4class_tf import datasets
 from rank4class_tf import encoders
 from rank4class_tf import inputs as inputs_lib
 from rank4class_tf import interactions
+from rank4class_tf import label_attention
+from rank4class_tf import multilabel_losses
 from rank4class_tf import ops
 
 
@@ -140,30 +145,70 @@ class ClassRankingHead(tf.keras.layers.Layer):
 class Rank4ClassScorer(tfr.keras.model.Scorer):
   """TF-Ranking scorer: encodes the instance once, ranks every listed class.
 
+  With the `label_attention` interaction the encoder returns token features
+  and a `label_attention.LabelAttentionHead` scores the classes; the scorer
+  then returns {"scores", "projections"} when `projections` is set (MulCon's
+  contrastive training), the scores alone otherwise.
+
   Args:
     instance_inputs: picks the encoder's input from the context features.
     num_classes: size of the class table.
     encoder_fn: zero-argument callable returning a fresh encoder layer.
-    interaction_fn: zero-argument callable returning a fresh interaction.
+    interaction_fn: zero-argument callable returning a fresh interaction
+      (for `label_attention`: the head).
     class_dim: see `ClassRankingHead`.
+    label_attention: the interaction is a `LabelAttentionHead`.
+    projections: also return the label-level projections.
   """
 
   def __init__(self, instance_inputs: inputs_lib.InstanceInputs,
                num_classes: int, encoder_fn, interaction_fn,
-               class_dim: Optional[int] = None):
+               class_dim: Optional[int] = None,
+               label_attention: bool = False, projections: bool = False):
     self._instance_inputs = instance_inputs
     self._num_classes = num_classes
     self._encoder_fn = encoder_fn
     self._interaction_fn = interaction_fn
     self._class_dim = class_dim
+    self._label_attention = label_attention
+    self._projections = projections
 
   def __call__(self, context_features, example_features, mask):
     del mask  # Every class is listed; padding is marked by negative labels.
-    h = self._encoder_fn()(
+    encoded = self._encoder_fn()(
         self._instance_inputs.encoder_input(context_features))
+    class_ids = example_features[datasets.CLASS_ID]
+    if self._label_attention:
+      head = self._interaction_fn()
+      outputs = head([encoded["features"], encoded["mask"], class_ids])
+      return outputs if self._projections else outputs["scores"]
     head = ClassRankingHead(self._num_classes, self._interaction_fn(),
                             class_dim=self._class_dim, name="ranking_head")
-    return head([h, example_features[datasets.CLASS_ID]])
+    return head([encoded, class_ids])
+
+
+class ContrastiveModelBuilder(tfr.keras.model.AbstractModelBuilder):
+  """Wraps a model builder whose model returns {"scores", "projections"} in
+  a `label_attention.ContrastiveRankingModel` (MulCon's training).
+
+  Args:
+    model_builder: builds the functional network.
+    temperature: tau of the label-level contrastive loss.
+    weight: gamma at the start of training (a `ContrastiveSchedule`
+      callback may change it).
+  """
+
+  def __init__(self, model_builder: tfr.keras.model.AbstractModelBuilder,
+               temperature: float = 0.2, weight: float = 0.0):
+    self._model_builder = model_builder
+    self._temperature = temperature
+    self._weight = weight
+
+  def build(self) -> tf.keras.Model:
+    return label_attention.ContrastiveRankingModel(
+        self._model_builder.build(),
+        multilabel_losses.LabelContrastiveLoss(self._temperature),
+        contrastive_weight=self._weight, name="rank4class_mulcon")
 
 
 def build_model_builder(data: datasets.ClassificationData,
@@ -173,8 +218,13 @@ def build_model_builder(data: datasets.ClassificationData,
                         encoder_kwargs: Optional[Dict[str, Any]] = None,
                         interaction: str = "dot",
                         mlp_units: int = 128,
-                        class_dim: Optional[int] = None
-                       ) -> tfr.keras.model.ModelBuilder:
+                        class_dim: Optional[int] = None,
+                        label_dim: int = 256,
+                        label_heads: int = 4,
+                        projection_dim: int = 128,
+                        contrastive_temperature: Optional[float] = None,
+                        contrastive_weight: float = 0.0
+                       ) -> tfr.keras.model.AbstractModelBuilder:
   """A TF-Ranking `ModelBuilder` of the Rank4Class model for `data`.
 
   Args:
@@ -183,31 +233,65 @@ def build_model_builder(data: datasets.ClassificationData,
       the raw numeric instance itself).
     encoder: encoder name (see `encoders.get`).
     encoder_kwargs: keyword arguments of the encoder.
-    interaction: interaction name (see `interactions.get`).
+    interaction: interaction name (`interactions.ALL_NAMES`).
     mlp_units: hidden width of MLP interactions.
     class_dim: class embedding size (None: h's size + 1).
+    label_dim: `label_attention`: width D of the label-level embeddings.
+    label_heads: `label_attention`: attention heads.
+    projection_dim: `label_attention`: size of the contrastive projections.
+    contrastive_temperature: `label_attention`: None trains with the loss
+      alone; a temperature builds MulCon's `ContrastiveRankingModel`, which
+      adds the label-level contrastive loss.
+    contrastive_weight: its gamma at the start of training.
 
   Returns:
-    A `tfr.keras.model.ModelBuilder`; `.build()` returns a Keras model taking
-    the context features, class_id and example_list_mask and returning
+    A model builder; `.build()` returns a Keras model taking the context
+    features, class_id and example_list_mask and returning
     [batch_size, list_size] scores.
+
+  Raises:
+    ValueError: for unknown names, or `label_attention` with an encoder that
+      has no token / position features.
   """
   encoder_kwargs = dict(encoder_kwargs or {})
   instance_inputs = instance_inputs or datasets.default_inputs(data)
   if encoder not in encoders.ENCODER_NAMES:
     encoders.get(encoder)  # Raises, listing the valid names.
-  interactions.get(interaction, units=mlp_units)
+  sequence = interaction in interactions.SEQUENCE_INTERACTIONS
+  contrastive = sequence and contrastive_temperature is not None
+  if sequence:
+    if encoder not in encoders.SEQUENCE_ENCODERS:
+      raise ValueError(f"--interaction={interaction} attends over token or "
+                       f"position features; --encoder={encoder} has none "
+                       f"(use one of {', '.join(encoders.SEQUENCE_ENCODERS)}"
+                       ").")
+    encoder_kwargs["sequence"] = True
+    interaction_fn = lambda: label_attention.LabelAttentionHead(
+        data.num_classes, dim=label_dim, num_heads=label_heads,
+        projection_dim=projection_dim if contrastive else 0,
+        name="label_attention_head")
+    interaction_fn()  # Checks the width and heads now.
+  else:
+    if contrastive_temperature is not None:
+      raise ValueError("The label-level contrastive loss needs "
+                       "--interaction=label_attention.")
+    interactions.get(interaction, units=mlp_units)
+    interaction_fn = lambda: interactions.get(interaction, units=mlp_units)
   input_creator = tfr.keras.model.FeatureSpecInputCreator(
       instance_inputs.context_spec(),
       {datasets.CLASS_ID: tf.io.FixedLenFeature([1], tf.int64)})
   scorer = Rank4ClassScorer(
       instance_inputs, data.num_classes,
       encoder_fn=lambda: encoders.get(encoder, **encoder_kwargs),
-      interaction_fn=lambda: interactions.get(interaction, units=mlp_units),
-      class_dim=class_dim)
-  return tfr.keras.model.ModelBuilder(
+      interaction_fn=interaction_fn,
+      class_dim=class_dim, label_attention=sequence, projections=contrastive)
+  builder = tfr.keras.model.ModelBuilder(
       input_creator=input_creator,
       preprocessor=tfr.keras.model.PreprocessorWithSpec(),
       scorer=scorer,
       mask_feature_name=datasets.MASK,
       name="rank4class")
+  if contrastive:
+    return ContrastiveModelBuilder(builder, contrastive_temperature,
+                                   contrastive_weight)
+  return builder

@@ -29,7 +29,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
@@ -40,6 +40,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import images
 from rank4class_tf import inputs as inputs_lib
+from rank4class_tf import label_attention
 from rank4class_tf import losses
 from rank4class_tf import metrics
 from rank4class_tf import model as model_lib
@@ -259,7 +260,14 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
   def build_callbacks(self) -> List[tf.keras.callbacks.Callback]:
     model_dir = self._hparams.model_dir
     monitor = "val_" + metrics.keras_name(self._config.best_metric)
-    return [
+    config = self._config
+    schedule = []
+    if config.contrastive_weight > 0:
+      # MulCon's two steps: the loss alone, then loss + gamma * LLCL.
+      schedule = [label_attention.ContrastiveSchedule(
+          config.contrastive_start_step // config.eval_every,
+          config.contrastive_weight, config.contrastive_learning_rate)]
+    return schedule + [
         tf.keras.callbacks.TensorBoard(model_dir),
         # Restores model, optimizer and epoch after a crash or preemption;
         # `resume_epoch` reads the same backup to realign the data.
@@ -388,7 +396,14 @@ def build_pipeline(config: config_lib.TrainConfig,
       encoder=config.encoder,
       encoder_kwargs=config.encoder_kwargs(),
       interaction=config.interaction,
-      mlp_units=config.mlp_units)
+      mlp_units=config.mlp_units,
+      label_dim=config.label_dim,
+      label_heads=config.label_heads,
+      projection_dim=config.projection_dim,
+      contrastive_temperature=(config.contrastive_temperature
+                               if config.contrastive_weight > 0 else None),
+      contrastive_weight=(config.contrastive_weight
+                          if config.contrastive_start_step == 0 else 0.0))
   dataset_builder = Rank4ClassDatasetBuilder(
       data, instance_inputs, config.batch_size, config.seed, config.top_k,
       skip_batches=resume_epoch(config.model_dir) * config.eval_every)
@@ -489,7 +504,9 @@ def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:
 
 def evaluate(model_dir: str, split: str = "test",
              export: str = BEST_EXPORT,
-             batch_size: int = 256) -> Dict[str, float]:
+             batch_size: int = 256,
+             metric_names: Optional[Sequence[str]] = None
+            ) -> Dict[str, float]:
   """Metrics of a trained run's exported model on a split.
 
   The exported model reads the raw instances (raw uint8 images for image
@@ -501,11 +518,19 @@ def evaluate(model_dir: str, split: str = "test",
     split: `train`, `validation` or `test`.
     export: `best_model_by_metric` or `latest_model`.
     batch_size: instances scored per call.
+    metric_names: metrics to compute (`metrics.get` names, multi-label ones
+      included); None: the run's `--metrics`.
 
   Returns:
-    {metric name: value} for the run's metrics, plus `num_examples`.
+    {metric name: value} for exactly those metrics, plus `num_examples`.
   """
   config = load_config(model_dir)
+  metric_names = tuple(metric_names or config.metrics)
+  for name in metric_names:
+    try:
+      metrics.check_name(name)
+    except ValueError as e:
+      raise ValueError(f"--metrics: {e}") from None
   ranker = ExportedRanker(model_dir, export)
   data = load_data(config)
   if split not in data.split_names:
@@ -519,7 +544,7 @@ def evaluate(model_dir: str, split: str = "test",
     labels.append(label.numpy())
   scores = np.concatenate(scores)
   results = metrics.evaluate_scores(np.concatenate(labels), scores,
-                                    config.metrics)
+                                    metric_names)
   results["num_examples"] = int(scores.shape[0])
   return results
 

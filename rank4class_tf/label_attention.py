@@ -1,0 +1,271 @@
+r"""Label-wise attention: classes as queries over the instance (MulCon).
+
+MulCon (Dao et al. 2021) gives every label its own embedding of the
+instance. In Rank4Class terms it is an interaction in which each class, as a
+learnable query, attends over the instance's token / position features
+instead of meeting one pooled vector h:
+
+```
+  r  = Dense_D(features)              [batch_size, P, D]  (tokens, positions)
+  r' = SAB(r)                         self-attention block over positions
+  g  = SAB(MAB(U, r'))                [batch_size, num_classes, D]
+  s_c = <w_c, g_c> + b_c              one linear classifier per class
+  z_c = normalize(W_2 relu(W_1 g_c))  projection for the contrastive loss
+```
+
+with the blocks of MulCon's eq. (3)-(4) (those of the Set Transformer):
+
+```
+  MAB(X, Y) = LayerNorm(H + Dense(H)),  H = LayerNorm(X + MHA(X, Y, Y)),
+  SAB(X)    = MAB(X, X),
+```
+
+`MHA` multi-head attention (4 heads), U [num_classes, D] the learnable label
+embeddings (the class encoder). Padding tokens (mask 0) are never attended
+to. The scores are a ranking over the class list like any other
+interaction's, so `--interaction=label_attention` serves single-label runs
+too; multi-label runs add MulCon's label-level contrastive loss on z
+(`multilabel_losses.label_contrastive_loss`).
+"""
+
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+
+from rank4class_tf import ops
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class AttentionBlock(tf.keras.layers.Layer):
+  """MAB(X, Y) = LayerNorm(H + Dense(H)), H = LayerNorm(X + MHA(X, Y, Y)).
+
+  Called as `block(query, value, value_mask)`:
+
+  * query: [batch_size, T, dim];
+  * value: [batch_size, S, dim];
+  * value_mask: optional [batch_size, S], nonzero where value is real;
+  * returns [batch_size, T, dim].
+
+  Args:
+    dim: model width D (query and value must have it).
+    num_heads: attention heads; dim must be a multiple of it.
+    dropout: attention dropout in training.
+  """
+
+  def __init__(self, dim: int, num_heads: int = 4, dropout: float = 0.0,
+               **kwargs):
+    super().__init__(**kwargs)
+    if dim % num_heads:
+      raise ValueError(f"Attention width {dim} must be a multiple of the "
+                       f"{num_heads} heads.")
+    self.dim = int(dim)
+    self.num_heads = int(num_heads)
+    self.dropout = float(dropout)
+    self.attention = tf.keras.layers.MultiHeadAttention(
+        num_heads, dim // num_heads, dropout=self.dropout, name="attention")
+    self.norm_1 = tf.keras.layers.LayerNormalization(name="norm_1")
+    self.linear = tf.keras.layers.Dense(dim, name="linear")
+    self.norm_2 = tf.keras.layers.LayerNormalization(name="norm_2")
+
+  def build(self, input_shape=None):
+    # Every weight is created here, not on the first call (Keras builds
+    # MultiHeadAttention lazily): `tf.keras.models.load_model` builds a
+    # revived layer, then restores its weights, and would miss lazy ones.
+    # `build` runs in an init scope, so this call is eager.
+    dummy = tf.zeros([1, 1, self.dim])
+    self.attention(dummy, dummy)
+    self.norm_1.build([None, None, self.dim])
+    self.linear.build([None, None, self.dim])
+    self.norm_2.build([None, None, self.dim])
+    super().build(input_shape)
+
+  def call(self, query, value, value_mask=None, training=None):
+    mask = None
+    if value_mask is not None:
+      # [batch_size, T, S]: every query sees the same real positions.
+      mask = tf.cast(value_mask, tf.bool)[:, tf.newaxis, :]
+      mask = tf.tile(mask, [1, tf.shape(query)[1], 1])
+    h = self.norm_1(query + self.attention(query, value, value,
+                                           attention_mask=mask,
+                                           training=training))
+    return self.norm_2(h + self.linear(h))
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({"dim": self.dim, "num_heads": self.num_heads,
+                   "dropout": self.dropout})
+    return config
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class LabelAttentionHead(tf.keras.layers.Layer):
+  """Scores (and projections) of the listed classes from token features.
+
+  Called as `head([features, mask, class_ids])`:
+
+  * features: [batch_size, P, C] token / position features of the instance;
+  * mask: [batch_size, P], nonzero for real tokens;
+  * class_ids: [batch_size, list_size] or [batch_size, list_size, 1];
+  * returns {"scores": [batch_size, list_size] float32} and, when
+    projection_dim > 0, "projections": [batch_size, list_size,
+    projection_dim] float32 of unit norm, both in list order.
+
+  Args:
+    num_classes: size of the class table (label queries U).
+    dim: width D of the label-level embeddings.
+    num_heads: attention heads (MulCon: 4).
+    projection_dim: size of z; 0 builds no projector (no contrastive loss).
+    dropout: attention dropout in training.
+  """
+
+  def __init__(self, num_classes: int, dim: int = 256, num_heads: int = 4,
+               projection_dim: int = 128, dropout: float = 0.0, **kwargs):
+    super().__init__(**kwargs)
+    self.num_classes = int(num_classes)
+    self.dim = int(dim)
+    self.num_heads = int(num_heads)
+    self.projection_dim = int(projection_dim)
+    self.dropout = float(dropout)
+    self.input_projection = tf.keras.layers.Dense(dim, name="input_projection")
+    block = lambda name: AttentionBlock(dim, num_heads, dropout, name=name)
+    self.token_block = block("token_self_attention")
+    self.label_block = block("label_attention")
+    self.label_self_block = block("label_self_attention")
+    self.projector = None
+    if self.projection_dim > 0:
+      self.projector = tf.keras.Sequential([
+          tf.keras.layers.Dense(dim, activation="relu"),
+          tf.keras.layers.Dense(projection_dim),
+      ], name="projector")
+
+  def build(self, input_shape):
+    # Sub-layers built here too, for `load_model` (see AttentionBlock.build).
+    self.input_projection.build(input_shape[0])
+    for block in (self.token_block, self.label_block, self.label_self_block):
+      block.build(None)
+    if self.projector is not None:
+      self.projector.build([None, None, self.dim])
+    self.label_queries = self.add_weight(
+        name="label_queries", shape=[self.num_classes, self.dim],
+        initializer="glorot_uniform")
+    self.classifier_kernel = self.add_weight(
+        name="classifier_kernel", shape=[self.num_classes, self.dim],
+        initializer="glorot_uniform")
+    self.classifier_bias = self.add_weight(
+        name="classifier_bias", shape=[self.num_classes], initializer="zeros")
+    super().build(input_shape)
+
+  def label_embeddings(self, features, mask, training=None) -> tf.Tensor:
+    """g: [batch_size, num_classes, dim] label-level embeddings."""
+    r = self.input_projection(features)
+    r = self.token_block(r, r, mask, training=training)
+    queries = tf.cast(self.label_queries, r.dtype)
+    queries = tf.tile(queries[tf.newaxis], [tf.shape(r)[0], 1, 1])
+    g = self.label_block(queries, r, mask, training=training)
+    return self.label_self_block(g, g, training=training)
+
+  def call(self, inputs, training=None):
+    features, mask, class_ids = inputs
+    if class_ids.shape.rank == 3:
+      class_ids = tf.squeeze(class_ids, axis=-1)
+    g = self.label_embeddings(features, mask, training=training)
+    scores = (tf.reduce_sum(g * tf.cast(self.classifier_kernel, g.dtype), -1)
+              + tf.cast(self.classifier_bias, g.dtype))
+    ids = tf.cast(class_ids, tf.int32)
+    outputs = {
+        "scores": tf.cast(ops.gather_class_scores(scores, ids), tf.float32)}
+    if self.projector is not None:
+      projections = tf.math.l2_normalize(
+          tf.cast(self.projector(g), tf.float32), axis=-1)
+      outputs["projections"] = tf.gather(projections, ids, batch_dims=1)
+    return outputs
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({"num_classes": self.num_classes, "dim": self.dim,
+                   "num_heads": self.num_heads,
+                   "projection_dim": self.projection_dim,
+                   "dropout": self.dropout})
+    return config
+
+
+class ContrastiveRankingModel(tf.keras.Model):
+  """A ranking model trained with its loss plus gamma * LLCL (MulCon).
+
+  Wraps a functional `network` whose outputs are {"scores", "projections"}.
+  Calling the model returns the scores only, so metrics, evaluation and the
+  serving signature see an ordinary ranking model. `train_step` adds
+  `contrastive_weight * contrastive_loss(labels, projections)` to the
+  compiled loss; `contrastive_weight` is a variable, so a callback can switch
+  the contrastive term on for MulCon's second training step. The
+  contrastive term is logged as `contrastive_loss`.
+
+  Args:
+    network: the functional model.
+    contrastive_loss: a loss taking (labels, projections).
+    contrastive_weight: gamma at the start of training.
+  """
+
+  def __init__(self, network: tf.keras.Model,
+               contrastive_loss: tf.keras.losses.Loss,
+               contrastive_weight: float = 0.0, **kwargs):
+    super().__init__(**kwargs)
+    self.network = network
+    self.contrastive_loss = contrastive_loss
+    self.contrastive_weight = tf.Variable(
+        float(contrastive_weight), trainable=False, dtype=tf.float32,
+        name="contrastive_weight")
+    self.contrastive_tracker = tf.keras.metrics.Mean(name="contrastive_loss")
+
+  def call(self, inputs, training=None):
+    return self.network(inputs, training=training)["scores"]
+
+  @property
+  def metrics(self):
+    return super().metrics + [self.contrastive_tracker]
+
+  def train_step(self, data):
+    x, y = data[0], data[1]
+    with tf.GradientTape() as tape:
+      outputs = self.network(x, training=True)
+      scores = outputs["scores"]
+      loss = self.compute_loss(x, y, scores)  # Compiled loss + regularisers.
+      contrastive = self.contrastive_loss(y, outputs["projections"])
+      replicas = tf.distribute.get_strategy().num_replicas_in_sync
+      loss += self.contrastive_weight * contrastive / replicas
+    self.optimizer.minimize(loss, self.trainable_variables, tape=tape)
+    self.contrastive_tracker.update_state(contrastive)
+    return self.compute_metrics(x, y, scores, None)
+
+
+class ContrastiveSchedule(tf.keras.callbacks.Callback):
+  """MulCon's two training steps, by epoch: first the loss alone, then
+  loss + gamma * LLCL at a lower learning rate.
+
+  Set at the start of every epoch from the epoch number alone, so a run
+  resumed by `BackupAndRestore` continues in the right step.
+
+  Args:
+    start_epoch: first epoch (0-based) of the second step.
+    weight: gamma in the second step.
+    learning_rate: learning rate of the second step (None: unchanged).
+  """
+
+  def __init__(self, start_epoch: int, weight: float,
+               learning_rate: Optional[float] = None):
+    super().__init__()
+    self.start_epoch = int(start_epoch)
+    self.weight = float(weight)
+    self.learning_rate = learning_rate
+    self._first_learning_rate = None
+
+  def on_epoch_begin(self, epoch, logs=None):
+    optimizer = self.model.optimizer
+    if self._first_learning_rate is None:
+      self._first_learning_rate = float(
+          tf.keras.backend.get_value(optimizer.learning_rate))
+    second = epoch >= self.start_epoch
+    self.model.contrastive_weight.assign(self.weight if second else 0.0)
+    if self.learning_rate is not None:
+      optimizer.learning_rate.assign(
+          self.learning_rate if second else self._first_learning_rate)
