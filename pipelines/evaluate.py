@@ -20,6 +20,7 @@ import sys
 from absl import app
 from absl import flags
 
+from rank4class_tf import metrics
 from rank4class_tf import training
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
@@ -30,6 +31,9 @@ flags.DEFINE_enum("export", training.BEST_EXPORT,
 flags.DEFINE_list("metrics", None,
                   "Metrics to compute (default: the run's --metrics), e.g. "
                   "map_class,map_sample,cf1,of1 for multi-label runs.")
+flags.DEFINE_float("threshold", 0.5,
+                   "Multi-label cp/cr/cf1/op/or/of1/macro_f1: a class is "
+                   "predicted when sigmoid(score) >= threshold.")
 
 FLAGS = flags.FLAGS
 
@@ -41,10 +45,13 @@ def main(argv):
     sys.exit("evaluate: --model_dir must be set.")
   try:
     results = training.evaluate(FLAGS.model_dir, FLAGS.split, FLAGS.export,
-                                metric_names=FLAGS.metrics)
+                                metric_names=FLAGS.metrics,
+                                threshold=FLAGS.threshold)
   except ValueError as e:
     sys.exit(f"evaluate: {e}")
   results.update({"split": FLAGS.split, "export": FLAGS.export})
+  if any(metrics.is_multilabel(name) for name in results):
+    results["threshold"] = FLAGS.threshold
   print(json.dumps(results, sort_keys=True))
 
 

@@ -505,8 +505,8 @@ def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:
 def evaluate(model_dir: str, split: str = "test",
              export: str = BEST_EXPORT,
              batch_size: int = 256,
-             metric_names: Optional[Sequence[str]] = None
-            ) -> Dict[str, float]:
+             metric_names: Optional[Sequence[str]] = None,
+             threshold: float = 0.5) -> Dict[str, float]:
   """Metrics of a trained run's exported model on a split.
 
   The exported model reads the raw instances (raw uint8 images for image
@@ -520,6 +520,8 @@ def evaluate(model_dir: str, split: str = "test",
     batch_size: instances scored per call.
     metric_names: metrics to compute (`metrics.get` names, multi-label ones
       included); None: the run's `--metrics`.
+    threshold: multi-label count metrics predict a class when
+      sigmoid(score) >= threshold.
 
   Returns:
     {metric name: value} for exactly those metrics, plus `num_examples`.
@@ -531,6 +533,8 @@ def evaluate(model_dir: str, split: str = "test",
       metrics.check_name(name)
     except ValueError as e:
       raise ValueError(f"--metrics: {e}") from None
+  if not 0.0 < threshold < 1.0:
+    raise ValueError(f"--threshold={threshold!r} must be in (0, 1).")
   ranker = ExportedRanker(model_dir, export)
   data = load_data(config)
   if split not in data.split_names:
@@ -544,7 +548,7 @@ def evaluate(model_dir: str, split: str = "test",
     labels.append(label.numpy())
   scores = np.concatenate(scores)
   results = metrics.evaluate_scores(np.concatenate(labels), scores,
-                                    metric_names)
+                                    metric_names, threshold=threshold)
   results["num_examples"] = int(scores.shape[0])
   return results
 

@@ -87,10 +87,11 @@ class MulConRunTest(tf.test.TestCase):
 
   def test_evaluate_prints_multilabel_metrics(self):
     proc = run("pipelines.evaluate", f"--model_dir={self.model_dir}",
-               f"--metrics={ML_METRICS},cf1_top3,precision@2")
+               f"--metrics={ML_METRICS},cf1_top3,precision@2",
+               "--threshold=0.3")
     results = json.loads(proc.stdout.strip().split("\n")[-1])
     self.assertEqual(
-        set(results) - {"num_examples", "split", "export"},
+        set(results) - {"num_examples", "split", "export", "threshold"},
         set(ML_METRICS.split(",")) | {"cf1_top3", "precision@2"})
     # The exported model's scores give the same numbers through the
     # library's metrics.
@@ -100,17 +101,20 @@ class MulConRunTest(tf.test.TestCase):
     for i, (_, ids) in enumerate(ROWS):
       labels[i, [int(x) for x in ids.split(",")]] = 1.
     want = metrics.evaluate_scores(labels, ranker.scores(texts),
-                                   ML_METRICS.split(","))
+                                   ML_METRICS.split(","), threshold=0.3)
+    self.assertEqual(results["threshold"], 0.3)
     for name, value in want.items():
       self.assertAlmostEqual(results[name], value, places=5)
 
-  def test_bad_metric_name_is_one_line(self):
+  def test_bad_metric_name_or_threshold_is_one_line(self):
     proc = run("pipelines.evaluate", f"--model_dir={self.model_dir}",
                "--metrics=map_klass", check=False)
     self.assertEqual(proc.returncode, 1)
     self.assertLen(proc.stderr.strip().split("\n"), 1)
     self.assertIn("evaluate: --metrics: Unknown metric 'map_klass'",
                   proc.stderr)
+    with self.assertRaisesRegex(ValueError, r"--threshold=1.5 must be in"):
+      training.evaluate(self.model_dir, metric_names=["cf1"], threshold=1.5)
 
 
 class TwoWayRunTest(tf.test.TestCase):
