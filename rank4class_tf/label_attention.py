@@ -198,7 +198,8 @@ class ContrastiveRankingModel(tf.keras.Model):
   `contrastive_weight * contrastive_loss(labels, projections)` to the
   compiled loss; `contrastive_weight` is a variable, so a callback can switch
   the contrastive term on for MulCon's second training step. The
-  contrastive term is logged as `contrastive_loss`.
+  contrastive term (unweighted) is logged as `contrastive_loss`, in
+  training and validation.
 
   Args:
     network: the functional model.
@@ -236,6 +237,14 @@ class ContrastiveRankingModel(tf.keras.Model):
     self.optimizer.minimize(loss, self.trainable_variables, tape=tape)
     self.contrastive_tracker.update_state(contrastive)
     return self.compute_metrics(x, y, scores, None)
+
+  def test_step(self, data):
+    x, y = data[0], data[1]
+    outputs = self.network(x, training=False)
+    self.compute_loss(x, y, outputs["scores"])  # Updates the loss metric.
+    self.contrastive_tracker.update_state(
+        self.contrastive_loss(y, outputs["projections"]))
+    return self.compute_metrics(x, y, outputs["scores"], None)
 
 
 class ContrastiveSchedule(tf.keras.callbacks.Callback):

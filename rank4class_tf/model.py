@@ -205,10 +205,15 @@ class ContrastiveModelBuilder(tfr.keras.model.AbstractModelBuilder):
     self._weight = weight
 
   def build(self) -> tf.keras.Model:
-    return label_attention.ContrastiveRankingModel(
-        self._model_builder.build(),
-        multilabel_losses.LabelContrastiveLoss(self._temperature),
+    network = self._model_builder.build()
+    model = label_attention.ContrastiveRankingModel(
+        network, multilabel_losses.LabelContrastiveLoss(self._temperature),
         contrastive_weight=self._weight, name="rank4class_mulcon")
+    # Builds the model on the network's symbolic inputs: its train and test
+    # steps call the network directly, and Keras saves only a model whose
+    # own `__call__` has recorded the input signature.
+    model(network.input)
+    return model
 
 
 def build_model_builder(data: datasets.ClassificationData,

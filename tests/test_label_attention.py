@@ -197,6 +197,26 @@ class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
     self.assertIn("contrastive_loss", logs)
     self.assertAllClose(logs["contrastive_loss"],
                         contrastive(labels, out["projections"]), rtol=1e-4)
+    # Validation logs the contrastive loss of the current weights.
+    evaluated = model.evaluate(features, labels, return_dict=True, verbose=0)
+    after = model.network(features, training=False)
+    self.assertAllClose(evaluated["contrastive_loss"],
+                        contrastive(labels, after["projections"]), rtol=1e-4)
+    self.assertAllClose(evaluated["loss"], loss(labels, after["scores"]),
+                        rtol=1e-4)
+
+  def test_contrastive_model_saves_after_fit_alone(self):
+    # fit and evaluate never go through the model's own __call__; the
+    # SavedModel must still be written and serve the scores.
+    data, features, labels = digits_batch(4, multi_hot=True)
+    model = build(data, contrastive_temperature=0.2, contrastive_weight=1.)
+    model.compile(optimizer="adam", loss=multilabel_losses.TwoWayLoss())
+    model.fit(features, labels, epochs=1, verbose=0,
+              validation_data=(features, labels))
+    path = os.path.join(tempfile.mkdtemp(), "model")
+    model.save(path, include_optimizer=False)
+    served = tf.saved_model.load(path)(features, training=False)
+    self.assertAllClose(served, model(features), rtol=1e-5, atol=1e-6)
 
   def test_schedule_switches_weight_and_learning_rate(self):
     data, _, _ = digits_batch(2)
