@@ -152,9 +152,10 @@ class BadFlagsTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(
       ("--loss=hinge", "train: --loss='hinge' is not valid; choose one of: "
        "softmax, pairwise_logistic, approx_ndcg, gumbel_approx_ndcg, mse, "
-       "rescaled_mse, sodeep_spearman"),
+       "sigmoid_cross_entropy, rescaled_mse, two_way, two_way_margin, "
+       "sodeep_spearman"),
       ("--interaction=bilinear", "train: --interaction='bilinear' is not "
-       "valid; choose one of: dot, lc_mlp, concat_mlp."),
+       "valid; choose one of: dot, lc_mlp, concat_mlp, label_attention."),
       ("--dataset=mnist", "train: --dataset='mnist' is not valid; choose one "
        "of: digits, goemotions"),
       ("--batch_size=0", "train: --batch_size=0 must be > 0."),
