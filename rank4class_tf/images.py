@@ -88,7 +88,7 @@ class ImageNetPreprocessing:
                      fn_output_signature=tf.float32)
 
 
-class MultiLabelImagePreprocessing:
+class MultiLabelImagePreprocessing(ImageNetPreprocessing):
   """Whole-image resize for multi-label images (see module doc).
 
   Args:
@@ -98,12 +98,6 @@ class MultiLabelImagePreprocessing:
     pre = MultiLabelImagePreprocessing(224)
     pre(tf.zeros([480, 640, 3], tf.uint8), training=True).shape  # [224, 224, 3]
   """
-
-  raw_shape = (None, None, 3)
-
-  def __init__(self, size: int = 224):
-    self.size = int(size)
-    self.output_shape = (self.size, self.size, 3)
 
   def __call__(self, image: tf.Tensor, training: bool) -> tf.Tensor:
     """uint8 [height, width, 3] -> float32 [size, size, 3]."""
@@ -115,15 +109,6 @@ class MultiLabelImagePreprocessing:
     image.set_shape(self.output_shape)
     return preprocess_ops.normalize_image(
         image, offset=IMAGENET_MEAN_RGB, scale=IMAGENET_STDDEV_RGB)
-
-  def serve(self, images: tf.Tensor) -> tf.Tensor:
-    """The evaluation preprocessing, one image at a time.
-
-    uint8 [batch_size, height, width, 3] -> float32 [batch_size, size, size,
-    3].
-    """
-    return tf.map_fn(lambda image: self(image, training=False), images,
-                     fn_output_signature=tf.float32)
 
 
 def affine_transform(rotation: tf.Tensor, shift: tf.Tensor,

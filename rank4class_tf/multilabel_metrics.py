@@ -403,6 +403,17 @@ def _prepare(metric: tf.keras.metrics.Metric, y_true, y_pred, sample_weight):
   return y_true, y_pred
 
 
+def _prepare_and_build(metric, y_true, y_pred, sample_weight):
+  """`_prepare`, then builds `metric` (its `_build(num_classes)`) on its
+  first update; returns (labels, scores)."""
+  labels, scores = _prepare(metric, y_true, y_pred, sample_weight)
+  # pylint: disable=protected-access
+  num_classes = _static_num_classes(metric, metric._num_classes, scores)
+  if metric._num_classes is None:
+    metric._build(num_classes)
+  return labels, scores
+
+
 def _static_num_classes(metric, built: Optional[int], y_pred) -> int:
   num_classes = y_pred.shape[-1]
   if num_classes is None:
@@ -471,10 +482,7 @@ class MultiLabelCountMetric(tf.keras.metrics.Metric):
 
   def update_state(self, y_true, y_pred, sample_weight=None):
     """Adds the counts of a batch [batch_size, num_classes]."""
-    labels, scores = _prepare(self, y_true, y_pred, sample_weight)
-    num_classes = _static_num_classes(self, self._num_classes, scores)
-    if self._num_classes is None:
-      self._build(num_classes)
+    labels, scores = _prepare_and_build(self, y_true, y_pred, sample_weight)
     nc, npred, ng = class_counts(
         labels, predictions(labels, scores, self._threshold, self._top_k))
     return tf.group(self.true_positives.assign_add(nc),
@@ -575,10 +583,7 @@ class ClassMeanAveragePrecision(tf.keras.metrics.Metric):
 
   def update_state(self, y_true, y_pred, sample_weight=None):
     """Appends a batch [batch_size, num_classes] to the stored split."""
-    labels, scores = _prepare(self, y_true, y_pred, sample_weight)
-    num_classes = _static_num_classes(self, self._num_classes, scores)
-    if self._num_classes is None:
-      self._build(num_classes)
+    labels, scores = _prepare_and_build(self, y_true, y_pred, sample_weight)
     return tf.group(
         self.labels.assign(tf.concat([self.labels, labels], axis=0)),
         self.scores.assign(tf.concat([self.scores, scores], axis=0)))
