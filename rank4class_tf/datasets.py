@@ -758,6 +758,12 @@ TFDS_DATASETS = ("cifar10", "imagenet2012", "coco2017", "voc2007")
 IMAGE_DATASETS = ("digits32",) + TFDS_DATASETS
 # Images of any size resized to `image_size` (the others' size is fixed).
 RESIZED_DATASETS = ("imagenet2012", "coco2017", "voc2007")
+# Multi-hot labels.
+MULTI_LABEL_DATASETS = ("goemotions_multilabel", "coco2017", "voc2007")
+# Datasets whose `validation` and `test` splits are the same data, so the
+# best checkpoint and the hyper-parameters are chosen on the test split.
+VALIDATION_IS_TEST = tuple(name for name, splits in TFDS_SPLITS.items()
+                           if splits["validation"] == splits["test"])
 
 
 def get(name: str, data_dir: Optional[str] = None, download: bool = False,

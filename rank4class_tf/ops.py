@@ -121,3 +121,45 @@ def top_k_classes(scores: tf.Tensor, k: int,
   if class_names is not None:
     names = tf.gather(class_names, top_ids)
   return top_scores, top_ids, names
+
+
+def tie_broken_scores(scores: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+  """Scores without ties that rank the classes as `scores` do.
+
+  TF-Ranking's metrics break score ties at random, each metric on its own, so
+  tied scores give numbers that change from call to call and metrics that
+  disagree (Top-1 accuracy and NDCG@1 of one model). Ranking once with a fixed
+  tie rule and handing every metric the result makes them repeat exactly and
+  agree.
+
+  The rule is pessimistic: among classes with equal scores the less relevant
+  class (lower label) is ranked first, then the lower class id. A model
+  therefore never gains from a tie: a constant score ranks the true class
+  last among its ties, and Top-1 accuracy of a constant model is 0. This is
+  also the rank `r` for which Bruch et al.'s bound -log softmax(s)_y >= log r
+  holds, since sum_j exp(s_j - s_y) counts every class tied with y.
+
+  Args:
+    scores: [batch_size, num_classes] float scores.
+    labels: [batch_size, num_classes] float labels (negative: padding).
+
+  Returns:
+    [batch_size, num_classes] float32 scores `num_classes - rank`, with rank
+    0 for the first class: all distinct, and in the order described above.
+
+  Example:
+
+  >>> tie_broken_scores([[1., 1., 0.]], [[1., 0., 0.]]).numpy()
+  array([[2., 3., 1.]], dtype=float32)
+  """
+  scores = tf.convert_to_tensor(scores, tf.float32)
+  labels = tf.convert_to_tensor(labels, tf.float32)
+  # Two stable sorts: by label ascending (class id breaks its ties), then by
+  # score descending, which keeps the first order among equal scores.
+  by_label = tf.argsort(labels, axis=-1, stable=True)
+  by_score = tf.argsort(tf.gather(scores, by_label, batch_dims=1), axis=-1,
+                        direction="DESCENDING", stable=True)
+  order = tf.gather(by_label, by_score, batch_dims=1)  # Class ids, best first.
+  rank = tf.argsort(order, axis=-1)  # The inverse permutation.
+  num_classes = tf.shape(scores)[-1]
+  return tf.cast(num_classes - rank, tf.float32)

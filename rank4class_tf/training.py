@@ -540,17 +540,29 @@ def evaluate(model_dir: str, split: str = "test",
   if split not in data.split_names:
     raise ValueError(f"--split={split!r} is not valid; choose one of: "
                      f"{', '.join(data.split_names)}.")
+  labels, scores = split_scores(ranker, data, split, batch_size)
+  results = metrics.evaluate_scores(labels, scores, metric_names,
+                                    threshold=threshold)
+  results["num_examples"] = int(scores.shape[0])
+  return results
+
+
+def split_scores(ranker: "ExportedRanker", data: datasets.ClassificationData,
+                 split: str, batch_size: int = 256
+                ) -> Tuple[np.ndarray, np.ndarray]:
+  """Labels and scores of every instance of a split, in the split's order.
+
+  Returns:
+    (labels [n] class ids or [n, num_classes] multi-hot, scores
+    [n, num_classes]). Raw images of different sizes are scored one per call.
+  """
   if None in ranker.instance_shape:
     batch_size = 1
   scores, labels = [], []
   for instance, label in data.dataset(split).batch(batch_size):
     scores.append(ranker.scores(instance))
     labels.append(label.numpy())
-  scores = np.concatenate(scores)
-  results = metrics.evaluate_scores(np.concatenate(labels), scores,
-                                    metric_names, threshold=threshold)
-  results["num_examples"] = int(scores.shape[0])
-  return results
+  return np.concatenate(labels), np.concatenate(scores)
 
 
 def load_class_names(model_dir: str) -> List[str]:

@@ -18,7 +18,8 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from pipelines import train as train_binary
+from pipelines import train as train_binary  # pylint: disable=unused-import
+from pipelines import train_flags
 from rank4class_tf import config as config_lib
 from rank4class_tf import training
 
@@ -255,7 +256,7 @@ class EveryFlagTest(tf.test.TestCase, parameterized.TestCase):
       FLAGS.unparse_flags()
       FLAGS(argv)
       with self.assertRaises(ValueError):
-        train_binary.config_from_flags().validate()
+        train_flags.config_from_flags().validate()
     self.assertFalse(os.path.exists("/tmp/never_written"))
 
   @parameterized.parameters("--batch_size=abc", "--learning_rate=fast",

@@ -1,0 +1,114 @@
+r"""Runs the Rank4Class study: the paper's loss x interaction grid, tuned.
+
+Example (the paper's grid on digits, learning rate chosen on validation; the
+end-to-end test runs it with fewer runs and steps):
+
+  .venv/bin/python -m pipelines.study --study_dir=runs/study_digits \
+      --dataset=digits --learning_rates=1e-3,3e-3,1e-2 \
+      --train_steps=600 --eval_every=100 --deterministic
+
+trains 5 losses x 3 interactions x 3 seeds x 3 learning rates = 135 runs
+(each an ordinary `pipelines.train` model_dir under study_dir/runs/), prints
+one line per finished run, then writes study_dir/results.csv, tables.md,
+figures/*.png and TensorBoard HParams logs
+(`tensorboard --logdir=runs/study_digits`).
+
+Rerunning the same command after a crash or a kill finishes the grid without
+redoing finished runs; another grid into the same --study_dir adds runs;
+`--report_only` rewrites the report from the finished runs. Every
+`pipelines.train` flag is passed to each run unchanged, except those the grid
+sets (--loss, --interaction, --learning_rate, --mlp_units, --seed) and
+--model_dir / --overwrite. `--learning_rates=paper` and `--mlp_units=paper`
+are the paper's tuning grids (1e-7 ... 0.1 by factors of about 3;
+64,128,256,512).
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+
+from rank4class_tf import stats
+from rank4class_tf import study as study_lib
+from rank4class_tf import study_report
+from pipelines import train_flags
+
+train_flags.define(skip=study_lib.GRID_FIELDS + ("model_dir", "overwrite"))
+
+# The study.
+flags.DEFINE_string("study_dir", None, "Folder of the study.")
+flags.DEFINE_list("losses", list(study_lib.PAPER_LOSSES),
+                  "Losses of the grid (default: the paper's five).")
+flags.DEFINE_list("interactions", list(study_lib.PAPER_INTERACTIONS),
+                  "Interactions of the grid (default: the paper's three).")
+flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of every cell.")
+flags.DEFINE_list("learning_rates", ["1e-3"],
+                  "Learning rates tuned on validation; `paper`: 1e-7, 3e-7, "
+                  "..., 3e-2, 0.1.")
+flags.DEFINE_list("mlp_units", ["128"],
+                  "Widths of lc_mlp / concat_mlp tuned on validation; "
+                  "`paper`: 64,128,256,512.")
+# The report.
+flags.DEFINE_string("select_metric", None,
+                    "Validation metric choosing each (loss, interaction, "
+                    "seed)'s learning rate and width (default: "
+                    "--best_metric).")
+flags.DEFINE_integer("bootstrap_samples", stats.DEFAULT_SAMPLES,
+                     "Resamples of the paired bootstrap tests (>= 1000).")
+flags.DEFINE_string("paper_table", None,
+                    "Show the paper's numbers beside ours: "
+                    f"{'|'.join(study_report.paper_tables.NAMES)} or a JSON "
+                    "file (see rank4class_tf/paper_tables).")
+flags.DEFINE_bool("report_only", False,
+                  "Write the report from the finished runs; train nothing.")
+
+FLAGS = flags.FLAGS
+
+
+def _numbers(name: str, cast, paper=None) -> tuple:
+  """The values of list flag `name`, or a one-line error naming it."""
+  values = FLAGS[name].value
+  if paper is not None and values == ["paper"]:
+    return tuple(paper)
+  parsed = []
+  for value in values:
+    try:
+      parsed.append(cast(value))
+    except ValueError:
+      kind = "an integer" if cast is int else "a number"
+      raise ValueError(f"--{name}: {value!r} is not {kind}.") from None
+  return tuple(parsed)
+
+
+def grid_from_flags() -> study_lib.Grid:
+  return study_lib.Grid(
+      losses=tuple(FLAGS.losses), interactions=tuple(FLAGS.interactions),
+      seeds=_numbers("seeds", int),
+      learning_rates=_numbers("learning_rates", float,
+                              study_lib.PAPER_LEARNING_RATES),
+      mlp_units=_numbers("mlp_units", int, study_lib.PAPER_MLP_UNITS))
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit(f"study: unexpected arguments: {' '.join(argv[1:])}")
+  if not FLAGS.study_dir:
+    sys.exit("study: --study_dir must be set.")
+  try:
+    if not FLAGS.report_only:
+      base = train_flags.config_from_flags(model_dir=FLAGS.study_dir)
+      study_report.check_options(
+          base.metrics, FLAGS.select_metric or base.best_metric,
+          FLAGS.bootstrap_samples, FLAGS.paper_table)
+      study_lib.run_study(FLAGS.study_dir, base, grid_from_flags())
+    paths = study_report.write_report(
+        FLAGS.study_dir, FLAGS.select_metric, FLAGS.bootstrap_samples,
+        FLAGS.paper_table)
+  except ValueError as e:
+    sys.exit(f"study: {e}")
+  print(f"Wrote {paths['results']}, {paths['tables']} and "
+        f"{paths['figures']}/.")
+
+
+if __name__ == "__main__":
+  app.run(main)

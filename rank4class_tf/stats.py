@@ -1,0 +1,136 @@
+"""Paired bootstrap statistics over test instances (pure numpy).
+
+The study compares models evaluated on the same test instances, so each
+comparison is paired: for instance i, d_i = m_A(i) - m_B(i), the difference of
+a per-instance metric (Top-1 hit, reciprocal rank, NDCG@5...) between two
+models. With several seeds per model the seeds are pooled by averaging each
+instance's value over the seeds the two models share (seed s of A paired with
+seed s of B), which keeps the test instances as the unit that is resampled.
+
+The bootstrap draws `num_samples` resamples of the n instances with
+replacement (Efron & Tibshirani 1993) from a `numpy.random.default_rng(seed)`
+stream, so the same call always gives the same answer, and every comparison
+in one call sees the same resamples.
+
+* `paired_bootstrap`: the two-sided p-value of "mean d = 0" by the shifted
+  bootstrap: p = (1 + #{b : |mean d*_b - mean d| >= |mean d|}) / (B + 1).
+  Identical models give p = 1; a model right on every instance the other
+  misses gives the smallest p, 1 / (B + 1).
+* `bootstrap_interval`: the percentile interval of a mean.
+
+Example:
+
+>>> a = np.ones(100)              # right on every instance
+>>> b = np.tile([0., 1.], 50)     # right on every other one
+>>> paired_bootstrap(np.stack([a - b, a - a]), num_samples=999)
+array([0.001, 1.   ])
+"""
+
+from typing import Sequence, Tuple
+
+import numpy as np
+
+DEFAULT_SAMPLES = 10_000
+DEFAULT_SEED = 20221221
+_CHUNK = 1_000  # Resamples drawn at once: memory ~ _CHUNK * n counts.
+
+
+def resampled_means(values: np.ndarray, num_samples: int = DEFAULT_SAMPLES,
+                    seed: int = DEFAULT_SEED) -> np.ndarray:
+  """Means of `values` over bootstrap resamples of its instances.
+
+  Args:
+    values: [k, n] float: k series over the same n instances.
+    num_samples: number of resamples B.
+    seed: seed of the resampling stream.
+
+  Returns:
+    [B, k] float64: row b holds the k means over resample b (the same
+    resampled instances for every series).
+  """
+  values = np.asarray(values, np.float64)
+  if values.ndim != 2 or values.shape[1] == 0:
+    raise ValueError(f"values must be [k, n] with n > 0, got {values.shape}.")
+  k, n = values.shape
+  rng = np.random.default_rng(seed)
+  means = np.empty((num_samples, k))
+  for start in range(0, num_samples, _CHUNK):
+    m = min(_CHUNK, num_samples - start)
+    picks = rng.integers(0, n, size=(m, n))
+    # counts[b, i]: how often resample b drew instance i.
+    offsets = (picks + n * np.arange(m)[:, None]).ravel()
+    counts = np.bincount(offsets, minlength=m * n).reshape(m, n)
+    means[start:start + m] = counts @ values.T / n
+  return means
+
+
+def paired_bootstrap(differences: np.ndarray,
+                     num_samples: int = DEFAULT_SAMPLES,
+                     seed: int = DEFAULT_SEED) -> np.ndarray:
+  """Two-sided paired bootstrap p-values of mean differences being 0.
+
+  Args:
+    differences: [k, n] per-instance differences d_i of k comparisons over
+      the same n instances (or [n] for one comparison).
+    num_samples: resamples B (the smallest p-value is 1 / (B + 1)).
+    seed: seed of the resampling stream.
+
+  Returns:
+    [k] p-values (a scalar for a [n] input).
+  """
+  differences = np.asarray(differences, np.float64)
+  single = differences.ndim == 1
+  differences = np.atleast_2d(differences)
+  observed = differences.mean(axis=1)
+  means = resampled_means(differences, num_samples, seed)
+  # Centred on the observed mean: the null distribution of the statistic.
+  extreme = np.abs(means - observed) >= np.abs(observed) - 1e-12
+  p = (1. + extreme.sum(axis=0)) / (num_samples + 1.)
+  return p[0] if single else p
+
+
+def bootstrap_interval(values: np.ndarray, level: float = 0.95,
+                       num_samples: int = DEFAULT_SAMPLES,
+                       seed: int = DEFAULT_SEED) -> np.ndarray:
+  """Percentile bootstrap intervals of means.
+
+  Args:
+    values: [k, n] per-instance values of k series (or [n]).
+    level: coverage of the interval.
+    num_samples: resamples B.
+    seed: seed of the resampling stream.
+
+  Returns:
+    [k, 2] (low, high) bounds ([2] for a [n] input).
+  """
+  values = np.asarray(values, np.float64)
+  single = values.ndim == 1
+  means = resampled_means(np.atleast_2d(values), num_samples, seed)
+  alpha = (1. - level) / 2.
+  bounds = np.quantile(means, [alpha, 1. - alpha], axis=0).T
+  return bounds[0] if single else bounds
+
+
+def pool_seeds(a: dict, b: dict) -> Tuple[np.ndarray, np.ndarray,
+                                          Sequence[int]]:
+  """Per-instance values of two models averaged over their common seeds.
+
+  Args:
+    a: {seed: [n] per-instance values} of model A.
+    b: the same for model B.
+
+  Returns:
+    (a_mean [n], b_mean [n], the common seeds, sorted).
+
+  Raises:
+    ValueError: if the models share no seed or differ in n.
+  """
+  seeds = sorted(set(a) & set(b))
+  if not seeds:
+    raise ValueError("the two models share no seed to pair.")
+  a_mean = np.mean([a[s] for s in seeds], axis=0)
+  b_mean = np.mean([b[s] for s in seeds], axis=0)
+  if a_mean.shape != b_mean.shape:
+    raise ValueError(f"the models were tested on {a_mean.shape[0]} and "
+                     f"{b_mean.shape[0]} instances.")
+  return a_mean, b_mean, seeds

@@ -1,0 +1,630 @@
+"""The study's report: selection, results.csv, tables.md, figures, HParams.
+
+Everything here is computed from the run records and per-instance test arrays
+that `study.execute_run` saved, so `write_report` regenerates the whole report
+without TensorFlow training or SavedModel loading.
+
+Selection follows the paper (App. B): for each (loss, interaction, seed) the
+run with the best validation `select_metric` is chosen (ties: the first in
+grid order, i.e. the first learning rate, then the first MLP width given);
+the reported numbers are the chosen runs' test metrics, as mean ± standard
+deviation over seeds.
+
+Statistics (`stats`), with the seeds pooled per test instance:
+
+* every cell against the classical classifier (softmax + dot): the two-sided
+  paired bootstrap p-value of the mean difference of each metric;
+* metric informativeness (the paper's §2 claim that NDCG and MRR tell models
+  apart that Top-k accuracy ties): over all pairs of cells, how many pairs
+  each metric separates at p < 0.05. The p-values are not corrected for the
+  number of comparisons;
+* 95% percentile bootstrap intervals of each cell's mean (the bar charts).
+"""
+
+import csv
+import dataclasses
+import itertools
+import json
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rank4class_tf import paper_tables
+from rank4class_tf import stats
+from rank4class_tf import study as study_lib
+
+RESULTS_FILE = "results.csv"
+TABLES_FILE = "tables.md"
+FIGURES_DIR = "figures"
+HPARAMS_SUFFIX = ".study_hparams"
+ALPHA = 0.05
+
+LOSS_TITLES = {"softmax": "Softmax CE", "pairwise_logistic": "Pairwise logistic",
+               "approx_ndcg": "ApproxNDCG",
+               "gumbel_approx_ndcg": "Gumbel-ApproxNDCG", "mse": "MSE"}
+INTERACTION_TITLES = {"dot": "Dot", "lc_mlp": "LC+MLP",
+                      "concat_mlp": "Concat+MLP"}
+
+
+def metric_title(name: str) -> str:
+  """`top1_accuracy` -> Top-1, `ndcg@5` -> NDCG@5, `mrr` -> MRR."""
+  if name.startswith("top") and name.endswith("_accuracy"):
+    return f"Top-{name[3:-len('_accuracy')]}"
+  if name.startswith("precision@"):
+    return f"P@{name.split('@')[1]}"
+  return name.upper()
+
+
+def cell_title(cell: Tuple[str, str]) -> str:
+  loss, interaction = cell
+  return (f"{LOSS_TITLES.get(loss, loss)} + "
+          f"{INTERACTION_TITLES.get(interaction, interaction)}")
+
+
+def select(records: Sequence[Dict], select_metric: str
+          ) -> Dict[Tuple[str, str, int], Dict]:
+  """The chosen run of each (loss, interaction, seed), by validation metric.
+
+  `records` are in grid order; the first of equal validation values wins.
+  """
+  chosen = {}
+  for record in records:
+    key = (record["loss"], record["interaction"], record["seed"])
+    value = record["validation"][select_metric]
+    if key not in chosen or value > chosen[key]["validation"][select_metric]:
+      chosen[key] = record
+  return chosen
+
+
+@dataclasses.dataclass
+class Cell:
+  """A (loss, interaction) cell: its chosen runs over seeds."""
+  loss: str
+  interaction: str
+  runs: Dict[int, Dict]  # seed -> chosen record
+  per_instance: Dict[str, Dict[int, np.ndarray]]  # metric -> seed -> [n]
+
+  @property
+  def key(self) -> Tuple[str, str]:
+    return self.loss, self.interaction
+
+  def values(self, metric: str) -> np.ndarray:
+    """Test metric of each seed's chosen run, [num_seeds]."""
+    return np.array([self.runs[s]["test"][metric] for s in sorted(self.runs)])
+
+  def mean(self, metric: str) -> float:
+    return float(self.values(metric).mean())
+
+  def std(self, metric: str) -> float:
+    """Sample standard deviation over seeds (0 for one seed)."""
+    values = self.values(metric)
+    return float(values.std(ddof=1)) if len(values) > 1 else 0.0
+
+  def pooled(self, metric: str) -> np.ndarray:
+    """Per-instance test values averaged over the cell's seeds, [n]."""
+    return np.mean([self.per_instance[metric][s] for s in sorted(self.runs)],
+                   axis=0)
+
+
+def build_cells(study_dir: str, chosen: Dict[Tuple[str, str, int], Dict],
+                metric_names: Sequence[str],
+                order: Sequence[Tuple[str, str]]) -> List[Cell]:
+  """The cells in `order` (grid order) that have at least one chosen run."""
+  cells = []
+  for loss, interaction in order:
+    runs = {seed: r for (l, i, seed), r in chosen.items()
+            if (l, i) == (loss, interaction)}
+    if not runs:
+      continue
+    per_instance = {m: {} for m in metric_names}
+    for seed, record in runs.items():
+      arrays = study_lib.load_test_arrays(study_dir, record["run"])
+      for m in metric_names:
+        per_instance[m][seed] = arrays[m]
+    cells.append(Cell(loss, interaction, runs, per_instance))
+  return cells
+
+
+@dataclasses.dataclass
+class Statistics:
+  """The study's tests."""
+  p_vs_baseline: Dict[Tuple[str, str], Dict[str, float]]
+  intervals: Dict[Tuple[str, str], Dict[str, Tuple[float, float]]]
+  separated: Dict[str, int]  # metric -> pairs with p < ALPHA
+  num_pairs: int
+
+
+def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
+                       num_samples: int = stats.DEFAULT_SAMPLES,
+                       seed: int = stats.DEFAULT_SEED) -> Statistics:
+  """Paired bootstrap tests of the cells (see the module docstring).
+
+  All comparisons of one call share the same resamples.
+  """
+  by_key = {c.key: c for c in cells}
+  baseline = by_key.get(study_lib.BASELINE)
+  rows, labels = [], []  # The differences to test, and what each one is.
+
+  def add(a: Cell, b: Cell, metric: str, label):
+    x, y, _ = stats.pool_seeds(a.per_instance[metric], b.per_instance[metric])
+    rows.append(x - y)
+    labels.append(label)
+
+  for metric in metric_names:
+    if baseline is not None:
+      for cell in cells:
+        if cell is not baseline:
+          add(cell, baseline, metric, ("base", cell.key, metric))
+    for a, b in itertools.combinations(cells, 2):
+      add(a, b, metric, ("pair", (a.key, b.key), metric))
+  p_values = (stats.paired_bootstrap(np.stack(rows), num_samples, seed)
+              if rows else [])
+  p_vs_baseline = {c.key: {} for c in cells}
+  separated = {m: 0 for m in metric_names}
+  for (kind, key, metric), p in zip(labels, p_values):
+    if kind == "base":
+      p_vs_baseline[key][metric] = float(p)
+    elif p < ALPHA:
+      separated[metric] += 1
+  intervals = {c.key: {} for c in cells}
+  if cells:
+    pooled = np.stack([c.pooled(m) for m in metric_names for c in cells])
+    bounds = stats.bootstrap_interval(pooled, 0.95, num_samples, seed)
+    for (metric, cell), bound in zip(
+        itertools.product(metric_names, cells), bounds):
+      intervals[cell.key][metric] = (float(bound[0]), float(bound[1]))
+  return Statistics(p_vs_baseline, intervals, separated,
+                    len(cells) * (len(cells) - 1) // 2)
+
+
+def write_results_csv(path: str, records: Sequence[Dict],
+                      chosen: Dict[Tuple[str, str, int], Dict],
+                      shared: Dict[str, object],
+                      metric_names: Sequence[str]) -> None:
+  """One row per run: hyper-parameters, selection, metrics, time."""
+  chosen_runs = {r["run"] for r in chosen.values()}
+  columns = (["run", "loss", "interaction", "learning_rate", "mlp_units",
+              "seed", "selected", "best_step"] +
+             [f"validation_{m}" for m in metric_names] +
+             [f"test_{m}" for m in metric_names] +
+             ["test_softmax_ce", "test_neg_log_mrr", "test_neg_log_ndcg",
+              "ce_bound_holds", "num_test", "train_seconds",
+              "resumed_at_step"] + sorted(shared))
+  tmp = path + ".tmp"
+  with open(tmp, "w", newline="") as f:
+    writer = csv.writer(f)
+    writer.writerow(columns)
+    for r in records:
+      row = {k: r.get(k) for k in columns}
+      row["selected"] = r["run"] in chosen_runs
+      row["mlp_units"] = "" if r["mlp_units"] is None else r["mlp_units"]
+      for m in metric_names:
+        row[f"validation_{m}"] = r["validation"][m]
+        row[f"test_{m}"] = r["test"][m]
+      if r["train_seconds"] is not None:
+        row["train_seconds"] = round(r["train_seconds"], 1)
+      for k, v in shared.items():
+        row[k] = json.dumps(v) if isinstance(v, (list, dict)) else v
+      writer.writerow([_csv_value(row[k]) for k in columns])
+  os.replace(tmp, path)
+
+
+def _csv_value(value):
+  if value is None:
+    return ""
+  if isinstance(value, float):
+    return repr(value)
+  return value
+
+
+def _cell_text(cell: Cell, metric: str, statistics: Statistics,
+               marks: Dict[Tuple[str, str], str]) -> str:
+  text = f"{cell.mean(metric):.4f} ± {cell.std(metric):.4f}"
+  mark = marks.get(cell.key, "")
+  if mark:
+    text = f"**{text}**{mark}"
+  if cell.key == study_lib.BASELINE:
+    return text + " (base)"
+  p = statistics.p_vs_baseline[cell.key].get(metric)
+  return text if p is None else f"{text} (p={_p_text(p)})"
+
+
+def _p_text(p: float) -> str:
+  return f"{p:.4f}"
+
+
+def _marks(cells: Sequence[Cell], metric: str) -> Dict[Tuple[str, str], str]:
+  """The top three cells by mean are bold; the best one(s) also get ` *`."""
+  ranked = sorted(cells, key=lambda c: -c.mean(metric))
+  best = ranked[0].mean(metric) if ranked else None
+  marks = {}
+  for cell in ranked[:3]:
+    marks[cell.key] = " *" if cell.mean(metric) == best else ""
+  for cell in ranked[3:]:  # Ties with the best beyond the third place.
+    if cell.mean(metric) == best:
+      marks[cell.key] = " *"
+  return marks
+
+
+def _axis(values):
+  return list(dict.fromkeys(values))
+
+
+def main_table(cells: Sequence[Cell], metric_names: Sequence[str],
+               statistics: Statistics) -> List[str]:
+  """Rows metric x interaction, columns losses (the paper's Tables 7-12)."""
+  loss_axis = _axis(c.loss for c in cells)
+  interaction_axis = _axis(c.interaction for c in cells)
+  by_key = {c.key: c for c in cells}
+  lines = ["| metric | interaction | " +
+           " | ".join(LOSS_TITLES.get(l, l) for l in loss_axis) + " |",
+           "|---|---|" + "---|" * len(loss_axis)]
+  for metric in metric_names:
+    marks = _marks(cells, metric)
+    for interaction in interaction_axis:
+      row = [metric_title(metric), INTERACTION_TITLES.get(interaction,
+                                                          interaction)]
+      for loss in loss_axis:
+        cell = by_key.get((loss, interaction))
+        row.append("—" if cell is None else
+                   _cell_text(cell, metric, statistics, marks))
+      lines.append("| " + " | ".join(row) + " |")
+  return lines
+
+
+def summary_table(cells: Sequence[Cell], metric_names: Sequence[str],
+                  statistics: Statistics) -> List[str]:
+  """Table 2: the classical classifier against the best Rank4Class cell."""
+  by_key = {c.key: c for c in cells}
+  baseline = by_key.get(study_lib.BASELINE)
+  if baseline is None:
+    return ["No softmax + dot cell in this study: nothing to compare with."]
+  others = [c for c in cells if c is not baseline]
+  if not others:
+    return ["Only the softmax + dot cell in this study."]
+  lines = ["| metric | MCC (softmax + dot) | best Rank4Class cell | its value "
+           "| Δ | p |", "|---|---|---|---|---|---|"]
+  for metric in metric_names:
+    best = max(others, key=lambda c: c.mean(metric))
+    delta = best.mean(metric) - baseline.mean(metric)
+    p = statistics.p_vs_baseline[best.key][metric]
+    lines.append(
+        f"| {metric_title(metric)} | {baseline.mean(metric):.4f} ± "
+        f"{baseline.std(metric):.4f} | {cell_title(best.key)} | "
+        f"{best.mean(metric):.4f} ± {best.std(metric):.4f} | {delta:+.4f} | "
+        f"{_p_text(p)} |")
+  return lines
+
+
+def bound_lines(cells: Sequence[Cell]) -> List[str]:
+  """Bruch et al. 2019: softmax CE >= -log MRR >= -log NDCG, per cell."""
+  lines = ["| cell | softmax CE | −log MRR | −log NDCG | CE ≥ −log MRR |",
+           "|---|---|---|---|---|"]
+  for cell in cells:
+    runs = [cell.runs[s] for s in sorted(cell.runs)]
+    holds = sum(r["ce_bound_holds"] for r in runs)
+    lines.append(
+        f"| {cell_title(cell.key)} | "
+        f"{np.mean([r['test_softmax_ce'] for r in runs]):.4f} | "
+        f"{np.mean([r['test_neg_log_mrr'] for r in runs]):.4f} | "
+        f"{np.mean([r['test_neg_log_ndcg'] for r in runs]):.4f} | "
+        f"holds in {holds}/{len(runs)} runs |")
+  return lines
+
+
+def informativeness_lines(statistics: Statistics,
+                          metric_names: Sequence[str]) -> List[str]:
+  lines = [f"| metric | pairs of cells separated at p < {ALPHA} | share |",
+           "|---|---|---|"]
+  for metric in metric_names:
+    count = statistics.separated[metric]
+    share = count / statistics.num_pairs if statistics.num_pairs else 0.
+    lines.append(f"| {metric_title(metric)} | {count} of "
+                 f"{statistics.num_pairs} | {share:.0%} |")
+  return lines
+
+
+def paper_lines(table: paper_tables.PaperTable, cells: Sequence[Cell],
+                metric_names: Sequence[str]) -> List[str]:
+  """Our means beside the paper's numbers, cell by cell."""
+  by_key = {c.key: c for c in cells}
+  shown = [m for m in metric_names if m in table.values]
+  lines = [f"Paper: {table.title} ({table.source}).", "",
+           "| metric | cell | ours | paper | ours − paper |",
+           "|---|---|---|---|---|"]
+  for metric in shown:
+    for (interaction, loss), paper in table.cells(metric):
+      cell = by_key.get((loss, interaction))
+      ours = "—" if cell is None else f"{cell.mean(metric):.4f}"
+      diff = ("—" if cell is None else
+              f"{cell.mean(metric) - paper:+.4f}")
+      lines.append(f"| {metric_title(metric)} | "
+                   f"{cell_title((loss, interaction))} | {ours} | "
+                   f"{paper:.4f} | {diff} |")
+  return lines
+
+
+def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
+                    cells: Sequence[Cell], records: Sequence[Dict],
+                    metric_names: Sequence[str], select_metric: str,
+                    statistics: Statistics, num_samples: int,
+                    paper: Optional[paper_tables.PaperTable]) -> str:
+  """The whole tables.md."""
+  from rank4class_tf import datasets  # pylint: disable=g-import-not-at-top
+  dataset = shared["dataset"]
+  num_test = records[0]["num_test"] if records else 0
+  seeds = sorted({s for c in cells for s in c.runs})
+  lines = [
+      f"# Rank4Class study: {dataset}, encoder {shared['encoder']}", "",
+      f"{len(records)} runs; {len(cells)} cells; seeds "
+      f"{', '.join(map(str, seeds))}; {shared['train_steps']} steps of batch "
+      f"{shared['batch_size']} ({shared['optimizer']}), best checkpoint by "
+      f"validation {shared['best_metric']} every {shared['eval_every']} "
+      "steps.",
+      f"Learning rate chosen from {{{', '.join(f'{r:g}' for r in grid.learning_rates)}}}"
+      f" and MLP width from {{{', '.join(map(str, grid.mlp_units))}}} per "
+      f"(loss, interaction, seed) on validation {select_metric}; test "
+      f"metrics of the chosen runs on {num_test} test instances, mean ± "
+      "standard deviation over seeds.",
+  ]
+  if dataset in datasets.VALIDATION_IS_TEST:
+    lines.append(f"**{dataset}'s validation and test splits are the same "
+                 "data**: checkpoints and hyper-parameters are chosen on the "
+                 "test split, as the paper does, so the test numbers are "
+                 "optimistic.")
+  lines += [
+      "", "## Test metrics (the paper's Tables 7-12 layout)", "",
+      "Bold: the top three cells of a metric; `*`: the best. p: two-sided "
+      f"paired bootstrap against softmax + dot ({num_samples:,} resamples of "
+      "the test instances, seeds pooled per instance, fixed seed).", ""]
+  lines += main_table(cells, metric_names, statistics)
+  lines += ["", "## Classical classifier against the best Rank4Class cell "
+            "(Table 2)", ""]
+  lines += summary_table(cells, metric_names, statistics)
+  lines += ["", "## Metric informativeness", "",
+            "Over all pairs of cells, how many pairs each metric tells apart "
+            "(paired bootstrap, p < 0.05, uncorrected for the number of "
+            "comparisons).", ""]
+  lines += informativeness_lines(statistics, metric_names)
+  lines += ["", "## Softmax cross-entropy bound (Bruch et al. 2019)", "",
+            "Mean over a cell's chosen runs of the test softmax cross "
+            "entropy of the scores, −log MRR and −log NDCG (binary "
+            "relevance, ties ranked pessimistically); CE ≥ −log MRR must "
+            "hold in every run.", ""]
+  lines += bound_lines(cells)
+  if paper is not None:
+    lines += ["", "## The paper beside ours", ""]
+    lines += paper_lines(paper, cells, metric_names)
+  lines += ["", "## Chosen runs", "",
+            "| cell | seed | learning rate | MLP width | validation "
+            f"{metric_title(select_metric)} | best step |",
+            "|---|---|---|---|---|---|"]
+  for cell in cells:
+    for seed in sorted(cell.runs):
+      r = cell.runs[seed]
+      lines.append(f"| {cell_title(cell.key)} | {seed} | "
+                   f"{r['learning_rate']:g} | {r['mlp_units'] or '—'} | "
+                   f"{r['validation'][select_metric]:.4f} | "
+                   f"{r['best_step']} |")
+  return "\n".join(lines) + "\n"
+
+
+def write_figures(folder: str, cells: Sequence[Cell], records: Sequence[Dict],
+                  chosen: Dict, metric_names: Sequence[str],
+                  statistics: Statistics, select_metric: str) -> List[str]:
+  """Bar charts with 95% intervals per metric; validation curves of the runs."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  os.makedirs(folder, exist_ok=True)
+  paths = []
+  losses_axis = _axis(c.loss for c in cells)
+  interactions_axis = _axis(c.interaction for c in cells)
+  colours = plt.get_cmap("tab10")
+  by_key = {c.key: c for c in cells}
+  for metric in metric_names:
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.2 + 0.45 * len(cells)), 4.6))
+    width = 0.8 / max(1, len(losses_axis))
+    low = []
+    for j, loss in enumerate(losses_axis):
+      xs, means, errors = [], [], [[], []]
+      for i, interaction in enumerate(interactions_axis):
+        cell = by_key.get((loss, interaction))
+        if cell is None:
+          continue
+        mean = float(cell.pooled(metric).mean())
+        lo, hi = statistics.intervals[cell.key][metric]
+        xs.append(i - 0.4 + width * (j + 0.5))
+        means.append(mean)
+        errors[0].append(mean - lo)
+        errors[1].append(hi - mean)
+        low.append(lo)
+      ax.bar(xs, means, width, yerr=errors, capsize=3, color=colours(j),
+             label=LOSS_TITLES.get(loss, loss))
+    baseline = by_key.get(study_lib.BASELINE)
+    if baseline is not None:
+      ax.axhline(baseline.pooled(metric).mean(), color="black", lw=0.8,
+                 ls="--", label="softmax + dot")
+    ax.set_xticks(range(len(interactions_axis)))
+    ax.set_xticklabels([INTERACTION_TITLES.get(i, i)
+                        for i in interactions_axis])
+    top = max(c.pooled(metric).mean() for c in cells)
+    bottom = min(low) if low else 0.
+    ax.set_ylim(max(0., bottom - 0.1 * (top - bottom + 1e-3)),
+                min(1., top + 0.25 * (top - bottom + 1e-3)))
+    ax.set_ylabel(f"test {metric_title(metric)}")
+    ax.set_title(f"Test {metric_title(metric)} of each cell\n(bars: 95% "
+                 "bootstrap intervals over test instances, seeds pooled)",
+                 fontsize=9)
+    ax.legend(fontsize=7, ncol=3, loc="upper center",
+              bbox_to_anchor=(0.5, -0.1))
+    fig.tight_layout()
+    path = os.path.join(folder, f"{metric.replace('@', '_at_')}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    paths.append(path)
+  paths.append(_curves_figure(folder, plt, records, chosen, losses_axis,
+                              interactions_axis, select_metric))
+  return paths
+
+
+def _curves_figure(folder, plt, records, chosen, losses_axis,
+                   interactions_axis, select_metric) -> str:
+  """One panel per cell: every run's validation curve, chosen ones bold."""
+  from rank4class_tf import metrics  # pylint: disable=g-import-not-at-top
+  tag = metrics.keras_name(select_metric)
+  chosen_runs = {r["run"] for r in chosen.values()}
+  rates = _axis(sorted(r["learning_rate"] for r in records))
+  colours = plt.get_cmap("viridis")
+  rows, cols = max(1, len(interactions_axis)), max(1, len(losses_axis))
+  fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.2 * rows),
+                           sharex=True, sharey=True, squeeze=False)
+  for r in records:
+    if r["loss"] not in losses_axis or r["interaction"] not in interactions_axis:
+      continue
+    ax = axes[interactions_axis.index(r["interaction"])][
+        losses_axis.index(r["loss"])]
+    curve = np.array(r["validation_curve"].get(tag, []), np.float64)
+    if not len(curve):
+      continue
+    colour = colours(rates.index(r["learning_rate"]) / max(1, len(rates) - 1))
+    bold = r["run"] in chosen_runs
+    ax.plot(curve[:, 0], curve[:, 1], color=colour,
+            lw=1.6 if bold else 0.6, alpha=1.0 if bold else 0.5)
+  for i, interaction in enumerate(interactions_axis):
+    for j, loss in enumerate(losses_axis):
+      ax = axes[i][j]
+      ax.set_title(cell_title((loss, interaction)), fontsize=8)
+      ax.tick_params(labelsize=7)
+      if i == rows - 1:
+        ax.set_xlabel("training step", fontsize=7)
+      if j == 0:
+        ax.set_ylabel(f"validation {metric_title(select_metric)}", fontsize=7)
+  handles = [matplotlib_line(plt, colours(i / max(1, len(rates) - 1)),
+                             f"lr {rate:g}") for i, rate in enumerate(rates)]
+  fig.legend(handles=handles, loc="lower center", ncol=min(6, len(rates)),
+             fontsize=7)
+  fig.suptitle("Validation curves of every run\n(bold: the chosen run of "
+               "each seed)", fontsize=9)
+  fig.tight_layout(rect=(0, 0.06, 1, 1))
+  path = os.path.join(folder, "validation_curves.png")
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return path
+
+
+def matplotlib_line(plt, colour, label):
+  """A legend entry: a line of `colour`."""
+  return plt.Line2D([], [], color=colour, label=label)
+
+
+def write_hparams(study_dir: str, records: Sequence[Dict],
+                  grid: study_lib.Grid, metric_names: Sequence[str]) -> None:
+  """Logs every run to TensorBoard's HParams plugin.
+
+  The experiment (hyper-parameters and their domains, the metrics) goes to
+  the study folder, one session per run to its run folder: hyper-parameters,
+  and as scalars its best validation metrics, test metrics, softmax CE and
+  training time. Earlier study HParams files are replaced, so the view
+  follows the latest report.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tensorboard.plugins.hparams import api as hp  # pylint: disable=g-import-not-at-top
+  domains = [
+      hp.HParam("loss", hp.Discrete(list(grid.losses))),
+      hp.HParam("interaction", hp.Discrete(list(grid.interactions))),
+      hp.HParam("learning_rate", hp.Discrete(
+          [float(r) for r in grid.learning_rates])),
+      hp.HParam("mlp_units", hp.Discrete([0] + list(grid.mlp_units))),
+      hp.HParam("seed", hp.Discrete(list(grid.seeds))),
+  ]
+  tags = ([f"validation/{m}" for m in metric_names] +
+          [f"test/{m}" for m in metric_names] +
+          ["test/softmax_ce", "train_seconds"])
+  folders = [study_dir] + [os.path.join(study_dir, study_lib.RUNS_DIR,
+                                        r["run"]) for r in records]
+  for folder in folders:
+    for path in tf.io.gfile.glob(os.path.join(folder,
+                                              "*" + HPARAMS_SUFFIX)):
+      tf.io.gfile.remove(path)
+  with tf.summary.create_file_writer(
+      study_dir, filename_suffix=HPARAMS_SUFFIX).as_default():
+    hp.hparams_config(hparams=domains,
+                      metrics=[hp.Metric(t) for t in tags])
+  for r in records:
+    folder = os.path.join(study_dir, study_lib.RUNS_DIR, r["run"])
+    values = {"loss": r["loss"], "interaction": r["interaction"],
+              "learning_rate": float(r["learning_rate"]),
+              "mlp_units": r["mlp_units"] or 0, "seed": r["seed"]}
+    scalars = {f"validation/{m}": r["validation"][m] for m in metric_names}
+    scalars.update({f"test/{m}": r["test"][m] for m in metric_names})
+    scalars["test/softmax_ce"] = r["test_softmax_ce"]
+    scalars["train_seconds"] = r["train_seconds"] or 0.
+    with tf.summary.create_file_writer(
+        folder, filename_suffix=HPARAMS_SUFFIX).as_default():
+      hp.hparams(values, trial_id=r["run"])
+      for tag, value in scalars.items():
+        tf.summary.scalar(tag, value, step=0)
+
+
+def check_options(metric_names: Sequence[str], select_metric: str,
+                  num_samples: int, paper_table: Optional[str]
+                 ) -> Optional[paper_tables.PaperTable]:
+  """Checks the report's options; returns the paper table, if one is named.
+
+  Raises:
+    ValueError: one line naming the flag.
+  """
+  if select_metric not in metric_names:
+    raise ValueError(f"--select_metric={select_metric!r} must be one of the "
+                     f"study's --metrics ({', '.join(metric_names)}).")
+  if num_samples < 1000:
+    raise ValueError(f"--bootstrap_samples={num_samples} must be >= 1000.")
+  return paper_tables.load(paper_table) if paper_table else None
+
+
+def write_report(study_dir: str, select_metric: Optional[str] = None,
+                 num_samples: int = stats.DEFAULT_SAMPLES,
+                 paper_table: Optional[str] = None) -> Dict[str, str]:
+  """Writes results.csv, tables.md, figures/ and the HParams logs.
+
+  Args:
+    study_dir: the study's folder.
+    select_metric: validation metric choosing each run's hyper-parameters
+      (None: the study's `best_metric`).
+    num_samples: bootstrap resamples (>= 1,000).
+    paper_table: a `paper_tables` name or a JSON file of the paper's numbers
+      to show beside ours.
+
+  Returns:
+    {"results": path, "tables": path, "figures": folder}.
+
+  Raises:
+    ValueError: a bad argument (one line naming the flag), or a study
+      without finished runs.
+  """
+  shared, grid = study_lib.load_study(study_dir)
+  metric_names = tuple(shared["metrics"])
+  select_metric = select_metric or shared["best_metric"]
+  paper = check_options(metric_names, select_metric, num_samples, paper_table)
+  records = study_lib.load_records(study_dir, grid.runs())
+  if not records:
+    raise ValueError(f"--study_dir={study_dir} has no finished run yet.")
+  chosen = select(records, select_metric)
+  order = _axis((r["loss"], r["interaction"]) for r in records)
+  cells = build_cells(study_dir, chosen, metric_names, order)
+  statistics = compute_statistics(cells, metric_names, num_samples)
+  paths = {"results": os.path.join(study_dir, RESULTS_FILE),
+           "tables": os.path.join(study_dir, TABLES_FILE),
+           "figures": os.path.join(study_dir, FIGURES_DIR)}
+  write_results_csv(paths["results"], records, chosen, shared, metric_names)
+  text = tables_markdown(shared, grid, cells, records, metric_names,
+                         select_metric, statistics, num_samples, paper)
+  with open(paths["tables"] + ".tmp", "w") as f:
+    f.write(text)
+  os.replace(paths["tables"] + ".tmp", paths["tables"])
+  write_figures(paths["figures"], cells, records, chosen, metric_names,
+                statistics, select_metric)
+  write_hparams(study_dir, records, grid, metric_names)
+  return paths
