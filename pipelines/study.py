@@ -5,7 +5,7 @@ end-to-end test runs it with fewer runs and steps):
 
   .venv/bin/python -m pipelines.study --study_dir=runs/study_digits \
       --dataset=digits --learning_rates=1e-3,3e-3,1e-2 \
-      --train_steps=600 --eval_every=100 --deterministic
+      --train_steps=1000 --eval_every=100 --deterministic
 
 trains 5 losses x 3 interactions x 3 seeds x 3 learning rates = 135 runs
 (each an ordinary `pipelines.train` model_dir under study_dir/runs/), prints

@@ -221,9 +221,8 @@ def _csv_value(value):
 def _cell_text(cell: Cell, metric: str, statistics: Statistics,
                marks: Dict[Tuple[str, str], str]) -> str:
   text = f"{cell.mean(metric):.4f} ± {cell.std(metric):.4f}"
-  mark = marks.get(cell.key, "")
-  if mark:
-    text = f"**{text}**{mark}"
+  if cell.key in marks:
+    text = f"**{text}**{marks[cell.key]}"
   if cell.key == study_lib.BASELINE:
     return text + " (base)"
   p = statistics.p_vs_baseline[cell.key].get(metric)
@@ -235,7 +234,8 @@ def _p_text(p: float) -> str:
 
 
 def _marks(cells: Sequence[Cell], metric: str) -> Dict[Tuple[str, str], str]:
-  """The top three cells by mean are bold; the best one(s) also get ` *`."""
+  """{cell: mark} of the cells shown bold: the top three by mean, and any
+  cell tied with the best; the best one(s) are marked ` *`, the others ``."""
   ranked = sorted(cells, key=lambda c: -c.mean(metric))
   best = ranked[0].mean(metric) if ranked else None
   marks = {}

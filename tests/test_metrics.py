@@ -69,6 +69,60 @@ class MetricsTest(tf.test.TestCase, parameterized.TestCase):
                                         ("top1_accuracy", "ndcg@1"))
     self.assertAllClose(got["top1_accuracy"], got["ndcg@1"])
 
+  def test_tied_scores_give_the_same_numbers_every_call(self):
+    rng = np.random.RandomState(4)
+    labels = rng.randint(0, 6, size=200)
+    scores = rng.randint(0, 3, size=(200, 6)).astype(np.float32)  # Ties.
+    names = ("top1_accuracy", "ndcg@1", "precision@1", "top3_accuracy",
+             "ndcg@5", "ndcg", "mrr")
+    first = rank4class_tf.evaluate_scores(labels, scores, names)
+    self.assertEqual(first, rank4class_tf.evaluate_scores(labels, scores,
+                                                          names))
+    self.assertEqual(first["top1_accuracy"], first["ndcg@1"])
+    self.assertEqual(first["top1_accuracy"], first["precision@1"])
+
+  def test_ties_are_ranked_pessimistically(self):
+    # Rank of the true class: 1 + classes scored higher + other classes tied
+    # with it, whatever their ids.
+    rng = np.random.RandomState(6)
+    labels = rng.randint(0, 5, size=300)
+    scores = rng.randint(0, 3, size=(300, 5)).astype(np.float32)
+    true = scores[np.arange(300), labels]
+    ranks = 1 + np.sum(scores >= true[:, None], axis=1) - 1
+    got = rank4class_tf.evaluate_scores(labels, scores,
+                                        ("top1_accuracy", "top2_accuracy",
+                                         "ndcg@3", "mrr"))
+    self.assertAllClose(got["top1_accuracy"], np.mean(ranks <= 1))
+    self.assertAllClose(got["top2_accuracy"], np.mean(ranks <= 2))
+    self.assertAllClose(got["ndcg@3"],
+                        np.mean(np.where(ranks <= 3, 1 / np.log2(1 + ranks),
+                                         0.)))
+    self.assertAllClose(got["mrr"], np.mean(1. / ranks))
+
+  def test_constant_scores_score_zero_top1(self):
+    got = rank4class_tf.evaluate_scores([0, 1, 2], np.zeros((3, 3)),
+                                        ("top1_accuracy", "mrr"))
+    self.assertEqual(got["top1_accuracy"], 0.)
+    self.assertAllClose(got["mrr"], 1. / 3.)
+
+  def test_per_instance_means_are_evaluate_scores(self):
+    rng = np.random.RandomState(8)
+    labels = rng.randint(0, 7, size=90)
+    scores = rng.normal(size=(90, 7))
+    names = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
+    per = metrics.per_instance(labels, scores, names)
+    want = rank4class_tf.evaluate_scores(labels, scores, names)
+    for name in names:
+      self.assertEqual(per[name].shape, (90,))
+      self.assertAllClose(per[name].mean(), want[name], msg=name)
+    np_ranks = np.array([np_rank_of_true(l, s) for l, s in zip(labels,
+                                                                scores)])
+    self.assertAllClose(per["mrr"], 1. / np_ranks)
+
+  def test_per_instance_refuses_whole_split_metrics(self):
+    with self.assertRaisesRegex(ValueError, "whole-split"):
+      metrics.per_instance([0], [[1., 0.]], ["map_class"])
+
   def test_keras_names_have_no_at_sign(self):
     self.assertEqual(metrics.get("ndcg@5").name, "ndcg_5")
     self.assertEqual(metrics.get("top5_accuracy").name, "top5_accuracy")

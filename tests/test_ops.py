@@ -70,6 +70,26 @@ class OpsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(ids, [[1, 0]])
     self.assertIsNone(names)
 
+  def test_tie_broken_scores_order(self):
+    # Classes 0-2 tied at 1.0: the relevant class 1 goes after 0 and 2, and
+    # 0 before 2 (lower id); class 3 (score 2) first, class 4 last.
+    got = ops.tie_broken_scores([[1., 1., 1., 2., 0.]],
+                                [[0., 1., 0., 0., 0.]])
+    order = np.argsort(-got.numpy()[0])
+    self.assertAllEqual(order, [3, 0, 2, 1, 4])
+    self.assertAllEqual(np.sort(got.numpy()[0]), [1., 2., 3., 4., 5.])
+
+  def test_tie_broken_scores_keep_the_order_of_distinct_scores(self):
+    scores = np.random.RandomState(0).normal(size=(6, 9)).astype(np.float32)
+    labels = np.eye(9, dtype=np.float32)[np.arange(6)]
+    got = ops.tie_broken_scores(scores, labels).numpy()
+    self.assertAllEqual(np.argsort(-got, axis=1), np.argsort(-scores, axis=1))
+
+  def test_tie_broken_scores_in_tf_function(self):
+    fn = tf.function(ops.tie_broken_scores)
+    self.assertAllEqual(fn(tf.zeros([2, 3]), tf.zeros([2, 3])),
+                        [[3., 2., 1.]] * 2)
+
 
 if __name__ == "__main__":
   tf.test.main()

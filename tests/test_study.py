@@ -1,0 +1,329 @@
+"""Tests of rank4class_tf.study and study_report without training.
+
+The report is computed from records and per-instance arrays written here by
+hand, so selection, tables and p-values have known answers; the end-to-end
+grid is in test_study_pipeline.py.
+"""
+
+import csv
+import json
+import os
+import re
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class_tf import config as config_lib
+from rank4class_tf import paper_tables
+from rank4class_tf import study
+from rank4class_tf import study_report
+
+METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
+N = 120  # Test instances.
+
+
+def base_config(**kwargs):
+  return config_lib.TrainConfig(model_dir="unused", train_steps=10,
+                                eval_every=5, **kwargs)
+
+
+def fake_run(study_dir, run, hits, validation_top1, val_offset=0.):
+  """Writes a finished run whose true class is ranked 1st where `hits`, else
+  2nd; returns its record."""
+  hits = np.asarray(hits, np.float64)
+  ranks = np.where(hits > 0, 1., 2.)
+  arrays = {"top1_accuracy": hits, "top5_accuracy": np.ones(N),
+            "ndcg@5": 1. / np.log2(1. + ranks), "mrr": 1. / ranks,
+            "softmax_ce": np.log(ranks) + 0.1, "labels": np.zeros(N, int)}
+  folder = study.run_dir(study_dir, run)
+  os.makedirs(folder)
+  np.savez(os.path.join(folder, study.TEST_FILE), **arrays)
+  test = {m: float(arrays[m].mean()) for m in METRICS}
+  validation = dict(test, top1_accuracy=validation_top1 + val_offset)
+  mrr = test["mrr"]
+  record = dict(
+      run=run.name, loss=run.loss, interaction=run.interaction,
+      learning_rate=run.learning_rate, mlp_units=run.mlp_units,
+      seed=run.seed, validation=validation, test=test, num_test=N,
+      test_softmax_ce=float(arrays["softmax_ce"].mean()),
+      test_neg_log_mrr=-np.log(mrr), test_neg_log_ndcg=-np.log(test["ndcg@5"]),
+      ce_bound_holds=True, best_step=10, train_seconds=1.5,
+      resumed_at_step=0,
+      validation_curve={"top1_accuracy": [[5, 0.5], [10, validation_top1]]})
+  with open(os.path.join(folder, study.RESULT_FILE), "w") as f:
+    json.dump(record, f)
+  return record
+
+
+class GridTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_runs_and_names(self):
+    grid = study.Grid(losses=("softmax", "mse"), interactions=("dot",
+                                                               "lc_mlp"),
+                      seeds=(0, 1), learning_rates=(1e-3, 3e-05),
+                      mlp_units=(64, 128))
+    runs = grid.runs()
+    # dot has no width: 2 losses x (1 + 2 widths) x 2 rates x 2 seeds.
+    self.assertLen(runs, 24)
+    self.assertLen({r.name for r in runs}, 24)
+    self.assertEqual(runs[0].name, "softmax.dot.lr0.001.seed0")
+    self.assertIn("mse.lc_mlp.lr3e-05.u128.seed1", [r.name for r in runs])
+    self.assertEqual([r.seed for r in runs[:12]], [0] * 12)
+
+  def test_paper_grid(self):
+    self.assertLen(study.PAPER_LEARNING_RATES, 13)
+    self.assertAllClose(study.PAPER_LEARNING_RATES[:3], [1e-7, 3e-7, 1e-6])
+    self.assertAllClose(study.PAPER_LEARNING_RATES[-2:], [3e-2, 0.1])
+    self.assertLen(study.Grid().runs(), 5 * 3 * 3)
+
+  @parameterized.parameters(
+      (dict(losses=("softmax", "hinge")), "--losses: 'hinge' is not valid"),
+      (dict(interactions=("bilinear",)), "--interactions: 'bilinear'"),
+      (dict(losses=()), "--losses is empty"),
+      (dict(seeds=(1, 1)), "--seeds repeats"),
+      (dict(learning_rates=(0.,)), "--learning_rates: 0.0 must be > 0"),
+      (dict(mlp_units=(-4,)), "--mlp_units: -4 must be > 0"))
+  def test_bad_grid(self, kwargs, message):
+    with self.assertRaisesRegex(ValueError, re.escape(message)):
+      study.Grid(**kwargs).validate()
+
+  def test_union_keeps_first_seen_order(self):
+    a = study.Grid(losses=("mse", "softmax"), seeds=(2,))
+    b = study.Grid(losses=("softmax", "approx_ndcg"), seeds=(0, 2))
+    union = a.union(b)
+    self.assertEqual(union.losses, ("mse", "softmax", "approx_ndcg"))
+    self.assertEqual(union.seeds, (2, 0))
+
+
+class OpenStudyTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.dir = os.path.join(tempfile.mkdtemp(), "study")
+    self.grid = study.Grid(losses=("softmax",), interactions=("dot",),
+                           seeds=(0,))
+
+  def test_creates_then_extends(self):
+    study.open_study(self.dir, base_config(), self.grid)
+    whole = study.open_study(self.dir, base_config(),
+                             study.Grid(losses=("mse",), interactions=("dot",),
+                                        seeds=(1,)))
+    self.assertEqual(whole.losses, ("softmax", "mse"))
+    self.assertEqual(whole.seeds, (0, 1))
+    shared, grid = study.load_study(self.dir)
+    self.assertEqual(grid, whole)
+    self.assertEqual(shared["train_steps"], 10)
+    self.assertNotIn("loss", shared)
+
+  def test_changed_shared_flag_is_refused_and_nothing_changes(self):
+    study.open_study(self.dir, base_config(), self.grid)
+    path = os.path.join(self.dir, study.STUDY_FILE)
+    with open(path) as f:
+      before = f.read()
+    with self.assertRaisesRegex(
+        ValueError, r"^--train_steps=20 differs from the study in .*"
+        r"\(train_steps=10\)"):
+      study.open_study(self.dir, config_lib.TrainConfig(
+          model_dir="x", train_steps=20, eval_every=5), self.grid)
+    with open(path) as f:
+      self.assertEqual(f.read(), before)
+
+  def test_folder_with_other_files_is_refused(self):
+    os.makedirs(self.dir)
+    open(os.path.join(self.dir, "notes.txt"), "w").close()
+    with self.assertRaisesRegex(ValueError, "not empty and holds no "
+                                "study.json"):
+      study.open_study(self.dir, base_config(), self.grid)
+    self.assertEqual(os.listdir(self.dir), ["notes.txt"])
+
+  def test_bad_run_config_writes_nothing(self):
+    grid = study.Grid(losses=("softmax",), interactions=("label_attention",),
+                      seeds=(0,))
+    with self.assertRaisesRegex(ValueError, "--interaction=label_attention"):
+      study.open_study(self.dir, base_config(encoder="mlp"), grid)
+    self.assertFalse(os.path.exists(self.dir))
+
+  def test_multilabel_dataset_is_refused(self):
+    with self.assertRaisesRegex(ValueError, "multi-label"):
+      study.open_study(self.dir, base_config(dataset="goemotions_multilabel",
+                                             encoder="bert"), self.grid)
+
+
+class ReportTest(tf.test.TestCase):
+  """A hand-made study: 3 cells x 2 seeds x 2 learning rates."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.dir = os.path.join(tempfile.mkdtemp(), "study")
+    grid = study.Grid(losses=("softmax", "approx_ndcg"),
+                      interactions=("dot", "lc_mlp"), seeds=(0, 1),
+                      learning_rates=(1e-3, 1e-2), mlp_units=(8,))
+    study.open_study(cls.dir, base_config(), grid)
+    half = np.tile([1., 0.], N // 2)  # Baseline: right on every other one.
+    rng = np.random.default_rng(0)
+    cls.records = []
+    for run in grid.runs():
+      chosen_rate = 1e-3 if run.seed == 0 else 1e-2
+      val = 0.9 if run.learning_rate == chosen_rate else 0.5
+      if run.cell == ("softmax", "dot"):
+        hits = half
+      elif run.cell == ("approx_ndcg", "dot"):
+        hits = half  # The same model as the baseline: p = 1.
+      elif run.cell == ("softmax", "lc_mlp"):
+        hits = np.ones(N)  # Right wherever the baseline misses.
+      else:
+        hits = (rng.random(N) < 0.5).astype(float)
+      if run.learning_rate != chosen_rate:
+        hits = np.zeros(N)  # Never chosen: must not leak into the tables.
+      cls.records.append(fake_run(cls.dir, run, hits, val))
+    cls.paths = study_report.write_report(cls.dir, num_samples=1000)
+    with open(cls.paths["tables"]) as f:
+      cls.tables = f.read()
+    with open(cls.paths["results"]) as f:
+      cls.rows = list(csv.DictReader(f))
+
+  def cell_text(self, metric, interaction, loss_column):
+    """The text of a cell of the main table."""
+    titles = {"top1_accuracy": "Top-1", "mrr": "MRR"}
+    header = next(l for l in self.tables.splitlines()
+                  if l.startswith("| metric | interaction |"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    for line in self.tables.splitlines():
+      cells = [c.strip() for c in line.strip("|").split("|")]
+      if cells[:2] == [titles[metric], interaction]:
+        return cells[columns.index(loss_column)]
+    raise AssertionError(f"no row {metric} {interaction}")
+
+  def test_results_csv_has_every_run_and_the_selection(self):
+    self.assertLen(self.rows, 16)
+    selected = [r["run"] for r in self.rows if r["selected"] == "True"]
+    self.assertLen(selected, 8)  # One per (loss, interaction, seed).
+    for name in selected:
+      self.assertTrue(("lr0.001" in name and "seed0" in name) or
+                      ("lr0.01" in name and "seed1" in name), name)
+    row = self.rows[0]
+    for column in ("learning_rate", "mlp_units", "seed", "best_step",
+                   "validation_top1_accuracy", "test_ndcg@5",
+                   "test_softmax_ce", "test_neg_log_mrr", "ce_bound_holds",
+                   "train_seconds", "dataset", "train_steps", "batch_size"):
+      self.assertIn(column, row)
+
+  def test_table_recomputed_from_results_csv(self):
+    # Independent of the report code: choose on validation, mean and sample
+    # std over seeds of the chosen rows' test metrics.
+    for loss, title in (("softmax", "Softmax CE"),
+                        ("approx_ndcg", "ApproxNDCG")):
+      for interaction, row_title in (("dot", "Dot"), ("lc_mlp", "LC+MLP")):
+        chosen = []
+        for seed in ("0", "1"):
+          rows = [r for r in self.rows if (r["loss"], r["interaction"],
+                                           r["seed"]) == (loss, interaction,
+                                                          seed)]
+          best = max(rows, key=lambda r: float(r["validation_top1_accuracy"]))
+          chosen.append(float(best["test_top1_accuracy"]))
+        want = f"{np.mean(chosen):.4f} ± {np.std(chosen, ddof=1):.4f}"
+        self.assertIn(want, self.cell_text("top1_accuracy", row_title, title))
+
+  def test_p_values_against_softmax_dot(self):
+    self.assertIn("(base)", self.cell_text("top1_accuracy", "Dot",
+                                           "Softmax CE"))
+    self.assertIn("(p=1.0000)", self.cell_text("top1_accuracy", "Dot",
+                                               "ApproxNDCG"))
+    self.assertIn("(p=0.0010)", self.cell_text("top1_accuracy", "LC+MLP",
+                                               "Softmax CE"))
+
+  def test_best_and_top_three_marked(self):
+    best = self.cell_text("mrr", "LC+MLP", "Softmax CE")
+    self.assertTrue(best.startswith("**1.0000 ± 0.0000** *"), best)
+    # One best for Top-1, NDCG@5 and MRR; Top-5 is 1.0 in all four cells,
+    # which all tie for the best.
+    self.assertEqual(self.tables.count("** *"), 3 + 4)
+    # Top-1: the top three are bold, the fourth (baseline or its twin,
+    # 0.5000) is not.
+    bold = [self.cell_text("top1_accuracy", i, l).startswith("**")
+            for i in ("Dot", "LC+MLP") for l in ("Softmax CE", "ApproxNDCG")]
+    self.assertEqual(sum(bold), 3)
+
+  def test_summary_informativeness_and_bound(self):
+    self.assertRegex(self.tables, r"\| Top-1 \| 0\.5000 ± 0\.0000 \| "
+                     r"Softmax CE \+ LC\+MLP \| 1\.0000 ± 0\.0000 \| "
+                     r"\+0\.5000 \| 0\.0010 \|")
+    # Top-5 is 1 for every cell: it separates no pair of the 6.
+    self.assertIn("| Top-5 | 0 of 6 | 0% |", self.tables)
+    self.assertIn("| Softmax CE + Dot | ", self.tables)
+    self.assertIn("holds in 2/2 runs", self.tables)
+
+  def test_figures_and_hparams(self):
+    figures = sorted(os.listdir(self.paths["figures"]))
+    self.assertEqual(figures, ["mrr.png", "ndcg_at_5.png",
+                               "top1_accuracy.png", "top5_accuracy.png",
+                               "validation_curves.png"])
+    from tensorboard.plugins.hparams import metadata  # pylint: disable=g-import-not-at-top
+    run = self.records[0]["run"]
+    folder = os.path.join(self.dir, "runs", run)
+    (path,) = tf.io.gfile.glob(os.path.join(folder, "*.study_hparams"))
+    values, scalars = {}, {}
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag == metadata.SESSION_START_INFO_TAG:
+          info = metadata.parse_session_start_info_plugin_data(
+              value.metadata.plugin_data.content)
+          values = {k: v for k, v in info.hparams.items()}
+        elif value.HasField("tensor"):
+          scalars[value.tag] = float(tf.make_ndarray(value.tensor))
+    self.assertEqual(values["loss"].string_value, "softmax")
+    self.assertAllClose(values["learning_rate"].number_value, 1e-3)
+    self.assertAllClose(scalars["test/top1_accuracy"],
+                        self.records[0]["test"]["top1_accuracy"])
+    (root,) = tf.io.gfile.glob(os.path.join(self.dir, "*.study_hparams"))
+    tags = {v.tag for e in tf.compat.v1.train.summary_iterator(root)
+            for v in e.summary.value}
+    self.assertIn(metadata.EXPERIMENT_TAG, tags)
+
+  def test_report_is_deterministic(self):
+    study_report.write_report(self.dir, num_samples=1000)
+    with open(self.paths["tables"]) as f:
+      self.assertEqual(f.read(), self.tables)
+
+  def test_paper_table_beside_ours(self):
+    path = os.path.join(tempfile.mkdtemp(), "paper.json")
+    with open(path, "w") as f:
+      json.dump({"title": "Digits (made up for this test)", "source": "test",
+                 "values": {"top1_accuracy": {"dot": {"softmax": 0.25,
+                                                      "mse": None}}}}, f)
+    study_report.write_report(self.dir, num_samples=1000, paper_table=path)
+    with open(self.paths["tables"]) as f:
+      text = f.read()
+    self.assertIn("| Top-1 | Softmax CE + Dot | 0.5000 | 0.2500 | +0.2500 |",
+                  text)
+    study_report.write_report(self.dir, num_samples=1000)  # As it was.
+
+  def test_bad_report_options(self):
+    with self.assertRaisesRegex(ValueError, "^--select_metric='map'"):
+      study_report.write_report(self.dir, select_metric="map")
+    with self.assertRaisesRegex(ValueError, "^--bootstrap_samples=10 "):
+      study_report.write_report(self.dir, num_samples=10)
+    with self.assertRaisesRegex(ValueError, "^--paper_table=cifar10_vgg16: "
+                                "the paper's numbers"):
+      study_report.write_report(self.dir, paper_table="cifar10_vgg16")
+
+
+class PaperTablesTest(tf.test.TestCase):
+
+  def test_names_and_bad_files(self):
+    self.assertLen(paper_tables.NAMES, 6)
+    with self.assertRaisesRegex(ValueError, "neither a JSON file nor"):
+      paper_tables.load("goemotions")
+    path = os.path.join(tempfile.mkdtemp(), "bad.json")
+    with open(path, "w") as f:
+      json.dump({"title": "t", "source": "s",
+                 "values": {"mrr": {"dot": {"softmax": 61.2}}}}, f)
+    with self.assertRaisesRegex(ValueError, "not a fraction"):
+      paper_tables.load(path)
+
+
+if __name__ == "__main__":
+  tf.test.main()
