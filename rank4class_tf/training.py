@@ -269,16 +269,19 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
           config.contrastive_weight, config.contrastive_learning_rate)]
     return schedule + [
         tf.keras.callbacks.TensorBoard(model_dir),
-        # Restores model, optimizer and epoch after a crash or preemption;
-        # `resume_epoch` reads the same backup to realign the data.
-        tf.keras.callbacks.BackupAndRestore(
-            backup_dir=os.path.join(model_dir, BACKUP_DIR)),
         tf.keras.callbacks.ModelCheckpoint(
             os.path.join(model_dir, "checkpoints", "ckpt-{epoch:04d}"),
             save_weights_only=True),
         # TF-Ranking's pipeline names this folder and exports from it.
         BestCheckpoint(os.path.join(model_dir, "best_checkpoint"), monitor,
                        resume=resume_epoch(model_dir) > 0),
+        # Restores model, optimizer and epoch after a crash or preemption;
+        # `resume_epoch` reads the same backup to realign the data. Last, so
+        # that a backup of epoch e implies that epoch e's checkpoints and
+        # best.json are written: a kill between them would otherwise resume
+        # without the best value so far and pick a worse best checkpoint.
+        tf.keras.callbacks.BackupAndRestore(
+            backup_dir=os.path.join(model_dir, BACKUP_DIR)),
     ]
 
   def export_saved_model(self, model: tf.keras.Model, export_to: str,

@@ -1,0 +1,237 @@
+"""End-to-end tests of pipelines.study: the grid, skip, kill and resume.
+
+The binary runs as a user runs it (`python -m pipelines.study`), on digits
+with few steps: the README's command with a smaller grid.
+"""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class_tf import config as config_lib
+from rank4class_tf import study
+from rank4class_tf import training
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# --dropout=0: a resumed run replays exactly only without dropout, whose
+# random masks are not part of the backup (as in test_faults.ResumeTest).
+SHARED = ["--dataset=digits", "--mlp_units=8", "--train_steps=60",
+          "--eval_every=10", "--dropout=0", "--deterministic",
+          "--bootstrap_samples=1000"]
+GRID = ["--losses=softmax,approx_ndcg", "--interactions=dot,lc_mlp",
+        "--seeds=0,1", "--learning_rates=1e-3,1e-2"]
+# Columns that differ between an interrupted and an uninterrupted run.
+TIMING = ("train_seconds", "resumed_at_step")
+
+
+def command(study_dir, *flags):
+  return [sys.executable, "-m", "pipelines.study", f"--study_dir={study_dir}",
+          *SHARED, *flags]
+
+
+def run(cmd, check=True):
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
+                        timeout=900)
+  if check and proc.returncode != 0:
+    raise AssertionError(f"study failed:\n{proc.stderr[-3000:]}")
+  return proc
+
+
+def read_rows(study_dir):
+  with open(os.path.join(study_dir, "results.csv")) as f:
+    return {r["run"]: r for r in csv.DictReader(f)}
+
+
+class StudyTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.dir = os.path.join(tempfile.mkdtemp(), "study")
+    cls.first = run(command(cls.dir, *GRID))
+    cls.rows = read_rows(cls.dir)
+    with open(os.path.join(cls.dir, "tables.md")) as f:
+      cls.tables = f.read()
+
+  def test_grid_completes_with_one_line_per_run(self):
+    self.assertLen(self.rows, 16)
+    lines = self.first.stdout.strip().splitlines()
+    progress = [l for l in lines if l.startswith("[")]
+    self.assertLen(progress, 16)
+    self.assertRegex(progress[0], r"^\[1/16\] softmax\.dot\.lr0\.001\.seed0: "
+                     r"validation top1_accuracy 0\.\d{4}; test top1_accuracy "
+                     r"0\.\d{4} top5_accuracy .* mrr 0\.\d{4}; \d+ s; about .* "
+                     r"left$")
+    self.assertEqual(lines[-1], f"Wrote {self.dir}/results.csv, "
+                     f"{self.dir}/tables.md and {self.dir}/figures/.")
+    # No TensorFlow INFO wall on the console; the details are in the logs.
+    self.assertNotIn("INFO", self.first.stdout + self.first.stderr)
+    log = os.path.join(self.dir, "runs", "softmax.dot.lr0.001.seed0",
+                       "study.log")
+    with open(log) as f:
+      self.assertIn("Assets written to", f.read())
+
+  def test_every_run_is_a_pipelines_train_model_dir(self):
+    run_dir = os.path.join(self.dir, "runs", "approx_ndcg.lc_mlp.lr0.01.u8."
+                           "seed1")
+    config = training.load_config(run_dir)
+    self.assertEqual((config.loss, config.interaction, config.learning_rate,
+                      config.mlp_units, config.seed, config.train_steps),
+                     ("approx_ndcg", "lc_mlp", 0.01, 8, 1, 60))
+    want = training.evaluate(run_dir, "test")
+    row = self.rows["approx_ndcg.lc_mlp.lr0.01.u8.seed1"]
+    for name in ("top1_accuracy", "ndcg@5", "mrr"):
+      self.assertAllClose(float(row[f"test_{name}"]), want[name])
+
+  def test_tables_recomputed_from_results_csv(self):
+    for (loss, title) in (("softmax", "Softmax CE"),
+                          ("approx_ndcg", "ApproxNDCG")):
+      for interaction in ("dot", "lc_mlp"):
+        chosen = []
+        for seed in ("0", "1"):
+          rows = [r for r in self.rows.values()
+                  if (r["loss"], r["interaction"], r["seed"]) ==
+                  (loss, interaction, seed)]
+          best = rows[0]
+          for r in rows[1:]:  # The first of equal values wins.
+            if (float(r["validation_top1_accuracy"]) >
+                float(best["validation_top1_accuracy"])):
+              best = r
+          self.assertEqual(best["selected"], "True")
+          chosen.append(float(best["test_ndcg@5"]))
+        want = f"{np.mean(chosen):.4f} ± {np.std(chosen, ddof=1):.4f}"
+        self.assertIn(want, self.tables, f"{loss} {interaction}")
+    self.assertLen([r for r in self.rows.values()
+                    if r["selected"] == "True"], 8)
+    for r in self.rows.values():
+      self.assertEqual(r["ce_bound_holds"], "True")
+      self.assertGreaterEqual(float(r["test_softmax_ce"]),
+                              float(r["test_neg_log_mrr"]))
+
+  def test_rerun_skips_everything_and_report_only_repeats(self):
+    results = [os.path.join(self.dir, "runs", name, study.RESULT_FILE)
+               for name in self.rows]
+    stamps = [os.path.getmtime(p) for p in results]
+    again = run(command(self.dir, *GRID))
+    self.assertIn("16 of 16 runs already finished", again.stdout)
+    self.assertNotIn("[1/16]", again.stdout)
+    self.assertEqual([os.path.getmtime(p) for p in results], stamps)
+    run([sys.executable, "-m", "pipelines.study", f"--study_dir={self.dir}",
+         "--report_only", "--bootstrap_samples=1000"])
+    with open(os.path.join(self.dir, "tables.md")) as f:
+      self.assertEqual(f.read(), self.tables)
+
+  def test_sigkill_mid_grid_then_rerun_equals_uninterrupted(self):
+    # A sub-grid of the same study settings, killed while its second run
+    # trains: its rows must equal the uninterrupted study's.
+    killed = os.path.join(tempfile.mkdtemp(), "killed")
+    grid = ["--losses=softmax", "--interactions=dot,lc_mlp", "--seeds=1",
+            "--learning_rates=1e-3,1e-2"]
+    second = os.path.join(killed, "runs", "softmax.dot.lr0.01.seed1")
+    proc = subprocess.Popen(command(killed, *grid), cwd=REPO,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while training.resume_epoch(second) < 1:
+      self.assertIsNone(proc.poll(), "the study ended before it was killed")
+      self.assertLess(time.time(), deadline)
+      time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    self.assertFalse(os.path.exists(os.path.join(second, study.RESULT_FILE)))
+
+    rerun = run(command(killed, *grid))
+    self.assertIn("1 of 4 runs already finished", rerun.stdout)
+    got = read_rows(killed)
+    self.assertLen(got, 4)
+    with open(os.path.join(second, study.RESULT_FILE)) as f:
+      self.assertGreater(json.load(f)["resumed_at_step"], 0)
+    for name, row in got.items():
+      want = self.rows[name]
+      for column in row:
+        if column not in TIMING:
+          self.assertEqual(row[column], want[column], f"{name}: {column}")
+
+
+class BadInputTest(tf.test.TestCase):
+  """One line naming the flag, exit 1, nothing written or changed."""
+
+  def test_one_line_and_nothing_written(self):
+    parent = tempfile.mkdtemp()
+    existing = os.path.join(parent, "existing")
+    study.open_study(existing, config_lib.TrainConfig(model_dir="x",
+                                                      train_steps=5),
+                     study.Grid(losses=("softmax",), interactions=("dot",)))
+    with open(os.path.join(existing, study.STUDY_FILE)) as f:
+      before = f.read()
+    cases = {
+        "unknown_loss": (["--losses=softmax,hinge"],
+                         "study: --losses: 'hinge' is not valid; choose "
+                         "from: softmax, "),
+        "unknown_interaction": (["--interactions=dot,bilinear"],
+                                "study: --interactions: 'bilinear' is not "
+                                "valid"),
+        "empty_list": (["--seeds="], "study: --seeds is empty; give at least "
+                       "one value."),
+        "learning_rate": (["--learning_rates=1e-3,fast"],
+                          "study: --learning_rates: 'fast' is not a number."),
+        "units": (["--mlp_units=64,wide"],
+                  "study: --mlp_units: 'wide' is not an integer."),
+        "select_metric": (["--select_metric=map"],
+                          "study: --select_metric='map' must be one of"),
+        "paper_table": (["--paper_table=mnist"],
+                        "study: --paper_table=mnist is neither a JSON file"),
+        "train_flag": (["--batch_size=0"],
+                       "study: --batch_size=0 must be > 0."),
+    }
+    # One process for every case: each calls the binary's main as absl does.
+    script = textwrap.dedent("""
+        import json, sys
+        from absl import flags
+        from absl.testing import flagsaver
+        from pipelines import study
+        results = {}
+        for name, (study_dir, argv) in json.loads(sys.argv[1]).items():
+          with flagsaver.flagsaver():
+            flags.FLAGS.unparse_flags()
+            flags.FLAGS(["study", "--study_dir=" + study_dir] + argv)
+            try:
+              study.main(["study"])
+              results[name] = [0, ""]
+            except SystemExit as e:
+              results[name] = [1 if isinstance(e.code, str) else e.code,
+                               str(e.code)]
+        print(json.dumps(results))
+        """)
+    arguments = {name: (os.path.join(parent, name), argv)
+                 for name, (argv, _) in cases.items()}
+    arguments["other_study"] = (existing, ["--train_steps=7"])
+    proc = run([sys.executable, "-c", script, json.dumps(arguments)])
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, (_, message) in cases.items():
+      code, text = results[name]
+      self.assertEqual(code, 1, name)
+      self.assertTrue(text.startswith(message), f"{name}: {text}")
+      self.assertNotIn("\n", text)
+      self.assertFalse(os.path.exists(os.path.join(parent, name)), name)
+    code, text = results["other_study"]
+    self.assertEqual(code, 1)
+    self.assertEqual(text, f"study: --train_steps=7 differs from the study "
+                     f"in {existing} (train_steps=5); pass the same value, "
+                     "or another --study_dir.")
+    self.assertEqual(sorted(os.listdir(existing)), ["runs", "study.json"])
+    with open(os.path.join(existing, study.STUDY_FILE)) as f:
+      self.assertEqual(f.read(), before)
+
+
+if __name__ == "__main__":
+  tf.test.main()
