@@ -14,7 +14,8 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["rank4class_tf",
                                                "rank4class_tf.*"]),
     include_package_data=True,
-    package_data={"rank4class_tf": ["sorting/pretrained/*"]},
+    package_data={"rank4class_tf": ["sorting/pretrained/*",
+                                   "paper_tables/*.json"]},
     # Exact versions live in constraints.txt; install with
     # `pip install -r requirements.txt -c constraints.txt`.
     install_requires=[
