@@ -520,14 +520,16 @@ def matplotlib_line(plt, colour, label):
 
 
 def write_hparams(study_dir: str, records: Sequence[Dict],
-                  grid: study_lib.Grid, metric_names: Sequence[str]) -> None:
+                  grid: study_lib.Grid, metric_names: Sequence[str],
+                  chosen: Dict) -> None:
   """Logs every run to TensorBoard's HParams plugin.
 
   The experiment (hyper-parameters and their domains, the metrics) goes to
-  the study folder, one session per run to its run folder: hyper-parameters,
-  and as scalars its best validation metrics, test metrics, softmax CE and
-  training time. Earlier study HParams files are replaced, so the view
-  follows the latest report.
+  the study folder, one session per run to its run folder: hyper-parameters
+  (with `selected`: whether the run is the chosen one of its seed), and as
+  scalars the validation metrics of its best checkpoint, its test metrics,
+  softmax CE and training time. Earlier study HParams files are replaced, so
+  the view follows the latest report.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorboard.plugins.hparams import api as hp  # pylint: disable=g-import-not-at-top
@@ -538,6 +540,7 @@ def write_hparams(study_dir: str, records: Sequence[Dict],
           [float(r) for r in grid.learning_rates])),
       hp.HParam("mlp_units", hp.Discrete([0] + list(grid.mlp_units))),
       hp.HParam("seed", hp.Discrete(list(grid.seeds))),
+      hp.HParam("selected", hp.Discrete([False, True])),
   ]
   tags = ([f"validation/{m}" for m in metric_names] +
           [f"test/{m}" for m in metric_names] +
@@ -552,11 +555,13 @@ def write_hparams(study_dir: str, records: Sequence[Dict],
       study_dir, filename_suffix=HPARAMS_SUFFIX).as_default():
     hp.hparams_config(hparams=domains,
                       metrics=[hp.Metric(t) for t in tags])
+  chosen_runs = {r["run"] for r in chosen.values()}
   for r in records:
     folder = os.path.join(study_dir, study_lib.RUNS_DIR, r["run"])
     values = {"loss": r["loss"], "interaction": r["interaction"],
               "learning_rate": float(r["learning_rate"]),
-              "mlp_units": r["mlp_units"] or 0, "seed": r["seed"]}
+              "mlp_units": r["mlp_units"] or 0, "seed": r["seed"],
+              "selected": r["run"] in chosen_runs}
     scalars = {f"validation/{m}": r["validation"][m] for m in metric_names}
     scalars.update({f"test/{m}": r["test"][m] for m in metric_names})
     scalars["test/softmax_ce"] = r["test_softmax_ce"]
@@ -626,5 +631,5 @@ def write_report(study_dir: str, select_metric: Optional[str] = None,
   os.replace(paths["tables"] + ".tmp", paths["tables"])
   write_figures(paths["figures"], cells, records, chosen, metric_names,
                 statistics, select_metric)
-  write_hparams(study_dir, records, grid, metric_names)
+  write_hparams(study_dir, records, grid, metric_names, chosen)
   return paths

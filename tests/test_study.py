@@ -276,6 +276,7 @@ class ReportTest(tf.test.TestCase):
           scalars[value.tag] = float(tf.make_ndarray(value.tensor))
     self.assertEqual(values["loss"].string_value, "softmax")
     self.assertAllClose(values["learning_rate"].number_value, 1e-3)
+    self.assertTrue(values["selected"].bool_value)  # seed 0 chose 1e-3.
     self.assertAllClose(scalars["test/top1_accuracy"],
                         self.records[0]["test"]["top1_accuracy"])
     (root,) = tf.io.gfile.glob(os.path.join(self.dir, "*.study_hparams"))
