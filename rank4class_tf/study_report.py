@@ -449,10 +449,11 @@ def write_figures(folder: str, cells: Sequence[Cell], records: Sequence[Dict],
     ax.set_xticks(range(len(interactions_axis)))
     ax.set_xticklabels([INTERACTION_TITLES.get(i, i)
                         for i in interactions_axis])
-    top = max(c.pooled(metric).mean() for c in cells)
-    bottom = min(low) if low else 0.
-    ax.set_ylim(max(0., bottom - 0.1 * (top - bottom + 1e-3)),
-                min(1., top + 0.25 * (top - bottom + 1e-3)))
+    highs = [statistics.intervals[c.key][metric][1] for c in cells]
+    top, bottom = max(highs), min(low) if low else 0.
+    span = top - bottom + 1e-3
+    ax.set_ylim(max(0., bottom - 0.1 * span), min(1. + 0.02 * span,
+                                                  top + 0.2 * span))
     ax.set_ylabel(f"test {metric_title(metric)}")
     ax.set_title(f"Test {metric_title(metric)} of each cell\n(bars: 95% "
                  "bootstrap intervals over test instances, seeds pooled)",
