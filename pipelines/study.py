@@ -54,7 +54,7 @@ flags.DEFINE_string("select_metric", None,
                     "seed)'s learning rate and width (default: "
                     "--best_metric).")
 flags.DEFINE_integer("bootstrap_samples", stats.DEFAULT_SAMPLES,
-                     "Resamples of the paired bootstrap tests (>= 1000).")
+                     "Resamples of the paired bootstrap tests (>= 10000).")
 flags.DEFINE_string("paper_table", None,
                     "Show the paper's numbers beside ours: "
                     f"{'|'.join(study_report.paper_tables.NAMES)} or a JSON "

@@ -585,8 +585,9 @@ def check_options(metric_names: Sequence[str], select_metric: str,
   if select_metric not in metric_names:
     raise ValueError(f"--select_metric={select_metric!r} must be one of the "
                      f"study's --metrics ({', '.join(metric_names)}).")
-  if num_samples < 1000:
-    raise ValueError(f"--bootstrap_samples={num_samples} must be >= 1000.")
+  if num_samples < stats.DEFAULT_SAMPLES:
+    raise ValueError(f"--bootstrap_samples={num_samples} must be >= "
+                     f"{stats.DEFAULT_SAMPLES}.")
   return paper_tables.load(paper_table) if paper_table else None
 
 
@@ -599,7 +600,7 @@ def write_report(study_dir: str, select_metric: Optional[str] = None,
     study_dir: the study's folder.
     select_metric: validation metric choosing each run's hyper-parameters
       (None: the study's `best_metric`).
-    num_samples: bootstrap resamples (>= 1,000).
+    num_samples: bootstrap resamples (>= 10,000).
     paper_table: a `paper_tables` name or a JSON file of the paper's numbers
       to show beside ours.
 

@@ -179,7 +179,7 @@ class ReportTest(tf.test.TestCase):
       if run.learning_rate != chosen_rate:
         hits = np.zeros(N)  # Never chosen: must not leak into the tables.
       cls.records.append(fake_run(cls.dir, run, hits, val))
-    cls.paths = study_report.write_report(cls.dir, num_samples=1000)
+    cls.paths = study_report.write_report(cls.dir, num_samples=10_000)
     with open(cls.paths["tables"]) as f:
       cls.tables = f.read()
     with open(cls.paths["results"]) as f:
@@ -232,7 +232,7 @@ class ReportTest(tf.test.TestCase):
                                            "Softmax CE"))
     self.assertIn("(p=1.0000)", self.cell_text("top1_accuracy", "Dot",
                                                "ApproxNDCG"))
-    self.assertIn("(p=0.0010)", self.cell_text("top1_accuracy", "LC+MLP",
+    self.assertIn("(p=0.0001)", self.cell_text("top1_accuracy", "LC+MLP",
                                                "Softmax CE"))
 
   def test_best_and_top_three_marked(self):
@@ -250,7 +250,7 @@ class ReportTest(tf.test.TestCase):
   def test_summary_informativeness_and_bound(self):
     self.assertRegex(self.tables, r"\| Top-1 \| 0\.5000 ± 0\.0000 \| "
                      r"Softmax CE \+ LC\+MLP \| 1\.0000 ± 0\.0000 \| "
-                     r"\+0\.5000 \| 0\.0010 \|")
+                     r"\+0\.5000 \| 0\.0001 \|")
     # Top-5 is 1 for every cell: it separates no pair of the 6.
     self.assertIn("| Top-5 | 0 of 6 | 0% |", self.tables)
     self.assertIn("| Softmax CE + Dot | ", self.tables)
@@ -285,7 +285,7 @@ class ReportTest(tf.test.TestCase):
     self.assertIn(metadata.EXPERIMENT_TAG, tags)
 
   def test_report_is_deterministic(self):
-    study_report.write_report(self.dir, num_samples=1000)
+    study_report.write_report(self.dir, num_samples=10_000)
     with open(self.paths["tables"]) as f:
       self.assertEqual(f.read(), self.tables)
 
@@ -295,17 +295,17 @@ class ReportTest(tf.test.TestCase):
       json.dump({"title": "Digits (made up for this test)", "source": "test",
                  "values": {"top1_accuracy": {"dot": {"softmax": 0.25,
                                                       "mse": None}}}}, f)
-    study_report.write_report(self.dir, num_samples=1000, paper_table=path)
+    study_report.write_report(self.dir, num_samples=10_000, paper_table=path)
     with open(self.paths["tables"]) as f:
       text = f.read()
     self.assertIn("| Top-1 | Softmax CE + Dot | 0.5000 | 0.2500 | +0.2500 |",
                   text)
-    study_report.write_report(self.dir, num_samples=1000)  # As it was.
+    study_report.write_report(self.dir, num_samples=10_000)  # As it was.
 
   def test_bad_report_options(self):
     with self.assertRaisesRegex(ValueError, "^--select_metric='map'"):
       study_report.write_report(self.dir, select_metric="map")
-    with self.assertRaisesRegex(ValueError, "^--bootstrap_samples=10 "):
+    with self.assertRaisesRegex(ValueError, "^--bootstrap_samples=10 must be >= 10000"):
       study_report.write_report(self.dir, num_samples=10)
     with self.assertRaisesRegex(ValueError, "^--paper_table=cifar10_vgg16: "
                                 "the paper's numbers"):

@@ -25,8 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --dropout=0: a resumed run replays exactly only without dropout, whose
 # random masks are not part of the backup (as in test_faults.ResumeTest).
 SHARED = ["--dataset=digits", "--mlp_units=8", "--train_steps=60",
-          "--eval_every=10", "--dropout=0", "--deterministic",
-          "--bootstrap_samples=1000"]
+          "--eval_every=10", "--dropout=0", "--deterministic"]
 GRID = ["--losses=softmax,approx_ndcg", "--interactions=dot,lc_mlp",
         "--seeds=0,1", "--learning_rates=1e-3,1e-2"]
 # Columns that differ between an interrupted and an uninterrupted run.
@@ -126,7 +125,7 @@ class StudyTest(tf.test.TestCase):
     self.assertNotIn("[1/16]", again.stdout)
     self.assertEqual([os.path.getmtime(p) for p in results], stamps)
     run([sys.executable, "-m", "pipelines.study", f"--study_dir={self.dir}",
-         "--report_only", "--bootstrap_samples=1000"])
+         "--report_only"])
     with open(os.path.join(self.dir, "tables.md")) as f:
       self.assertEqual(f.read(), self.tables)
 
