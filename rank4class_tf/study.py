@@ -401,20 +401,27 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
 
 def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
               progress: Callable[[str], None] = print) -> List[Run]:
-  """Runs every unfinished run of `grid`; returns the study's whole grid's runs.
+  """Runs every unfinished run of `grid`; returns the runs of the whole study.
+
+  The grid, every run's config, the data and the files the runs read are
+  checked first: a bad one raises ValueError before anything is written.
 
   Prints one line per finished run (through `progress`): its place in the
   grid, name, validation and test metrics, time, and the estimated time
   left (the mean time of the runs trained so far in this call, times the
   runs left).
   """
+  # Everything a run reads is checked before the study writes anything.
+  check_settings(base, grid)
+  data = training.load_data(base)
+  for loss in grid.losses:
+    training.check_files(dataclasses.replace(base, loss=loss), data)
   whole = open_study(study_dir, base, grid)
   todo = [run for run in grid.runs() if not is_finished(study_dir, run)]
   done = len(grid.runs()) - len(todo)
   if done:
     progress(f"{done} of {len(grid.runs())} runs already finished in "
              f"{study_dir}: skipped.")
-  data = training.load_data(base) if todo else None
   select = base.best_metric
   durations = []
   for i, run in enumerate(todo):

@@ -29,7 +29,11 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
+from tensorboard.plugins.hparams import api as hp
 
+from rank4class_tf import datasets
+from rank4class_tf import metrics
 from rank4class_tf import paper_tables
 from rank4class_tf import stats
 from rank4class_tf import study as study_lib
@@ -351,7 +355,6 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
                     statistics: Statistics, num_samples: int,
                     paper: Optional[paper_tables.PaperTable]) -> str:
   """The whole tables.md."""
-  from rank4class_tf import datasets  # pylint: disable=g-import-not-at-top
   dataset = shared["dataset"]
   num_test = records[0]["num_test"] if records else 0
   seeds = sorted({s for c in cells for s in c.runs})
@@ -473,7 +476,6 @@ def write_figures(folder: str, cells: Sequence[Cell], records: Sequence[Dict],
 def _curves_figure(folder, plt, records, chosen, losses_axis,
                    interactions_axis, select_metric) -> str:
   """One panel per cell: every run's validation curve, chosen ones bold."""
-  from rank4class_tf import metrics  # pylint: disable=g-import-not-at-top
   tag = metrics.keras_name(select_metric)
   chosen_runs = {r["run"] for r in chosen.values()}
   rates = _axis(sorted(r["learning_rate"] for r in records))
@@ -532,8 +534,6 @@ def write_hparams(study_dir: str, records: Sequence[Dict],
   softmax CE and training time. Earlier study HParams files are replaced, so
   the view follows the latest report.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tensorboard.plugins.hparams import api as hp  # pylint: disable=g-import-not-at-top
   domains = [
       hp.HParam("loss", hp.Discrete(list(grid.losses))),
       hp.HParam("interaction", hp.Discrete(list(grid.interactions))),

@@ -446,10 +446,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   if config.deterministic:
     tf.config.experimental.enable_op_determinism()
   data = load_data(config)
-  if config.init_checkpoint:
-    pretrained.check_init_checkpoint(config.init_checkpoint)
-  if config.loss.startswith("sodeep_"):
-    sorters.check_available(config.sorter, data.num_classes)
+  check_files(config, data)
   export_dir = os.path.join(config.model_dir, "export")
   if tf.io.gfile.exists(export_dir) and not config.overwrite:
     raise ValueError(f"--model_dir={config.model_dir} already holds an "
@@ -488,6 +485,19 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     if tf.io.gfile.exists(scratch):
       tf.io.gfile.rmtree(scratch)
   return os.path.join(config.model_dir, "export", BEST_EXPORT)
+
+
+def check_files(config: config_lib.TrainConfig,
+                data: datasets.ClassificationData) -> None:
+  """Checks the files a run reads besides its data (raises ValueError).
+
+  The init checkpoint, and the shipped sorter of a `sodeep_*` loss for the
+  class count: `train` checks them before writing anything.
+  """
+  if config.init_checkpoint:
+    pretrained.check_init_checkpoint(config.init_checkpoint)
+  if config.loss.startswith("sodeep_"):
+    sorters.check_available(config.sorter, data.num_classes)
 
 
 def load_config(model_dir: str) -> config_lib.TrainConfig:

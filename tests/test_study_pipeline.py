@@ -191,6 +191,9 @@ class BadInputTest(tf.test.TestCase):
                         "study: --paper_table=mnist is neither a JSON file"),
         "train_flag": (["--batch_size=0"],
                        "study: --batch_size=0 must be > 0."),
+        "missing_data": (["--dataset=mind", "--encoder=bert",
+                          f"--data_dir={parent}/no_data"],
+                         f"study: {parent}/no_data"),
     }
     # One process for every case: each calls the binary's main as absl does.
     script = textwrap.dedent("""
