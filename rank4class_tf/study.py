@@ -198,11 +198,6 @@ def load_study(study_dir: str) -> Tuple[Dict[str, object], Grid]:
   return study["shared"], grid
 
 
-def base_config(shared: Dict[str, object]) -> config_lib.TrainConfig:
-  """A TrainConfig holding a study's shared settings (grid fields default)."""
-  return config_lib.TrainConfig.from_json(json.dumps(shared))
-
-
 def check_settings(base: config_lib.TrainConfig, grid: Grid) -> None:
   """Checks the grid and every run's config; writes nothing.
 

@@ -504,7 +504,7 @@ def _curves_figure(folder, plt, records, chosen, losses_axis,
         ax.set_xlabel("training step", fontsize=7)
       if j == 0:
         ax.set_ylabel(f"validation {metric_title(select_metric)}", fontsize=7)
-  handles = [matplotlib_line(plt, colours(i / max(1, len(rates) - 1)),
+  handles = [_legend_line(plt, colours(i / max(1, len(rates) - 1)),
                              f"lr {rate:g}") for i, rate in enumerate(rates)]
   fig.legend(handles=handles, loc="lower center", ncol=min(6, len(rates)),
              fontsize=7)
@@ -517,7 +517,7 @@ def _curves_figure(folder, plt, records, chosen, losses_axis,
   return path
 
 
-def matplotlib_line(plt, colour, label):
+def _legend_line(plt, colour, label):
   """A legend entry: a line of `colour`."""
   return plt.Line2D([], [], color=colour, label=label)
 
