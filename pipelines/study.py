@@ -34,6 +34,8 @@ from rank4class_tf import study_report
 from pipelines import train_flags
 
 train_flags.define(skip=study_lib.GRID_FIELDS + ("model_dir", "overwrite"))
+# Listed by --helpshort with the binary's own flags.
+flags.adopt_module_key_flags(train_flags)
 
 # The study.
 flags.DEFINE_string("study_dir", None, "Folder of the study.")

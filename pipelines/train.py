@@ -17,11 +17,14 @@ written.
 import sys
 
 from absl import app
+from absl import flags
 
 from rank4class_tf import training
 from pipelines import train_flags
 
 train_flags.define()
+# Listed by --helpshort with the binary's own flags.
+flags.adopt_module_key_flags(train_flags)
 
 
 def main(argv):
