@@ -314,6 +314,17 @@ class ReportTest(tf.test.TestCase):
 
 class PaperTablesTest(tf.test.TestCase):
 
+  def test_template_has_the_paper_grid_and_no_number(self):
+    table = paper_tables.load(os.path.join(paper_tables.FOLDER,
+                                           "template.json"))
+    self.assertEqual(sorted(table.values), ["ndcg@5", "top1_accuracy",
+                                            "top5_accuracy"])
+    for rows in table.values.values():
+      self.assertEqual(sorted(rows), sorted(study.PAPER_INTERACTIONS))
+      for row in rows.values():
+        self.assertEqual(sorted(row), sorted(study.PAPER_LOSSES))
+    self.assertEqual(table.cells("top1_accuracy"), [])
+
   def test_names_and_bad_files(self):
     self.assertLen(paper_tables.NAMES, 6)
     with self.assertRaisesRegex(ValueError, "neither a JSON file nor"):

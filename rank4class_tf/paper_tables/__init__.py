@@ -14,7 +14,9 @@ percentages / 100) and `null` for a cell the paper does not give.
 
 `NAMES` are the paper's tables that `--paper_table` accepts by name; their
 numbers are read from `<name>.json` in this folder. A path to a JSON file in
-the format above is accepted too (a table typed in by the user).
+the format above is accepted too (a table typed in by the user):
+`template.json` here has every cell of the paper's grid, all `null`, to copy
+and fill in.
 """
 
 import dataclasses
