@@ -11,11 +11,19 @@ setuptools.setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.11,<3.12",
-    packages=setuptools.find_packages(include=["rank4class_tf",
-                                               "rank4class_tf.*"]),
+    packages=[
+        *setuptools.find_packages(
+            include=["rank4class_tf", "rank4class_tf.*", "pipelines"]),
+        # Data files only: the repository's top-level data/ (GoEmotions, its
+        # README and licence) is installed as rank4class_tf/data/, where
+        # `datasets.REPO_DATA_DIR` finds it; a checkout reads data/ in place.
+        "rank4class_tf.data",
+    ],
+    package_dir={"rank4class_tf.data": "data"},
     include_package_data=True,
     package_data={"rank4class_tf": ["sorting/pretrained/*",
-                                   "paper_tables/*.json"]},
+                                   "paper_tables/*.json"],
+                  "rank4class_tf.data": ["README.md", "goemotions/*"]},
     # Exact versions live in constraints.txt; install with
     # `pip install -r requirements.txt -c constraints.txt`.
     install_requires=[

@@ -10,7 +10,7 @@ default hyper-parameters; Gumbel with sample_size 8 and seed 42), one
 * impl=softmax_ce: Keras `CategoricalCrossentropy(from_logits=True)`, the
                    baseline (one row per num_classes, loss="softmax_ce").
 
-Runs (module docstring commands are the ones the README shows):
+Runs (module docstring commands are the ones docs/benchmarks.md shows):
 
   .venv/bin/python -m benchmarks.losses                      # n = 10..10000
   .venv/bin/python -m benchmarks.losses --num_classes=1000 --batch_size=64

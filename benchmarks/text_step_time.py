@@ -52,7 +52,7 @@ def input_examples_per_second(data, instance_inputs):
 def main(argv):
   del argv
   tf.keras.utils.set_random_seed(0)
-  config = config_lib.TrainConfig(
+  config = config_lib.TrainConfig.create(
       dataset="goemotions", encoder="bert", encoder_size="minilm_l6",
       max_seq_length=FLAGS.max_seq_length, batch_size=FLAGS.batch_size,
       mlp_units=FLAGS.mlp_units, model_dir="unused")
@@ -66,7 +66,8 @@ def main(argv):
   for interaction in ("dot", "lc_mlp", "concat_mlp"):
     ranker = model_lib.build_model_builder(
         data, instance_inputs, encoder="bert",
-        encoder_kwargs=config.encoder_kwargs(), interaction=interaction,
+        encoder_kwargs=encoders.config_kwargs(config.model),
+        interaction=interaction,
         mlp_units=FLAGS.mlp_units).build()
     step = timing.make_step(ranker, losses.get("softmax"),
                                tf.keras.optimizers.Adam(1e-5))
@@ -76,7 +77,7 @@ def main(argv):
   bert_inputs = instance_inputs.encoder_input(features)
   keras_inputs = {k: tf.keras.Input([FLAGS.max_seq_length], dtype=tf.int32,
                                     name=k) for k in bert_inputs}
-  encoder = encoders.get("bert", **config.encoder_kwargs())
+  encoder = encoders.get("bert", **encoders.config_kwargs(config.model))
   classifier = tf.keras.Model(
       keras_inputs, tf.keras.layers.Dense(data.num_classes)(
           encoder(keras_inputs)))

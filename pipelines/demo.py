@@ -10,7 +10,6 @@ on the test split and prints a table of Top-1, Top-5, NDCG@5 and MRR with the
 wall time. Each loss's run is a full model_dir under --model_dir/<loss>.
 """
 
-import dataclasses
 import os
 import shutil
 import sys
@@ -19,7 +18,9 @@ import time
 from absl import app
 from absl import flags
 
+from pipelines import console
 from rank4class_tf import config as config_lib
+from rank4class_tf import serving
 from rank4class_tf import training
 
 flags.DEFINE_string("model_dir", "runs/demo", "Parent directory of the runs.")
@@ -49,29 +50,31 @@ def format_table(rows):
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"demo: unexpected arguments: {' '.join(argv[1:])}")
-  base = config_lib.TrainConfig(
+  base = config_lib.TrainConfig.create(
       dataset="digits", interaction=FLAGS.interaction,
       train_steps=FLAGS.train_steps, eval_every=FLAGS.eval_every,
       seed=FLAGS.seed, model_dir="unset")
   configs = []
   try:
     for loss in FLAGS.losses:
-      config = dataclasses.replace(
-          base, loss=loss, model_dir=os.path.join(FLAGS.model_dir, loss))
-      config.validate()
+      config = base.replace(loss=loss,
+                            model_dir=os.path.join(FLAGS.model_dir, loss))
+      training.validate(config)
       configs.append(config)
   except ValueError as e:
     sys.exit(f"demo: {e}")
+  console.quiet(FLAGS.model_dir)
   start = time.time()
   rows = []
   for config in configs:
-    if os.path.exists(os.path.join(config.model_dir, training.CONFIG_FILE)):
-      shutil.rmtree(config.model_dir)  # A previous demo run: start afresh.
+    model_dir = config.trainer.model_dir
+    if os.path.exists(os.path.join(model_dir, serving.CONFIG_FILE)):
+      shutil.rmtree(model_dir)  # A previous demo run: start afresh.
     run_start = time.time()
     training.train(config)
     seconds = time.time() - run_start
-    results = training.evaluate(config.model_dir, "test")
-    rows.append(dict(results, loss=config.loss, seconds=seconds))
+    results = serving.evaluate(model_dir, training.load_data(config), "test")
+    rows.append(dict(results, loss=config.loss.name, seconds=seconds))
   print(f"\nRank4Class on digits (test split, {rows[0]['num_examples']} "
         f"images), interaction={FLAGS.interaction}, "
         f"{FLAGS.train_steps} steps per loss:\n")

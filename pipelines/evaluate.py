@@ -20,13 +20,14 @@ import sys
 from absl import app
 from absl import flags
 
+from pipelines import console
+from rank4class_tf import datasets
 from rank4class_tf import metrics
-from rank4class_tf import training
+from rank4class_tf import serving
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
 flags.DEFINE_string("split", "test", "train, validation or test.")
-flags.DEFINE_enum("export", training.BEST_EXPORT,
-                  [training.BEST_EXPORT, training.LATEST_EXPORT],
+flags.DEFINE_enum("export", serving.BEST_EXPORT, serving.EXPORTS,
                   "Which exported SavedModel to evaluate.")
 flags.DEFINE_list("metrics", None,
                   "Metrics to compute (default: the run's --metrics), e.g. "
@@ -43,10 +44,12 @@ def main(argv):
     sys.exit(f"evaluate: unexpected arguments: {' '.join(argv[1:])}")
   if not FLAGS.model_dir:
     sys.exit("evaluate: --model_dir must be set.")
+  console.quiet()
   try:
-    results = training.evaluate(FLAGS.model_dir, FLAGS.split, FLAGS.export,
-                                metric_names=FLAGS.metrics,
-                                threshold=FLAGS.threshold)
+    data = datasets.from_config(serving.load_config(FLAGS.model_dir).data)
+    results = serving.evaluate(FLAGS.model_dir, data, FLAGS.split,
+                               FLAGS.export, metric_names=FLAGS.metrics,
+                               threshold=FLAGS.threshold)
   except ValueError as e:
     sys.exit(f"evaluate: {e}")
   results.update({"split": FLAGS.split, "export": FLAGS.export})

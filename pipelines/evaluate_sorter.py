@@ -20,6 +20,7 @@ import sys
 from absl import app
 from absl import flags
 
+from pipelines import console
 from rank4class_tf.sorting import sorters
 from rank4class_tf.sorting import synthetic
 from rank4class_tf.sorting import training
@@ -38,6 +39,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"evaluate_sorter: unexpected arguments: {' '.join(argv[1:])}")
+  console.quiet()
   try:
     if FLAGS.model_dir:
       record = training.read_record(FLAGS.model_dir)

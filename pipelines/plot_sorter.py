@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
+from pipelines import console
 from rank4class_tf.sorting import sorters
 from rank4class_tf.sorting import training
 
@@ -40,6 +41,7 @@ def main(argv):
     sys.exit(f"plot_sorter: unexpected arguments: {' '.join(argv[1:])}")
   if not FLAGS.output:
     sys.exit("plot_sorter: --output must be set.")
+  console.quiet()
   try:
     loaded = {name: sorters.load_sorter(name, FLAGS.seq_len)
               for name in FLAGS.sorters}

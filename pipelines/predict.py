@@ -17,13 +17,13 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from rank4class_tf import training
+from pipelines import console
+from rank4class_tf import serving
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
 flags.DEFINE_string("text", None, "One instance; stdin lines when absent.")
 flags.DEFINE_integer("top_k", 5, "Classes printed per instance.")
-flags.DEFINE_enum("export", training.BEST_EXPORT,
-                  [training.BEST_EXPORT, training.LATEST_EXPORT],
+flags.DEFINE_enum("export", serving.BEST_EXPORT, serving.EXPORTS,
                   "Which exported SavedModel to use.")
 
 FLAGS = flags.FLAGS
@@ -57,8 +57,9 @@ def main(argv):
     sys.exit("predict: --model_dir must be set.")
   if FLAGS.top_k <= 0:
     sys.exit(f"predict: --top_k={FLAGS.top_k} must be > 0.")
+  console.quiet()
   try:
-    ranker = training.ExportedRanker(FLAGS.model_dir, FLAGS.export)
+    ranker = serving.ExportedRanker(FLAGS.model_dir, FLAGS.export)
     if ranker.instance_shape not in ((), (2,)):
       raise ValueError(f"{FLAGS.model_dir} was not trained on text.")
     num_segments = ranker.instance_shape[0] if ranker.instance_shape else 1

@@ -1,6 +1,7 @@
 r"""Diabetes regression scored by Spearman's rho: MSE vs the SoDeep loss.
 
-Example (the README's table; the end-to-end test runs it with 2 epochs):
+Example (the table in rank4class_tf/sorting/README.md; the end-to-end test
+runs it with 2 epochs):
 
   .venv/bin/python -m pipelines.spearman_regression \
       --methods=mse,sodeep_spearman --sorter=lstm --batch_size=100 \

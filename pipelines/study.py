@@ -31,6 +31,7 @@ from absl import flags
 from rank4class_tf import stats
 from rank4class_tf import study as study_lib
 from rank4class_tf import study_report
+from pipelines import console
 from pipelines import train_flags
 
 train_flags.define(skip=study_lib.GRID_FIELDS + ("model_dir", "overwrite"))
@@ -96,11 +97,13 @@ def main(argv):
     sys.exit(f"study: unexpected arguments: {' '.join(argv[1:])}")
   if not FLAGS.study_dir:
     sys.exit("study: --study_dir must be set.")
+  console.quiet()
   try:
     if not FLAGS.report_only:
       base = train_flags.config_from_flags(model_dir=FLAGS.study_dir)
       study_report.check_options(
-          base.metrics, FLAGS.select_metric or base.best_metric,
+          base.trainer.metrics,
+          FLAGS.select_metric or base.trainer.best_metric,
           FLAGS.bootstrap_samples, FLAGS.paper_table)
       study_lib.run_study(FLAGS.study_dir, base, grid_from_flags())
     paths = study_report.write_report(

@@ -20,6 +20,7 @@ from absl import app
 from absl import flags
 
 from rank4class_tf import training
+from pipelines import console
 from pipelines import train_flags
 
 train_flags.define()
@@ -30,8 +31,10 @@ flags.adopt_module_key_flags(train_flags)
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"train: unexpected arguments: {' '.join(argv[1:])}")
+  config = train_flags.config_from_flags()
+  console.quiet(config.trainer.model_dir or None)
   try:
-    export_dir = training.train(train_flags.config_from_flags(), verbose=2)
+    export_dir = training.train(config, verbose=2)
   except ValueError as e:
     sys.exit(f"train: {e}")
   print(f"Exported the best model to {export_dir}")

@@ -24,29 +24,10 @@ from absl import app
 from absl import flags
 
 from rank4class_tf.sorting import training
+from pipelines import console
+from pipelines import flag_utils
 
-# Sorter.
-flags.DEFINE_string("sorter", "lstm", "Sorter to train: lstm, cnn.")
-flags.DEFINE_integer("seq_len", 100, "d, the length of the score vectors.")
-flags.DEFINE_integer("units", 64, "lstm: units per direction.")
-flags.DEFINE_integer("num_layers", 2, "lstm: stacked bidirectional layers.")
-flags.DEFINE_string("projection", "shared",
-                    "lstm: final projection, full (reference) or shared.")
-flags.DEFINE_integer("width", 32, "cnn: channels of the first blocks.")
-# Training.
-flags.DEFINE_integer("batch_size", 512, "Vectors per step (paper: 512).")
-flags.DEFINE_float("learning_rate", 1e-3, "Initial Adam learning rate.")
-flags.DEFINE_integer("halve_every_vectors", 10_000_000,
-                     "Halve the learning rate after this many vectors "
-                     "(paper: 100 epochs of 100,000).")
-flags.DEFINE_integer("epoch_vectors", 100_000,
-                     "Vectors between validations and checkpoints.")
-flags.DEFINE_integer("train_vectors", 1_000_000, "Total training vectors.")
-flags.DEFINE_integer("seed", 0, "Seed of initialisation and data.")
-flags.DEFINE_string("init_from", None,
-                    "A finished run whose sorter weights start this one.")
-flags.DEFINE_integer("threads", 0, "TensorFlow intra-op threads (0: all).")
-flags.DEFINE_string("model_dir", None, "Directory for everything the run makes.")
+flag_utils.define(training.SorterConfig)
 flags.DEFINE_string("export_to", None,
                     "Optional pretrained folder (rank4class_tf/sorting/"
                     "pretrained ships it) receiving <sorter>_d<seq_len>.npz "
@@ -55,31 +36,13 @@ flags.DEFINE_string("export_to", None,
 FLAGS = flags.FLAGS
 
 
-def config_from_flags() -> training.SorterConfig:
-  """Maps the flags onto the run's config, field by field."""
-  return training.SorterConfig(
-      sorter=FLAGS.sorter,
-      seq_len=FLAGS.seq_len,
-      units=FLAGS.units,
-      num_layers=FLAGS.num_layers,
-      projection=FLAGS.projection,
-      width=FLAGS.width,
-      batch_size=FLAGS.batch_size,
-      learning_rate=FLAGS.learning_rate,
-      halve_every_vectors=FLAGS.halve_every_vectors,
-      epoch_vectors=FLAGS.epoch_vectors,
-      train_vectors=FLAGS.train_vectors,
-      seed=FLAGS.seed,
-      init_from=FLAGS.init_from or "",
-      threads=FLAGS.threads,
-      model_dir=FLAGS.model_dir or "")
-
-
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"train_sorter: unexpected arguments: {' '.join(argv[1:])}")
+  console.quiet(FLAGS.model_dir or None)
   try:
-    record = training.train(config_from_flags(), verbose=2)
+    record = training.train(
+        flag_utils.config_from_flags(training.SorterConfig), verbose=2)
   except ValueError as e:
     sys.exit(f"train_sorter: {e}")
   if FLAGS.export_to:

@@ -1,353 +1,375 @@
-"""The one hyper-parameter dataclass of a training run, documented field by field.
+"""The hyper-parameters of a training run: one dataclass of four groups.
 
-The training binary maps its flags onto `TrainConfig` and the library reads only
-this object. `validate()` checks every field and names the offending flag, so a
-bad run stops before anything is written.
+`TrainConfig` holds a `DataConfig`, a `ModelConfig`, a `LossConfig` and a
+`TrainerConfig`. Every field is documented by its `help` (also its flag's
+help): the training binaries generate one flag per field from these
+dataclasses (`pipelines/flag_utils.py`), so a new option is one field here.
+Flag names are flat and unique across groups; a field whose flag name differs
+from the field's says so with `flag` (the loss settings keep the loss's own
+argument names, e.g. `LossConfig.k` is `--rescaled_mse_k`).
+
+This module imports nothing from the library. `TrainConfig.validate` checks
+what a config alone can tell (ranges, required fields, consistency); names of
+datasets, encoders, interactions, losses, metrics and strategies are checked
+by each kind's own lookup when `training.validate` runs, before anything is
+written.
+
+>>> config = TrainConfig.create(loss="approx_ndcg", rescaled_mse_k=2.0)
+>>> config.loss.name, config.loss.k, config.trainer.learning_rate
+('approx_ndcg', 2.0, 0.001)
+>>> config.replace(learning_rate=0.1).flat()["learning_rate"]
+0.1
 """
 
 import dataclasses
 import json
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
-from rank4class_tf import datasets
-from rank4class_tf import encoders
-from rank4class_tf import interactions
-from rank4class_tf import losses
-from rank4class_tf import metrics
-from rank4class_tf import pretrained
-from rank4class_tf.sorting import sorters
-
+DEFAULT_METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
 OPTIMIZERS = ("adam", "adagrad")
-STRATEGIES = ("default", "mirrored", "multi_worker_mirrored",
-              "parameter_server", "tpu")
 
 
-@dataclasses.dataclass
-class TrainConfig:
-  """Hyper-parameters of one training run.
+def field(default: Any, help: str, flag: Optional[str] = None,
+          **kwargs) -> dataclasses.Field:
+  """A documented config field: `help` is its documentation and its flag's
+  help; `flag` its flag's name when that differs from the field's."""
+  # pylint: disable=redefined-builtin
+  metadata = {"help": help}
+  if flag:
+    metadata["flag"] = flag
+  return dataclasses.field(default=default, metadata=metadata, **kwargs)
 
-  Data:
-    dataset: dataset name (`datasets.DATASET_NAMES`).
-    data_dir: directory of the dataset's files, for datasets that need one
-      (the TFDS data directory for `cifar10` / `imagenet2012`).
-    download: let TFDS download and prepare `cifar10` / `imagenet2012` when
-      they are missing from data_dir (ImageNet still needs its manual
-      download); False stops with a one-line error instead.
-    image_size: side of the preprocessed `imagenet2012` images (None: 224);
-      `cifar10` is 32.
 
-  Model:
-    encoder: instance encoder name (`encoders.ENCODER_NAMES`); `bert` or
-      `electra` for text datasets.
-    encoder_dim: size of h produced by `small_cnn` / `mlp`.
-    encoder_size: architecture of `bert` / `electra` (`pretrained.SIZES`).
-    init_checkpoint: weights of `bert` / `electra`: `minilm` (the shipped
-      all-MiniLM-L6-v2), a .safetensors file, or a Google BERT / ELECTRA
-      TensorFlow checkpoint; of `resnet50`: a Model Garden ResNet-50
-      checkpoint; empty for random weights.
-    vocab_file: WordPiece vocabulary; empty: `vocab.txt` beside a Google
-      checkpoint, else MiniLM's (BERT's uncased vocabulary).
-    max_seq_length: tokens per text instance, [CLS] and [SEP] included
-      (the paper: 32 for GoEmotions, 128 for MIND).
-    dropout: dropout rate on h during training (cifar-vgg's `vgg16`: 0.5).
-    interaction: `dot`, `lc_mlp`, `concat_mlp` or `label_attention`
-      (classes as queries over the encoder's token / position features).
-    mlp_units: width of the two hidden layers of the MLP interactions.
-    label_dim: `label_attention`: width D of the label-level embeddings.
-    label_heads: `label_attention`: attention heads (MulCon: 4).
-    projection_dim: `label_attention`: size of the contrastive projections.
+@dataclasses.dataclass(frozen=True)
+class FlagField:
+  """One flag of a (possibly grouped) config dataclass.
 
-  Loss:
-    loss: loss name (`losses.LOSS_NAMES`).
-    temperature: softmax / pairwise / ApproxNDCG temperature (None: the
-      TF-Ranking default of that loss, 1.0 or 0.1 for ApproxNDCG).
-    sample_size: Gumbel-ApproxNDCG samples per list.
-    gumbel_temperature: Gumbel-ApproxNDCG noise temperature.
-    rescaled_mse_k: k of `rescaled_mse` (weight of the true class).
-    rescaled_mse_m: M of `rescaled_mse` (target score of the true class).
-    sorter: sorter of the `sodeep_*` losses: `handcrafted`, or `lstm` / `cnn`
-      with weights shipped for d = the class count (frozen).
-    parallel_loss: `sodeep_*`: a Keras loss added to the rank loss (`mae`,
-      `l1`, `mse` or a Keras loss class name); empty for none.
-    parallel_weight: `sodeep_*`: weight of `parallel_loss`.
-    recall_margin: `sodeep_recall`: rank margin (1/d = one position).
-    two_way_positive_temperature: `two_way`: T_P.
-    two_way_negative_temperature: `two_way`: T_N.
-    two_way_epsilon: `two_way_margin`: the margin inside the softplus.
-    contrastive_weight: gamma of MulCon's label-level contrastive loss added
-      to the loss (needs `label_attention`); 0 turns it off.
-    contrastive_temperature: its temperature tau (MulCon: 0.2).
-    contrastive_start_step: MulCon's two steps: the loss alone until this
-      step, then loss + gamma * LLCL (a multiple of eval_every; 0: the
-      contrastive term from the start).
-    contrastive_learning_rate: learning rate of the second step (None:
-      unchanged).
-
-  Training:
-    optimizer: `adam` or `adagrad`.
-    learning_rate: optimizer learning rate.
-    batch_size: global batch size (split over replicas).
-    train_steps: total optimizer steps.
-    eval_every: steps between validations (one Keras epoch each); every
-      validation writes TensorBoard scalars and may save the best checkpoint.
-    best_metric: validation metric that picks the best checkpoint
-      (higher is better).
-    metrics: metrics computed in training and validation.
-    strategy: `default`, `mirrored`, `multi_worker_mirrored`,
-      `parameter_server` or `tpu` (see README, "Scale out and survive").
-    tpu: TPU address for `strategy=tpu`.
-    cpu_devices: split the host CPU into this many logical devices, so that
-      `mirrored` runs data-parallel on one CPU.
-    deterministic: enable TensorFlow's op determinism (bitwise repeatable
-      runs, and resumed runs equal uninterrupted ones; slower).
-    overwrite: allow a model_dir that already holds an export.
-    mixed_precision: compute in float16 with float32 weights (Keras
-      `mixed_float16` policy, loss scaling); scores, losses and metrics stay
-      float32. For GPUs; runs, slowly, on a CPU.
-    jit_compile: compile the training and evaluation steps with XLA.
-    seed: seed of weights initialisation, shuffling and Gumbel noise.
-    model_dir: directory receiving everything the run makes.
-    top_k: number of ranked classes the exported SavedModel returns.
+  Attributes:
+    flag: the flag's name.
+    group: the sub-config's attribute name, or "" for a flat dataclass.
+    name: the field's name inside its (sub-)config.
+    type: the field's annotation (e.g. `int`, `Optional[float]`).
+    default: its default value.
+    help: its documentation.
   """
-  # Data.
-  dataset: str = "digits"
-  data_dir: Optional[str] = None
-  download: bool = False
-  image_size: Optional[int] = None
-  # Model.
-  encoder: str = "small_cnn"
-  encoder_dim: int = 128
-  encoder_size: str = "minilm_l6"
-  init_checkpoint: str = ""
-  vocab_file: str = ""
-  max_seq_length: int = 32
-  dropout: float = 0.1
-  interaction: str = "dot"
-  mlp_units: int = 128
-  label_dim: int = 256
-  label_heads: int = 4
-  projection_dim: int = 128
-  # Loss.
-  loss: str = "softmax"
-  temperature: Optional[float] = None
-  sample_size: int = 8
-  gumbel_temperature: float = 1.0
-  rescaled_mse_k: float = 1.0
-  rescaled_mse_m: float = 1.0
-  sorter: str = "lstm"
-  parallel_loss: str = ""
-  parallel_weight: float = 1.0
-  recall_margin: float = 0.1
-  two_way_positive_temperature: float = 4.0
-  two_way_negative_temperature: float = 1.0
-  two_way_epsilon: float = 1.0
-  contrastive_weight: float = 0.0
-  contrastive_temperature: float = 0.2
-  contrastive_start_step: int = 0
-  contrastive_learning_rate: Optional[float] = None
-  # Training.
-  optimizer: str = "adam"
-  learning_rate: float = 1e-3
-  batch_size: int = 64
-  train_steps: int = 2000
-  eval_every: int = 200
-  best_metric: str = "top1_accuracy"
-  metrics: tuple = metrics.DEFAULT_METRICS
-  strategy: str = "default"
-  tpu: str = ""
-  cpu_devices: int = 1
-  deterministic: bool = False
-  overwrite: bool = False
-  mixed_precision: bool = False
-  jit_compile: bool = False
-  seed: int = 42
-  model_dir: str = ""
-  top_k: int = 5
+  flag: str
+  group: str
+  name: str
+  type: Any
+  default: Any
+  help: str
 
-  def encoder_kwargs(self) -> Dict[str, Any]:
-    """The keyword arguments of `encoders.get(self.encoder)`."""
-    if self.encoder in encoders.TEXT_ENCODERS:
-      return {"size": self.encoder_size,
-              "init_checkpoint": self.init_checkpoint or None,
-              "dropout": self.dropout}
-    if self.encoder == "resnet50":
-      return {"init_checkpoint": self.init_checkpoint or None,
-              "dropout": self.dropout}
-    if self.encoder == "vgg16":
-      return {"dropout": self.dropout}
-    return {"dim": self.encoder_dim, "dropout": self.dropout}
 
-  def loss_kwargs(self) -> Dict[str, Any]:
-    """The hyper-parameters of `self.loss`, named as `losses.get` takes them."""
-    candidates = {
-        "temperature": self.temperature,
-        "sample_size": self.sample_size,
-        "gumbel_temperature": self.gumbel_temperature,
-        "seed": self.seed,
-        "k": self.rescaled_mse_k,
-        "m": self.rescaled_mse_m,
-        "sorter": self.sorter,
-        "d": None,  # The class count, known once the data is loaded.
-        "parallel_loss": self.parallel_loss or None,
-        "parallel_weight": self.parallel_weight,
-        "margin": self.recall_margin,
-        "positive_temperature": self.two_way_positive_temperature,
-        "negative_temperature": self.two_way_negative_temperature,
-        "epsilon": self.two_way_epsilon,
-    }
-    return {k: candidates[k] for k in losses.hyperparameters(self.loss)
-            if k in candidates}
+def flag_fields(cls) -> Iterator[FlagField]:
+  """The flags of a config dataclass, in field order.
+
+  Fields whose type is itself a dataclass are groups: their fields are
+  flags. Works for any dataclass whose fields use `field` (`TrainConfig`,
+  `sorting.training.SorterConfig`).
+  """
+  hints = _type_hints(cls)
+  for f in dataclasses.fields(cls):
+    kind = hints[f.name]
+    if dataclasses.is_dataclass(kind):
+      for sub in dataclasses.fields(kind):
+        yield _flag_field(sub, f.name, _type_hints(kind)[sub.name])
+    else:
+      yield _flag_field(f, "", kind)
+
+
+def _type_hints(cls) -> Dict[str, Any]:
+  import typing  # pylint: disable=g-import-not-at-top
+  return typing.get_type_hints(cls)
+
+
+def _flag_field(f: dataclasses.Field, group: str, kind) -> FlagField:
+  default = (f.default_factory() if f.default is dataclasses.MISSING
+             else f.default)
+  return FlagField(f.metadata.get("flag", f.name), group, f.name, kind,
+                   default, f.metadata.get("help", ""))
+
+
+def from_flat(cls, values: Dict[str, Any]):
+  """An instance of config dataclass `cls` from {flag name: value}; missing
+  flags keep their defaults, unknown ones raise ValueError."""
+  by_flag = {f.flag: f for f in flag_fields(cls)}
+  unknown = sorted(set(values) - set(by_flag))
+  if unknown:
+    raise ValueError(f"Unknown settings: {', '.join(unknown)}.")
+  groups: Dict[str, Dict[str, Any]] = {}
+  flat = {}
+  for flag, value in values.items():
+    f = by_flag[flag]
+    if isinstance(value, list):
+      value = tuple(value)
+    if f.group:
+      groups.setdefault(f.group, {})[f.name] = value
+    else:
+      flat[f.name] = value
+  hints = _type_hints(cls)
+  for f in dataclasses.fields(cls):
+    if dataclasses.is_dataclass(hints[f.name]):
+      flat[f.name] = hints[f.name](**groups.get(f.name, {}))
+  return cls(**flat)
+
+
+def to_flat(config) -> Dict[str, Any]:
+  """{flag name: value} of a config dataclass instance."""
+  values = {}
+  for f in flag_fields(type(config)):
+    owner = getattr(config, f.group) if f.group else config
+    values[f.flag] = getattr(owner, f.name)
+  return values
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """The dataset of a run."""
+  dataset: str = field(
+      "digits", "Dataset: digits, goemotions, goemotions_multilabel, mind, "
+      "digits32, cifar10, imagenet2012, coco2017, voc2007.")
+  data_dir: Optional[str] = field(
+      None, "Directory of the dataset's files (TFDS data directory for "
+      "cifar10 / imagenet2012 / coco2017 / voc2007).")
+  download: bool = field(
+      False, "Let TFDS download and prepare a TFDS dataset when missing "
+      "from --data_dir (ImageNet still needs its manual download); false "
+      "stops with a one-line error instead.")
+  image_size: Optional[int] = field(
+      None, "Side of the preprocessed imagenet2012 / coco2017 / voc2007 "
+      "images (default 224); cifar10 is 32.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """The instance encoder, the class encoder and the interaction."""
+  encoder: str = field(
+      "small_cnn", "Instance encoder: small_cnn, mlp (numeric data); vgg16, "
+      "resnet50 (colour images); bert, electra (text).")
+  encoder_dim: int = field(128, "Size of h for small_cnn / mlp.")
+  encoder_size: str = field(
+      "minilm_l6", "bert / electra architecture: minilm_l6, bert_base, "
+      "electra_base, tiny.")
+  init_checkpoint: str = field(
+      "", "bert / electra weights: minilm (the shipped all-MiniLM-L6-v2), a "
+      ".safetensors file or a Google BERT / ELECTRA TF checkpoint; resnet50 "
+      "weights: a Model Garden ResNet-50 checkpoint; empty: random weights.")
+  vocab_file: str = field(
+      "", "WordPiece vocabulary (default: vocab.txt beside the checkpoint, "
+      "else MiniLM's uncased vocabulary).")
+  max_seq_length: int = field(
+      32, "Tokens per text instance, [CLS]/[SEP] included (the paper: 32 for "
+      "GoEmotions, 128 for MIND).")
+  dropout: float = field(
+      0.1, "Dropout rate on h during training (cifar-vgg's vgg16: 0.5).")
+  interaction: str = field(
+      "dot", "Instance-class interaction: dot, lc_mlp, concat_mlp, "
+      "label_attention (classes attend over tokens/positions).")
+  mlp_units: int = field(
+      128, "Width of both hidden layers of lc_mlp / concat_mlp.")
+  label_dim: int = field(
+      256, "label_attention: width D of the label-level embeddings.")
+  label_heads: int = field(4, "label_attention: attention heads (MulCon: 4).")
+  projection_dim: int = field(
+      128, "label_attention: size of the contrastive projections.")
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+  """The loss, its settings under the loss's own argument names, and
+  MulCon's label-level contrastive term.
+
+  `losses.build(config.loss, num_classes, seed)` passes a loss exactly the
+  settings it takes; the class count (SoDeep's `d`) is given when the loss
+  is built.
+  """
+  name: str = field(
+      "softmax", "Loss: softmax, pairwise_logistic, approx_ndcg, "
+      "gumbel_approx_ndcg, mse, sigmoid_cross_entropy, rescaled_mse, "
+      "two_way, two_way_margin, sodeep_spearman, sodeep_map, sodeep_recall.",
+      flag="loss")
+  temperature: Optional[float] = field(
+      None, "Temperature of softmax / pairwise_logistic / approx_ndcg / "
+      "gumbel_approx_ndcg (default: TF-Ranking's for that loss, 1.0 or 0.1 "
+      "for approx_ndcg).")
+  sample_size: int = field(8, "Gumbel-ApproxNDCG samples per list.")
+  gumbel_temperature: float = field(
+      1.0, "Gumbel-ApproxNDCG noise temperature.")
+  k: float = field(1.0, "rescaled_mse: weight k of the true class "
+                   "(ImageNet: 15).", flag="rescaled_mse_k")
+  m: float = field(1.0, "rescaled_mse: target M of the true class "
+                   "(ImageNet: 30).", flag="rescaled_mse_m")
+  sorter: str = field(
+      "lstm", "sodeep_* losses: handcrafted, lstm, cnn (lstm/cnn: shipped "
+      "for d = the class count: 10, 28, 100; frozen).")
+  parallel_loss: str = field(
+      "", "sodeep_*: Keras loss added to the rank loss (mae, l1, mse or a "
+      "Keras loss class name); empty for none.")
+  parallel_weight: float = field(1.0, "sodeep_*: weight of --parallel_loss.")
+  margin: float = field(0.1, "sodeep_recall: rank margin (1/d = one "
+                        "position).", flag="recall_margin")
+  positive_temperature: float = field(
+      4.0, "two_way: T_P.", flag="two_way_positive_temperature")
+  negative_temperature: float = field(
+      1.0, "two_way: T_N.", flag="two_way_negative_temperature")
+  epsilon: float = field(1.0, "two_way_margin: margin inside the softplus.",
+                         flag="two_way_epsilon")
+  contrastive_weight: float = field(
+      0.0, "MulCon: gamma of the label-level contrastive loss added to the "
+      "loss (needs --interaction=label_attention; 0: off).")
+  contrastive_temperature: float = field(0.2, "MulCon: its tau.")
+  contrastive_start_step: int = field(
+      0, "MulCon's two steps: the loss alone until this step, then loss + "
+      "gamma * LLCL (a multiple of --eval_every; 0: from the start).")
+  contrastive_learning_rate: Optional[float] = field(
+      None, "MulCon: learning rate of the second step (default: unchanged).")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+  """Optimisation, validation, devices and the run's folder."""
+  optimizer: str = field("adam", "adam or adagrad.")
+  learning_rate: float = field(1e-3, "Learning rate.")
+  batch_size: int = field(64, "Global batch size (split over replicas).")
+  train_steps: int = field(2000, "Total training steps.")
+  eval_every: int = field(
+      200, "Steps between validations (one Keras epoch each); every "
+      "validation writes TensorBoard scalars and may save the best "
+      "checkpoint.")
+  best_metric: str = field(
+      "top1_accuracy", "Validation metric that picks the best checkpoint "
+      "(higher is better).")
+  metrics: Tuple[str, ...] = field(
+      DEFAULT_METRICS, "Metrics: top<k>_accuracy, ndcg@<k>, ndcg, mrr, "
+      "precision@<k>; multi-label map_class, map_sample, cp, cr, cf1, op, "
+      "or, of1, their _top3 forms, macro_f1.")
+  strategy: str = field(
+      "default", "default, mirrored, multi_worker_mirrored, "
+      "parameter_server, tpu (see docs/distributed.md).")
+  tpu: str = field("", "TPU address for --strategy=tpu.")
+  cpu_devices: int = field(
+      1, "Logical CPU devices (for --strategy=mirrored on a CPU).")
+  deterministic: bool = field(
+      False, "Deterministic ops: repeatable runs and exact resumes "
+      "(slower).")
+  overwrite: bool = field(
+      False, "Replace the export of a model_dir that already has one.")
+  mixed_precision: bool = field(
+      False, "Compute in float16 with float32 weights (Keras "
+      "mixed_float16; for GPUs).")
+  jit_compile: bool = field(
+      False, "Compile the training and evaluation steps with XLA.")
+  seed: int = field(
+      42, "Seed of initialisation, shuffling and Gumbel noise.")
+  model_dir: str = field("", "Directory for everything the run makes.")
+  top_k: int = field(5, "Ranked classes returned by the SavedModel.")
+
+
+_POSITIVE = ("encoder_dim", "mlp_units", "cpu_devices", "sample_size",
+             "batch_size", "train_steps", "eval_every", "top_k",
+             "learning_rate", "gumbel_temperature", "rescaled_mse_k",
+             "label_dim", "label_heads", "projection_dim",
+             "two_way_positive_temperature",
+             "two_way_negative_temperature", "contrastive_temperature")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Hyper-parameters of one training run, in four groups."""
+  data: DataConfig = dataclasses.field(default_factory=DataConfig)
+  model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+  loss: LossConfig = dataclasses.field(default_factory=LossConfig)
+  trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+
+  @classmethod
+  def create(cls, **values) -> "TrainConfig":
+    """The config with the given settings, by flag name, else defaults."""
+    return from_flat(cls, values)
+
+  def replace(self, **values) -> "TrainConfig":
+    """A copy with the given settings (by flag name) changed."""
+    return from_flat(TrainConfig, dict(self.flat(), **values))
+
+  def flat(self) -> Dict[str, Any]:
+    """{flag name: value} of every setting."""
+    return to_flat(self)
 
   def validate(self) -> None:
-    """Checks every field. Runs no TensorFlow op (a multi-worker strategy
-    must be created before the first one).
+    """Checks what the config alone can tell. Runs no TensorFlow op (a
+    multi-worker strategy must be created before the first one); names are
+    checked by `training.validate`.
 
     Raises:
-      ValueError: one line naming the flag, its value and the valid choices.
+      ValueError: one line naming the flag, its value and what is valid.
     """
-    choices = {
-        "dataset": datasets.DATASET_NAMES,
-        "encoder": encoders.ENCODER_NAMES,
-        "interaction": interactions.ALL_NAMES,
-        "loss": losses.LOSS_NAMES,
-        "optimizer": OPTIMIZERS,
-        "strategy": STRATEGIES,
-    }
-    for name, valid in choices.items():
-      value = getattr(self, name)
-      if value not in valid:
-        raise ValueError(f"--{name}={value!r} is not valid; choose one of: "
-                         f"{', '.join(valid)}.")
-    if (self.encoder in encoders.TEXT_ENCODERS and
-        self.encoder_size not in pretrained.SIZES):
-      raise ValueError(f"--encoder_size={self.encoder_size!r} is not valid; "
-                       f"choose one of: {', '.join(pretrained.SIZES)}.")
-    text_data = self.dataset in datasets.TEXT_DATASETS
-    if text_data != (self.encoder in encoders.TEXT_ENCODERS):
-      kind = "text" if text_data else "numeric"
-      valid = (encoders.TEXT_ENCODERS if text_data else
-               tuple(e for e in encoders.ENCODER_NAMES
-                     if e not in encoders.TEXT_ENCODERS))
-      raise ValueError(f"--encoder={self.encoder!r} cannot read the {kind} "
-                       f"dataset {self.dataset!r}; choose one of: "
-                       f"{', '.join(valid)}.")
-    if (self.encoder in encoders.IMAGE_ENCODERS and
-        self.dataset not in datasets.IMAGE_DATASETS):
-      raise ValueError(f"--encoder={self.encoder!r} reads colour images; "
-                       "choose --dataset from: "
-                       f"{', '.join(datasets.IMAGE_DATASETS)}.")
-    self._validate_images()
-    if self.max_seq_length < 3:
-      raise ValueError(f"--max_seq_length={self.max_seq_length!r} must be "
-                       ">= 3 ([CLS], a token, [SEP]).")
-    positive = ("encoder_dim", "mlp_units", "cpu_devices", "sample_size",
-                "batch_size", "train_steps", "eval_every", "top_k",
-                "learning_rate", "gumbel_temperature", "rescaled_mse_k",
-                "label_dim", "label_heads", "projection_dim",
-                "two_way_positive_temperature",
-                "two_way_negative_temperature", "contrastive_temperature")
-    for name in positive:
-      if not getattr(self, name) > 0:
-        raise ValueError(f"--{name}={getattr(self, name)!r} must be > 0.")
-    if self.loss.startswith("sodeep_"):
-      if self.sorter not in sorters.SORTER_NAMES:
-        raise ValueError(f"--sorter={self.sorter!r} is not valid; choose one "
-                         f"of: {', '.join(sorters.SORTER_NAMES)}.")
-      if not self.parallel_weight >= 0 or not self.recall_margin >= 0:
-        raise ValueError("--parallel_weight and --recall_margin must be "
-                         ">= 0.")
-    self._validate_label_attention()
-    if self.temperature is not None and not self.temperature > 0:
-      raise ValueError(f"--temperature={self.temperature!r} must be > 0.")
-    if not 0.0 <= self.dropout < 1.0:
-      raise ValueError(f"--dropout={self.dropout!r} must be in [0, 1).")
-    for name in tuple(self.metrics) + (self.best_metric,):
-      try:
-        metrics.check_name(name)
-      except ValueError as e:
-        raise ValueError(f"--metrics/--best_metric: {e}") from None
-    if self.best_metric not in self.metrics:
-      raise ValueError(f"--best_metric={self.best_metric!r} must be one of "
-                       f"--metrics ({', '.join(self.metrics)}).")
-    if not self.model_dir:
-      raise ValueError("--model_dir must be set.")
-    if self.strategy == "tpu" and not self.tpu:
-      raise ValueError("--tpu must name the TPU address when --strategy=tpu.")
-    whole_split = [m for m in tuple(self.metrics)
-                   if m in metrics.WHOLE_SPLIT_METRICS]
-    if whole_split and self.strategy != "default":
-      raise ValueError(f"--metrics: {', '.join(whole_split)} needs every "
-                       "score of the validation split on one replica; use "
-                       "--strategy=default, or compute it afterwards with "
-                       "pipelines.evaluate.")
-
-  def _validate_label_attention(self) -> None:
-    """The label_attention and MulCon flags."""
-    if self.interaction in interactions.SEQUENCE_INTERACTIONS:
-      if self.encoder not in encoders.SEQUENCE_ENCODERS:
-        raise ValueError(
-            f"--interaction={self.interaction} attends over token or "
-            f"position features; --encoder={self.encoder!r} has none (use "
-            f"one of {', '.join(encoders.SEQUENCE_ENCODERS)}).")
-      if self.label_dim % self.label_heads:
-        raise ValueError(f"--label_dim={self.label_dim} must be a multiple "
-                         f"of --label_heads={self.label_heads}.")
-    if not self.contrastive_weight >= 0:
-      raise ValueError(f"--contrastive_weight={self.contrastive_weight!r} "
-                       "must be >= 0.")
-    if self.contrastive_weight > 0:
-      if self.interaction not in interactions.SEQUENCE_INTERACTIONS:
-        raise ValueError("--contrastive_weight > 0 (MulCon's label-level "
-                         "contrastive loss) needs "
-                         "--interaction=label_attention.")
-      if (self.contrastive_start_step % self.eval_every or
-          not 0 <= self.contrastive_start_step < self.train_steps):
-        raise ValueError(
-            f"--contrastive_start_step={self.contrastive_start_step} must "
-            f"be a multiple of --eval_every={self.eval_every} in "
-            f"[0, --train_steps={self.train_steps}).")
-      if (self.contrastive_learning_rate is not None and
-          not self.contrastive_learning_rate > 0):
-        raise ValueError("--contrastive_learning_rate="
-                         f"{self.contrastive_learning_rate!r} must be > 0.")
-
-  def _validate_images(self) -> None:
-    """The image flags: download, image_size, init_checkpoint, precision."""
+    values = self.flat()
+    if self.trainer.optimizer not in OPTIMIZERS:
+      raise ValueError(f"--optimizer={self.trainer.optimizer!r} is not "
+                       f"valid; choose one of: {', '.join(OPTIMIZERS)}.")
     for name in ("download", "mixed_precision", "jit_compile"):
-      if not isinstance(getattr(self, name), bool):
-        raise ValueError(f"--{name}={getattr(self, name)!r} must be true or "
-                         "false.")
-    if self.download and self.dataset not in datasets.TFDS_DATASETS:
-      raise ValueError(f"--download reads TFDS datasets only "
-                       f"({', '.join(datasets.TFDS_DATASETS)}), not "
-                       f"{self.dataset!r}.")
-    if self.image_size is not None:
-      if self.dataset not in datasets.RESIZED_DATASETS:
-        raise ValueError(f"--image_size={self.image_size!r}: only "
-                         f"{', '.join(datasets.RESIZED_DATASETS)} images "
-                         "are resized.")
-      if not self.image_size >= 32:
-        raise ValueError(f"--image_size={self.image_size!r} must be >= 32.")
-    if self.init_checkpoint:
-      readers = encoders.TEXT_ENCODERS + ("resnet50",)
-      if self.encoder not in readers:
-        raise ValueError(f"--init_checkpoint is read by {', '.join(readers)} "
-                         f"only, not --encoder={self.encoder!r}.")
-      if self.encoder == "resnet50" and (
-          self.init_checkpoint == "minilm" or
-          self.init_checkpoint.endswith(".safetensors")):
-        raise ValueError(f"--init_checkpoint={self.init_checkpoint!r} is a "
-                         "text checkpoint; --encoder=resnet50 takes a Model "
-                         "Garden ResNet-50 checkpoint.")
-    if self.mixed_precision and self.strategy == "tpu":
+      if not isinstance(values[name], bool):
+        raise ValueError(f"--{name}={values[name]!r} must be true or false.")
+    if self.model.max_seq_length < 3:
+      raise ValueError(f"--max_seq_length={self.model.max_seq_length!r} "
+                       "must be >= 3 ([CLS], a token, [SEP]).")
+    for name in _POSITIVE:
+      if not values[name] > 0:
+        raise ValueError(f"--{name}={values[name]!r} must be > 0.")
+    if not self.loss.parallel_weight >= 0 or not self.loss.margin >= 0:
+      raise ValueError("--parallel_weight and --recall_margin must be >= 0.")
+    if self.loss.temperature is not None and not self.loss.temperature > 0:
+      raise ValueError(f"--temperature={self.loss.temperature!r} must be "
+                       "> 0.")
+    if not 0.0 <= self.model.dropout < 1.0:
+      raise ValueError(f"--dropout={self.model.dropout!r} must be in [0, 1).")
+    if self.data.image_size is not None and not self.data.image_size >= 32:
+      raise ValueError(f"--image_size={self.data.image_size!r} must be "
+                       ">= 32.")
+    trainer = self.trainer
+    if not trainer.model_dir:
+      raise ValueError("--model_dir must be set.")
+    if trainer.strategy == "tpu" and not trainer.tpu:
+      raise ValueError("--tpu must name the TPU address when --strategy=tpu.")
+    if trainer.mixed_precision and trainer.strategy == "tpu":
       raise ValueError("--mixed_precision is float16 for GPUs; TPUs compute "
                        "in bfloat16 on their own.")
+    if self.model.label_dim % self.model.label_heads:
+      raise ValueError(f"--label_dim={self.model.label_dim} must be a "
+                       f"multiple of --label_heads={self.model.label_heads}.")
+    self._validate_contrastive()
+
+  def _validate_contrastive(self) -> None:
+    """MulCon's flags (that they need label_attention: `training`)."""
+    loss, trainer = self.loss, self.trainer
+    if not loss.contrastive_weight >= 0:
+      raise ValueError(f"--contrastive_weight={loss.contrastive_weight!r} "
+                       "must be >= 0.")
+    if loss.contrastive_weight > 0:
+      if (loss.contrastive_start_step % trainer.eval_every or
+          not 0 <= loss.contrastive_start_step < trainer.train_steps):
+        raise ValueError(
+            f"--contrastive_start_step={loss.contrastive_start_step} must "
+            f"be a multiple of --eval_every={trainer.eval_every} in "
+            f"[0, --train_steps={trainer.train_steps}).")
+      if (loss.contrastive_learning_rate is not None and
+          not loss.contrastive_learning_rate > 0):
+        raise ValueError("--contrastive_learning_rate="
+                         f"{loss.contrastive_learning_rate!r} must be > 0.")
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
   @classmethod
   def from_json(cls, text: str) -> "TrainConfig":
+    """Reads `to_json`'s output (or a run's flat config.json of release
+    0.1, keyed by flag name)."""
     values = json.loads(text)
-    values["metrics"] = tuple(values["metrics"])
-    return cls(**values)
+    if set(values) <= {f.name for f in dataclasses.fields(cls)}:
+      groups = {}
+      for f in dataclasses.fields(cls):
+        sub = dict(values.get(f.name, {}))
+        if "metrics" in sub:
+          sub["metrics"] = tuple(sub["metrics"])
+        groups[f.name] = _type_hints(cls)[f.name](**sub)
+      return cls(**groups)
+    return cls.create(**values)

@@ -2,14 +2,9 @@
 
 A dataset yields (instance, label) pairs per split: an integer class id for
 multiclass data, a multi-hot float vector for multi-label data.
-`ranking_dataset` turns batches of those into what the ranking model reads:
-
-* context features: the instance after `inputs.InstanceInputs` (the image
-  itself, or BERT token ids of the text);
-* example feature `class_id`: [batch_size, num_classes, 1] int64, the class
-  list of each instance (every class, in id order);
-* mask `example_list_mask`: [batch_size, num_classes] bool, all True;
-* labels: [batch_size, num_classes] float one-hot (or multi-hot) relevance.
+`ranking_dataset` turns batches of those into what the ranking model reads,
+the feature contract of `features` (context features, `class_id`,
+`example_list_mask`, one-hot or multi-hot labels).
 
 Names:
 
@@ -83,15 +78,23 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf import features as features_lib
 from rank4class_tf import images
 from rank4class_tf import inputs as inputs_lib
+# The dataset names and their properties (no TensorFlow), used here by name.
+from rank4class_tf.catalog import (  # pylint: disable=g-multiple-import
+    DATASET_NAMES, IMAGE_DATASETS, MULTI_LABEL_DATASETS, RESIZED_DATASETS,
+    TEXT_DATASETS, TFDS_DATASETS, TFDS_SPLITS, VALIDATION_IS_TEST)
 
-CLASS_ID = "class_id"
-MASK = "example_list_mask"
 SPLITS = ("train", "validation", "test")
 SPLIT_SEED = 20220128
-REPO_DATA_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+# The shipped data files: rank4class_tf/data/ in an installed package (setup.py
+# installs the repository's data/ there), else data/ beside the package in a
+# checkout or an editable install.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DATA_DIR = os.path.join(_PACKAGE_DIR, "data")
+if not os.path.isdir(REPO_DATA_DIR):
+  REPO_DATA_DIR = os.path.join(os.path.dirname(_PACKAGE_DIR), "data")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,48 +198,18 @@ class ClassificationData:
     return tf.data.Dataset.from_tensor_slices((x, y))
 
 
-def class_list_features(context: Dict[str, tf.Tensor],
-                        num_classes: int) -> Dict[str, tf.Tensor]:
-  """Adds the class list and mask to a batch's context features.
-
-  Args:
-    context: context features, each [batch_size, ...].
-    num_classes: number of classes.
-
-  Returns:
-    `context` plus CLASS_ID [batch_size, num_classes, 1] int64 and MASK
-    [batch_size, num_classes] bool (all True).
-  """
-  batch_size = tf.shape(next(iter(context.values())))[0]
-  class_ids = tf.range(num_classes, dtype=tf.int64)
-  class_ids = tf.tile(class_ids[tf.newaxis, :, tf.newaxis], [batch_size, 1, 1])
-  return dict(context, **{
-      CLASS_ID: class_ids,
-      MASK: tf.ones([batch_size, num_classes], tf.bool),
-  })
-
-
 def ranking_features(instance_inputs: inputs_lib.InstanceInputs,
                      num_classes: int) -> Callable:
   """Returns a map fn: batched (instance, label) -> (features, labels)."""
 
   def to_ranking(instance, label):
-    features = class_list_features(instance_inputs(instance), num_classes)
+    features = features_lib.class_list_features(instance_inputs(instance),
+                                                 num_classes)
     if label.shape.rank == 2:
       return features, label
     return features, tf.one_hot(label, num_classes, dtype=tf.float32)
 
   return to_ranking
-
-
-def default_inputs(data: ClassificationData):
-  """The inputs of a numeric dataset: the raw instance itself, or for image
-  datasets with a preprocessing the preprocessed image (`images.ImageInputs`,
-  whose serving signature takes raw uint8 images)."""
-  if data.preprocessing is not None:
-    return images.ImageInputs(data.instance_key, data.preprocessing)
-  return inputs_lib.RawInputs(data.instance_key, data.instance_shape,
-                              data.instance_dtype)
 
 
 def ranking_dataset(data: ClassificationData,
@@ -255,7 +228,7 @@ def ranking_dataset(data: ClassificationData,
   batching, with `training` choosing augmentation or evaluation
   preprocessing. Text is tokenized after batching, in parallel.
   """
-  instance_inputs = instance_inputs or default_inputs(data)
+  instance_inputs = instance_inputs or inputs_lib.default_inputs(data)
   ds = data.dataset(split, shuffle_files=training, seed=seed)
   if data.shuffle_buffer is None:
     ds = ds.cache()
@@ -495,17 +468,6 @@ def load_digits32(data_dir: Optional[str] = None) -> ClassificationData:
       preprocessing=images.CifarVGGPreprocessing(mean, std, flip=False))
 
 
-# Our split -> TFDS split (a TFDS split expression): cifar10 and voc2007
-# select checkpoints on the test set, as the paper does for CIFAR-10.
-TFDS_SPLITS = {
-    "cifar10": {"train": "train", "validation": "test", "test": "test"},
-    "imagenet2012": {"train": "train", "validation": "validation",
-                     "test": "validation"},
-    "coco2017": {"train": "train", "validation": "validation",
-                 "test": "validation"},
-    "voc2007": {"train": "train+validation", "validation": "test",
-                "test": "test"},
-}
 IMAGENET_SHUFFLE_BUFFER = 10_000  # The Model Garden's ImageNet buffer.
 # As ImageNet's: the whole of VOC's trainval, 8% of COCO's train split.
 MULTI_LABEL_SHUFFLE_BUFFER = 10_000
@@ -750,20 +712,8 @@ _DATASETS: Dict[str, Callable[[Optional[str]], ClassificationData]] = {
     "voc2007": load_voc2007,
 }
 
-DATASET_NAMES = tuple(_DATASETS)
-TEXT_DATASETS = ("goemotions", "goemotions_multilabel", "mind")
-# Read through TFDS (`TFDS_SOURCES`): they take `download` and `image_size`.
-TFDS_DATASETS = ("cifar10", "imagenet2012", "coco2017", "voc2007")
-# Raw uint8 colour images with a preprocessing.
-IMAGE_DATASETS = ("digits32",) + TFDS_DATASETS
-# Images of any size resized to `image_size` (the others' size is fixed).
-RESIZED_DATASETS = ("imagenet2012", "coco2017", "voc2007")
-# Multi-hot labels.
-MULTI_LABEL_DATASETS = ("goemotions_multilabel", "coco2017", "voc2007")
-# Datasets whose `validation` and `test` splits are the same data, so the
-# best checkpoint and the hyper-parameters are chosen on the test split.
-VALIDATION_IS_TEST = tuple(name for name, splits in TFDS_SPLITS.items()
-                           if splits["validation"] == splits["test"])
+if set(_DATASETS) != set(DATASET_NAMES):
+  raise ImportError("datasets._DATASETS and catalog.DATASET_NAMES differ.")
 
 
 def get(name: str, data_dir: Optional[str] = None, download: bool = False,
@@ -789,3 +739,10 @@ def get(name: str, data_dir: Optional[str] = None, download: bool = False,
   if name in TFDS_DATASETS:
     return _DATASETS[name](data_dir, download=download, image_size=image_size)
   return _DATASETS[name](data_dir)
+
+
+def from_config(config) -> ClassificationData:
+  """The dataset of a `config.DataConfig` (name, data_dir, download,
+  image_size)."""
+  return get(config.dataset, config.data_dir, download=config.download,
+             image_size=config.image_size)

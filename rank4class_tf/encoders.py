@@ -360,3 +360,18 @@ def get(name: str, **kwargs) -> tf.keras.layers.Layer:
                      f"{', '.join(ENCODER_NAMES)}.")
   return _ENCODERS[name](name="encoder", **dict(_DEFAULTS.get(name, {}),
                                                 **kwargs))
+
+
+def config_kwargs(config) -> Dict[str, Any]:
+  """The keyword arguments of `get(config.encoder)` from a
+  `config.ModelConfig`."""
+  if config.encoder in TEXT_ENCODERS:
+    return {"size": config.encoder_size,
+            "init_checkpoint": config.init_checkpoint or None,
+            "dropout": config.dropout}
+  if config.encoder == "resnet50":
+    return {"init_checkpoint": config.init_checkpoint or None,
+            "dropout": config.dropout}
+  if config.encoder == "vgg16":
+    return {"dropout": config.dropout}
+  return {"dim": config.encoder_dim, "dropout": config.dropout}

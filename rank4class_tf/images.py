@@ -38,7 +38,7 @@ Recipes:
 """
 
 import math
-from typing import Dict, Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -237,6 +237,9 @@ class ImageInputs:
   def serving_features(self, images: tf.Tensor) -> Dict[str, tf.Tensor]:
     """Raw uint8 images -> context features (evaluation preprocessing)."""
     return {self.key: self.preprocessing.serve(images)}
+
+  def serving_assets(self) -> Dict[str, Any]:
+    return {}
 
   def context_spec(self) -> Dict[str, tf.io.FixedLenFeature]:
     return {self.key: tf.io.FixedLenFeature(self.shape, tf.float32)}

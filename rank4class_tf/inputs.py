@@ -7,13 +7,20 @@ the serving signature, so training and serving read instances identically:
 * `TextInputs`: raw strings are tokenized inside the graph by
   `text.TextPreprocessor` into `input_word_ids`, `input_mask`,
   `input_type_ids` [batch_size, seq_length].
+* `images.ImageInputs`: images preprocessed in tf.data, served raw.
+
+All three implement `features.InstanceInputs`.
 """
 
-from typing import Dict, Tuple, Union
+from typing import Any, Dict, Tuple
 
 import tensorflow as tf
 
+from rank4class_tf import features
+from rank4class_tf import images
 from rank4class_tf import text
+
+InstanceInputs = features.InstanceInputs
 
 
 class RawInputs:
@@ -41,8 +48,15 @@ class RawInputs:
           instance, f"{self.key}: NaN or Inf values in the instance")
     return {self.key: instance}
 
+  def serving_features(self, instance: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """Served instances are read as the pipeline's."""
+    return self(instance)
+
   def context_spec(self) -> Dict[str, tf.io.FixedLenFeature]:
     return {self.key: tf.io.FixedLenFeature(self.shape, self.dtype)}
+
+  def serving_assets(self) -> Dict[str, Any]:
+    return {}
 
   def serving_spec(self) -> tf.TensorSpec:
     return tf.TensorSpec([None, *self.shape], self.dtype, name=self.key)
@@ -70,6 +84,15 @@ class TextInputs:
   def __call__(self, instance: tf.Tensor) -> Dict[str, tf.Tensor]:
     return self.preprocessor(instance)
 
+  def serving_features(self, instance: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """Raw strings are tokenized inside the SavedModel."""
+    return self(instance)
+
+  def serving_assets(self) -> Dict[str, Any]:
+    """The tokenizer: the SavedModel tracks its vocabulary table (and file,
+    as an asset) so that it tokenizes raw strings on its own."""
+    return {"instance_preprocessor": self.preprocessor}
+
   def context_spec(self) -> Dict[str, tf.io.FixedLenFeature]:
     length = [self.preprocessor.seq_length]
     return {name: tf.io.FixedLenFeature(length, tf.int32)
@@ -83,4 +106,12 @@ class TextInputs:
     return {name: context[name] for name in text.BERT_INPUTS}
 
 
-InstanceInputs = Union[RawInputs, TextInputs]
+def default_inputs(data) -> InstanceInputs:
+  """The inputs of a numeric dataset (`datasets.ClassificationData`): the raw
+  instance itself, or for image datasets with a preprocessing the
+  preprocessed image (`images.ImageInputs`, whose serving signature takes raw
+  uint8 images)."""
+  if data.preprocessing is not None:
+    return images.ImageInputs(data.instance_key, data.preprocessing)
+  return RawInputs(data.instance_key, data.instance_shape,
+                   data.instance_dtype)

@@ -25,7 +25,7 @@ embeddings (the class encoder). Padding tokens (mask 0) are never attended
 to. The scores are a ranking over the class list like any other
 interaction's, so `--interaction=label_attention` serves single-label runs
 too; multi-label runs add MulCon's label-level contrastive loss on z
-(`multilabel_losses.label_contrastive_loss`).
+(`multilabel_ops.label_contrastive_loss`).
 """
 
 from typing import Any, Dict, Optional

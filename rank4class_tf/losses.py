@@ -17,10 +17,12 @@ map to TF-Ranking's classes, except:
 
 Example:
 
->>> loss = rank4class_tf.losses.get("approx_ndcg", temperature=0.1)
->>> loss([[0., 1., 0.]], [[1., 3., 2.]])
+>>> loss = get("rescaled_mse", k=15., m=30.)
+>>> float(loss([[0., 1.]], [[1., 29.]]))
+8.0
 """
 
+import dataclasses
 from typing import Any, Dict, Tuple
 
 import tensorflow as tf
@@ -107,11 +109,7 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
   """Builds the loss called `name`.
 
   Args:
-    name: one of `LOSS_NAMES`: softmax, pairwise_logistic, approx_ndcg,
-      gumbel_approx_ndcg, mse, sigmoid_cross_entropy, rescaled_mse, two_way,
-      two_way_margin, sodeep_spearman, sodeep_map, sodeep_recall. pairwise_logistic, approx_ndcg and gumbel_approx_ndcg
-      are the O(n * k) `fast_losses` classes; the sodeep_* classes live in
-      `sorting.losses`.
+    name: one of `LOSS_NAMES` (the table above names each one's class).
     **kwargs: that loss's hyper-parameters (see `hyperparameters(name)`);
       `reduction` is accepted by all. A value of None keeps the default.
 
@@ -122,3 +120,21 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
     ValueError: for an unknown name or a hyper-parameter the loss lacks.
   """
   return lookup.build(_LOSSES, name, **kwargs)
+
+
+def config_kwargs(config, num_classes: int, seed: int) -> Dict[str, Any]:
+  """The settings of a `config.LossConfig` that its loss takes.
+
+  The config names each setting as the losses' constructors do; the class
+  count (SoDeep's list length `d`) and the run's seed come from the run.
+  """
+  settings = dataclasses.asdict(config)
+  settings.update(d=num_classes, seed=seed,
+                  parallel_loss=config.parallel_loss or None)
+  return {k: settings[k] for k in hyperparameters(config.name)
+          if k in settings}
+
+
+def build(config, num_classes: int, seed: int) -> tf.keras.losses.Loss:
+  """The loss of a `config.LossConfig` for lists of `num_classes` classes."""
+  return get(config.name, **config_kwargs(config, num_classes, seed))

@@ -26,8 +26,8 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
-from rank4class_tf import datasets
 from rank4class_tf import encoders
+from rank4class_tf import features
 from rank4class_tf import inputs as inputs_lib
 from rank4class_tf import interactions
 from rank4class_tf import label_attention
@@ -177,7 +177,7 @@ class Rank4ClassScorer(tfr.keras.model.Scorer):
     del mask  # Every class is listed; padding is marked by negative labels.
     encoded = self._encoder_fn()(
         self._instance_inputs.encoder_input(context_features))
-    class_ids = example_features[datasets.CLASS_ID]
+    class_ids = example_features[features.CLASS_ID]
     if self._label_attention:
       head = self._interaction_fn()
       outputs = head([encoded["features"], encoded["mask"], class_ids])
@@ -216,7 +216,7 @@ class ContrastiveModelBuilder(tfr.keras.model.AbstractModelBuilder):
     return model
 
 
-def build_model_builder(data: datasets.ClassificationData,
+def build_model_builder(data,
                         instance_inputs: Optional[
                             inputs_lib.InstanceInputs] = None,
                         encoder: str = "small_cnn",
@@ -233,7 +233,8 @@ def build_model_builder(data: datasets.ClassificationData,
   """A TF-Ranking `ModelBuilder` of the Rank4Class model for `data`.
 
   Args:
-    data: the dataset (its instance feature and class count).
+    data: the dataset (`datasets.ClassificationData`: its instance feature
+      and class count).
     instance_inputs: how raw instances become context features (default:
       the raw numeric instance itself).
     encoder: encoder name (see `encoders.get`).
@@ -259,7 +260,7 @@ def build_model_builder(data: datasets.ClassificationData,
       has no token / position features.
   """
   encoder_kwargs = dict(encoder_kwargs or {})
-  instance_inputs = instance_inputs or datasets.default_inputs(data)
+  instance_inputs = instance_inputs or inputs_lib.default_inputs(data)
   if encoder not in encoders.ENCODER_NAMES:
     encoders.get(encoder)  # Raises, listing the valid names.
   sequence = interaction in interactions.SEQUENCE_INTERACTIONS
@@ -284,7 +285,7 @@ def build_model_builder(data: datasets.ClassificationData,
     interaction_fn = lambda: interactions.get(interaction, units=mlp_units)
   input_creator = tfr.keras.model.FeatureSpecInputCreator(
       instance_inputs.context_spec(),
-      {datasets.CLASS_ID: tf.io.FixedLenFeature([1], tf.int64)})
+      {features.CLASS_ID: tf.io.FixedLenFeature([1], tf.int64)})
   scorer = Rank4ClassScorer(
       instance_inputs, data.num_classes,
       encoder_fn=lambda: encoders.get(encoder, **encoder_kwargs),
@@ -294,7 +295,7 @@ def build_model_builder(data: datasets.ClassificationData,
       input_creator=input_creator,
       preprocessor=tfr.keras.model.PreprocessorWithSpec(),
       scorer=scorer,
-      mask_feature_name=datasets.MASK,
+      mask_feature_name=features.MASK,
       name="rank4class")
   if contrastive:
     return ContrastiveModelBuilder(builder, contrastive_temperature,

@@ -1,10 +1,11 @@
-"""Multi-label classification metrics: pure TensorFlow maths and Keras metrics.
+"""Multi-label classification metrics by name, and their Keras metrics.
 
-Every function takes `labels` [batch_size, num_classes], multi-hot (a class is
-a positive of an instance iff its label is >= 1, as in TF-Ranking; entries
-< 0 are padding and are ignored everywhere), and `scores`
-[batch_size, num_classes] raw logits. They run eagerly and inside
-`tf.function`; the Keras metrics below wrap them.
+The maths (pure TensorFlow) is in `multilabel_metric_ops`; this module names
+the metrics, computes them on a whole split by name, and wraps them in Keras
+metrics that stream exactly. Every metric takes `labels` [batch_size,
+num_classes], multi-hot (a class is a positive of an instance iff its label
+is >= 1, as in TF-Ranking; entries < 0 are padding and are ignored
+everywhere), and `scores` [batch_size, num_classes] raw logits.
 
 Ranking metrics (no threshold):
 
@@ -16,16 +17,8 @@ Ranking metrics (no threshold):
   positive are skipped; TF-Ranking's `MeanAveragePrecisionMetric` would count
   them as 0 instead.
 
-AP equals `sklearn.metrics.average_precision_score`:
-
-```
-AP = 1/|P| * sum_{i in P} precision(s_i),
-precision(t) = |{j in P: s_j >= t}| / |{j valid: s_j >= t}|
-```
-
-for the positives P of a list and scores s. Tied scores form one threshold, as
-in scikit-learn: every item tied with a positive counts as ranked at or above
-it, so AP does not depend on the order of ties.
+AP equals `sklearn.metrics.average_precision_score`, ties included (see
+`multilabel_metric_ops`).
 
 Count metrics, from per-class counts over the instances: Nc true positives,
 Np predicted positives and Ng label positives of each class:
@@ -54,17 +47,19 @@ Example:
 
 >>> labels = [[1., 0., 1.], [0., 1., 0.]]
 >>> scores = [[2., -1., -3.], [0.5, 1., -2.]]
->>> multilabel_scores(labels, scores, ("map_class", "cf1", "of1_top1"))
-{'map_class': 0.833..., 'cf1': 0.571..., 'of1_top1': 0.800...}
+>>> values = multilabel_scores(labels, scores, ("map_class", "cf1", "of1_top1"))
+>>> {name: round(value, 3) for name, value in values.items()}
+{'map_class': 0.833, 'cf1': 0.571, 'of1_top1': 0.8}
 """
 
-import math
 import re
 from typing import Dict, Iterable, Optional, Tuple
 
 import tensorflow as tf
 
-COUNT_STATISTICS = ("cp", "cr", "cf1", "op", "or", "of1", "macro_f1")
+from rank4class_tf import multilabel_metric_ops
+
+COUNT_STATISTICS = multilabel_metric_ops.COUNT_STATISTICS
 MAP_METRICS = ("map_class", "map_sample")
 # Metrics that need every score of a split at once (not streamable).
 WHOLE_SPLIT_METRICS = ("map_class",)
@@ -108,217 +103,7 @@ def metric_name(statistic: str, top_k: Optional[int] = None) -> str:
   return statistic if top_k is None else f"{statistic}_top{top_k}"
 
 
-# ----------------------------------------------------------------- maths ----
-
-def relevance_and_mask(labels) -> Tuple[tf.Tensor, tf.Tensor]:
-  """(positive, valid) float32 masks of `labels`: label >= 1, label >= 0."""
-  labels = tf.cast(labels, tf.float32)
-  return (tf.cast(labels >= 1., tf.float32),
-          tf.cast(labels >= 0., tf.float32))
-
-
-def average_precision(labels, scores) -> Tuple[tf.Tensor, tf.Tensor]:
-  """Average precision of each row, ranking its entries by score.
-
-  Equals `sklearn.metrics.average_precision_score(labels[i], scores[i])` on the
-  valid entries of each row i, ties included (see the module docstring):
-  `AP = 1/|P| sum_{i in P} |{j in P: s_j >= s_i}| / |{j valid: s_j >= s_i}|`.
-  Costs one sort of each row, O(n log n) for rows of n entries.
-
-  Args:
-    labels: [num_lists, list_size] labels; >= 1 relevant, < 0 padding.
-    scores: [num_lists, list_size] scores.
-
-  Returns:
-    (ap [num_lists] float32, 0 for a row without positive;
-     has_positive [num_lists] bool).
-  """
-  scores = tf.cast(scores, tf.float32)
-  positive, valid = relevance_and_mask(labels)
-  order = tf.argsort(scores, axis=-1, direction="DESCENDING", stable=True)
-  sorted_scores = tf.gather(scores, order, batch_dims=1)
-  sorted_positive = tf.gather(positive, order, batch_dims=1)
-  cum_positive = tf.cumsum(sorted_positive, axis=-1)
-  cum_valid = tf.cumsum(tf.gather(valid, order, batch_dims=1), axis=-1)
-  # Position of the last entry tied with each entry: the counts there are
-  # those of the threshold s_i (padding adds to neither count).
-  negated = -sorted_scores  # Ascending, as searchsorted wants.
-  last_tied = tf.searchsorted(negated, negated, side="right") - 1
-  precision = tf.math.divide_no_nan(
-      tf.gather(cum_positive, last_tied, batch_dims=1),
-      tf.gather(cum_valid, last_tied, batch_dims=1))
-  num_positive = tf.reduce_sum(positive, axis=-1)
-  ap = tf.math.divide_no_nan(
-      tf.reduce_sum(sorted_positive * precision, axis=-1), num_positive)
-  return ap, num_positive > 0.
-
-
-def average_precision_per_class(labels, scores) -> Tuple[tf.Tensor, tf.Tensor]:
-  """AP of each class over the instances [batch_size, num_classes].
-
-  Returns:
-    (ap [num_classes], has_positive [num_classes] bool); see
-    `average_precision`.
-  """
-  return average_precision(tf.transpose(labels), tf.transpose(scores))
-
-
-def average_precision_per_instance(labels,
-                                   scores) -> Tuple[tf.Tensor, tf.Tensor]:
-  """AP of each instance over its classes, (ap, has_positive) [batch_size]."""
-  return average_precision(labels, scores)
-
-
-def _masked_mean(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-  mask = tf.cast(mask, values.dtype)
-  return tf.math.divide_no_nan(tf.reduce_sum(values * mask),
-                               tf.reduce_sum(mask))
-
-
-def map_class(labels, scores) -> tf.Tensor:
-  """Mean over classes with a positive of the per-class AP (float32 scalar).
-
-  Args:
-    labels: [batch_size, num_classes] multi-hot labels, < 0 padding.
-    scores: [batch_size, num_classes] scores.
-
-  Returns:
-    The mean AP; 0 when no class has a positive.
-  """
-  return _masked_mean(*average_precision_per_class(labels, scores))
-
-
-def map_sample(labels, scores) -> tf.Tensor:
-  """Mean over instances with a positive of the per-instance AP (scalar).
-
-  Instances without a positive are skipped (TF-Ranking counts them as 0).
-
-  Args:
-    labels: [batch_size, num_classes] multi-hot labels, < 0 padding.
-    scores: [batch_size, num_classes] scores.
-
-  Returns:
-    The mean AP; 0 when no instance has a positive.
-  """
-  return _masked_mean(*average_precision_per_instance(labels, scores))
-
-
-def _logit(threshold: float) -> float:
-  if not 0. <= threshold <= 1.:
-    raise ValueError(f"threshold must be in [0, 1], got {threshold}.")
-  if threshold == 0.:
-    return -math.inf
-  if threshold == 1.:
-    return math.inf
-  return math.log(threshold) - math.log1p(-threshold)
-
-
-def threshold_predictions(scores, threshold: float = 0.5) -> tf.Tensor:
-  """Predicted positives: sigmoid(scores) >= threshold, as a bool tensor.
-
-  Computed as `scores >= log(threshold / (1 - threshold))`: the same set
-  without rounding the sigmoid (only the logit of the threshold is rounded to
-  float32; it is exact for 0.5, where it is 0).
-
-  Args:
-    scores: [batch_size, num_classes] logits.
-    threshold: probability threshold in [0, 1].
-
-  Returns:
-    [batch_size, num_classes] bool.
-  """
-  scores = tf.cast(scores, tf.float32)
-  return scores >= tf.constant(_logit(threshold), tf.float32)
-
-
-def top_k_predictions(scores, top_k: int = DEFAULT_TOP_K,
-                      mask=None) -> tf.Tensor:
-  """Predicted positives: the `top_k` best-scored classes of each instance.
-
-  Args:
-    scores: [batch_size, num_classes] scores.
-    top_k: classes predicted per instance (all of them if fewer).
-    mask: optional [batch_size, num_classes] bool, False for padded classes,
-      which are chosen only after every valid class.
-
-  Returns:
-    [batch_size, num_classes] bool. Ties keep the lower class id
-    (`tf.math.top_k` order).
-  """
-  if top_k < 1:
-    raise ValueError(f"top_k must be >= 1, got {top_k}.")
-  scores = tf.cast(scores, tf.float32)
-  if mask is not None:
-    scores = tf.where(mask, scores, -math.inf)
-  num_classes = scores.shape[-1]
-  if num_classes is None:
-    num_classes = tf.shape(scores)[-1]
-    k = tf.minimum(top_k, num_classes)
-  else:
-    k = min(top_k, num_classes)
-  _, ids = tf.math.top_k(scores, k=k)
-  return tf.reduce_max(tf.one_hot(ids, num_classes), axis=-2) > 0.
-
-
-def predictions(labels, scores, threshold: float = 0.5,
-                top_k: Optional[int] = None) -> tf.Tensor:
-  """Thresholded (`top_k` None) or top-k predictions, bool, padding masked."""
-  _, valid = relevance_and_mask(labels)
-  if top_k is None:
-    predicted = threshold_predictions(scores, threshold)
-  else:
-    predicted = top_k_predictions(scores, top_k, mask=valid > 0.)
-  return tf.logical_and(predicted, valid > 0.)
-
-
-def class_counts(labels, predicted) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-  """Per-class counts over the instances, float64 (exact for any split).
-
-  Args:
-    labels: [batch_size, num_classes] multi-hot labels, < 0 padding.
-    predicted: [batch_size, num_classes] bool predictions.
-
-  Returns:
-    (Nc true positives, Np predicted positives, Ng label positives), each
-    [num_classes] float64. Padded entries count nowhere.
-  """
-  positive, valid = relevance_and_mask(labels)
-  positive = tf.cast(positive, tf.float64)
-  predicted = tf.cast(predicted, tf.float64) * tf.cast(valid, tf.float64)
-  return (tf.reduce_sum(predicted * positive, axis=0),
-          tf.reduce_sum(predicted, axis=0),
-          tf.reduce_sum(positive, axis=0))
-
-
-def _f1(precision: tf.Tensor, recall: tf.Tensor) -> tf.Tensor:
-  return tf.math.divide_no_nan(2. * precision * recall, precision + recall)
-
-
-def statistics_from_counts(true_positives: tf.Tensor,
-                           predicted_positives: tf.Tensor,
-                           label_positives: tf.Tensor) -> Dict[str, tf.Tensor]:
-  """cp, cr, cf1, op, or, of1 and macro_f1 from per-class counts.
-
-  Args:
-    true_positives: Nc [num_classes].
-    predicted_positives: Np [num_classes].
-    label_positives: Ng [num_classes].
-
-  Returns:
-    {statistic: scalar} for every name of `COUNT_STATISTICS`, in the dtype of
-    the counts; see the module docstring for the formulas.
-  """
-  nc, npred, ng = true_positives, predicted_positives, label_positives
-  cp = tf.reduce_mean(tf.math.divide_no_nan(nc, npred))
-  cr = tf.reduce_mean(tf.math.divide_no_nan(nc, ng))
-  op = tf.math.divide_no_nan(tf.reduce_sum(nc), tf.reduce_sum(npred))
-  orr = tf.math.divide_no_nan(tf.reduce_sum(nc), tf.reduce_sum(ng))
-  return {
-      "cp": cp, "cr": cr, "cf1": _f1(cp, cr),
-      "op": op, "or": orr, "of1": _f1(op, orr),
-      "macro_f1": tf.reduce_mean(tf.math.divide_no_nan(2. * nc, npred + ng)),
-  }
-
+# ------------------------------------------------- a whole split by name ----
 
 def count_metrics(labels, scores, threshold: float = 0.5,
                   top_k: Optional[int] = None) -> Dict[str, tf.Tensor]:
@@ -334,9 +119,9 @@ def count_metrics(labels, scores, threshold: float = 0.5,
     {key: value} with keys `COUNT_STATISTICS`, suffixed with `_top{k}` when
     `top_k` is set (`cp_top3`...).
   """
-  counts = class_counts(labels, predictions(labels, scores, threshold, top_k))
-  return {metric_name(s, top_k): tf.cast(v, tf.float32)
-          for s, v in statistics_from_counts(*counts).items()}
+  statistics = multilabel_metric_ops.count_statistics(labels, scores,
+                                                      threshold, top_k)
+  return {metric_name(s, top_k): v for s, v in statistics.items()}
 
 
 def metric_tensors(labels, scores, names: Iterable[str],
@@ -361,9 +146,9 @@ def metric_tensors(labels, scores, names: Iterable[str],
   results, counted = {}, {}
   for name, (statistic, top_k) in parsed.items():
     if statistic == "map_class":
-      results[name] = map_class(labels, scores)
+      results[name] = multilabel_metric_ops.map_class(labels, scores)
     elif statistic == "map_sample":
-      results[name] = map_sample(labels, scores)
+      results[name] = multilabel_metric_ops.map_sample(labels, scores)
     else:
       if top_k not in counted:
         counted[top_k] = count_metrics(labels, scores, threshold, top_k)
@@ -459,7 +244,7 @@ class MultiLabelCountMetric(tf.keras.metrics.Metric):
     if statistic not in COUNT_STATISTICS:
       raise ValueError(f"Unknown statistic {statistic!r}; valid ones: "
                        f"{', '.join(COUNT_STATISTICS)}.")
-    _logit(threshold)  # Validates it.
+    multilabel_metric_ops.threshold_logit(threshold)  # Validates it.
     if top_k is not None and top_k < 1:
       raise ValueError(f"top_k must be >= 1, got {top_k}.")
     super().__init__(name=name or metric_name(statistic, top_k), dtype=dtype,
@@ -483,8 +268,9 @@ class MultiLabelCountMetric(tf.keras.metrics.Metric):
   def update_state(self, y_true, y_pred, sample_weight=None):
     """Adds the counts of a batch [batch_size, num_classes]."""
     labels, scores = _prepare_and_build(self, y_true, y_pred, sample_weight)
-    nc, npred, ng = class_counts(
-        labels, predictions(labels, scores, self._threshold, self._top_k))
+    nc, npred, ng = multilabel_metric_ops.class_counts(
+        labels, multilabel_metric_ops.predictions(labels, scores,
+                                                  self._threshold, self._top_k))
     return tf.group(self.true_positives.assign_add(nc),
                     self.predicted_positives.assign_add(npred),
                     self.label_positives.assign_add(ng))
@@ -492,9 +278,8 @@ class MultiLabelCountMetric(tf.keras.metrics.Metric):
   def result(self):
     if self._num_classes is None:
       return tf.constant(0., self.dtype)
-    values = statistics_from_counts(self.true_positives,
-                                    self.predicted_positives,
-                                    self.label_positives)
+    values = multilabel_metric_ops.statistics_from_counts(
+        self.true_positives, self.predicted_positives, self.label_positives)
     return tf.cast(values[self._statistic], self.dtype)
 
   def reset_state(self):
@@ -532,7 +317,8 @@ class SampleMeanAveragePrecision(tf.keras.metrics.Metric):
   def update_state(self, y_true, y_pred, sample_weight=None):
     """Adds the per-instance APs of a batch [batch_size, num_classes]."""
     labels, scores = _prepare(self, y_true, y_pred, sample_weight)
-    ap, has_positive = average_precision_per_instance(labels, scores)
+    ap, has_positive = multilabel_metric_ops.average_precision_per_instance(
+        labels, scores)
     has_positive = tf.cast(has_positive, tf.float64)
     return tf.group(
         self.total.assign_add(
@@ -552,7 +338,8 @@ class ClassMeanAveragePrecision(tf.keras.metrics.Metric):
   shape [None, num_classes] that grow by concatenation (the whole split in
   memory, 8 bytes per instance and class), and `result()` sorts them all.
   Keras calls `result()` after every step, so an epoch of n steps costs
-  O(n^2) sorting; for large splits compute it once with `map_class` or
+  O(n^2) sorting; for large splits compute it once with
+  `multilabel_metric_ops.map_class` or
   `rank4class_tf.metrics.evaluate_scores` instead.
 
   Exact on one replica only: under a multi-replica strategy each replica would
@@ -591,7 +378,8 @@ class ClassMeanAveragePrecision(tf.keras.metrics.Metric):
   def result(self):
     if self._num_classes is None:
       return tf.constant(0., self.dtype)
-    return tf.cast(map_class(self.labels, self.scores), self.dtype)
+    return tf.cast(multilabel_metric_ops.map_class(self.labels, self.scores),
+                   self.dtype)
 
   def reset_state(self):
     if self._num_classes is not None:

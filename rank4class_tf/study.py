@@ -46,10 +46,11 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
+from rank4class_tf import catalog
 from rank4class_tf import interactions
 from rank4class_tf import losses
 from rank4class_tf import metrics
+from rank4class_tf import serving
 from rank4class_tf import training
 
 # The paper's grid (Tables 7-12 and App. B).
@@ -156,17 +157,18 @@ class Grid:
 
 def shared_settings(config: config_lib.TrainConfig) -> Dict[str, object]:
   """The TrainConfig fields every run of a study shares, as JSON values."""
-  values = json.loads(config.to_json())
+  values = json.loads(json.dumps(config.flat()))
   return {k: v for k, v in values.items() if k not in _PER_RUN_FIELDS}
 
 
 def run_config(base: config_lib.TrainConfig, run: Run,
                study_dir: str) -> config_lib.TrainConfig:
   """The TrainConfig of one run: the shared settings plus the run's own."""
-  return dataclasses.replace(
-      base, loss=run.loss, interaction=run.interaction,
+  return base.replace(
+      loss=run.loss, interaction=run.interaction,
       learning_rate=run.learning_rate,
-      mlp_units=base.mlp_units if run.mlp_units is None else run.mlp_units,
+      mlp_units=(base.model.mlp_units if run.mlp_units is None
+                 else run.mlp_units),
       seed=run.seed, model_dir=run_dir(study_dir, run), overwrite=False)
 
 
@@ -205,16 +207,16 @@ def check_settings(base: config_lib.TrainConfig, grid: Grid) -> None:
     ValueError: one line naming the flag.
   """
   grid.validate()
-  if base.dataset in datasets.MULTI_LABEL_DATASETS:
-    raise ValueError(f"--dataset={base.dataset} is multi-label; the study "
+  if base.data.dataset in catalog.MULTI_LABEL_DATASETS:
+    raise ValueError(f"--dataset={base.data.dataset} is multi-label; the study "
                      "reproduces the paper's single-label tables.")
-  for name in base.metrics:
+  for name in base.trainer.metrics:
     if metrics.is_multilabel(name):
       raise ValueError(f"--metrics: {name} is a multi-label metric; the "
                        "study takes ranking metrics (top<k>_accuracy, "
                        "ndcg@<k>, ndcg, mrr, precision@<k>).")
   for run in grid.runs():
-    run_config(base, run, "unused").validate()
+    training.validate(run_config(base, run, "unused"))
 
 
 def open_study(study_dir: str, base: config_lib.TrainConfig,
@@ -318,8 +320,7 @@ def softmax_cross_entropy(labels: np.ndarray, scores: np.ndarray
   return log_norm - scores[np.arange(len(labels)), labels]
 
 
-def evaluate_run(config: config_lib.TrainConfig,
-                 data: datasets.ClassificationData
+def evaluate_run(config: config_lib.TrainConfig, data
                 ) -> Tuple[Dict[str, object], Dict[str, np.ndarray]]:
   """Scores a finished run's best export on validation and test.
 
@@ -327,10 +328,11 @@ def evaluate_run(config: config_lib.TrainConfig,
     (its record's metrics, per-instance test arrays: one [n] per metric,
     `softmax_ce`, and the labels).
   """
-  ranker = training.ExportedRanker(config.model_dir, training.BEST_EXPORT)
-  names = tuple(config.metrics)
-  val_labels, val_scores = training.split_scores(ranker, data, "validation")
-  labels, scores = training.split_scores(ranker, data, "test")
+  ranker = serving.ExportedRanker(config.trainer.model_dir,
+                                  serving.BEST_EXPORT)
+  names = tuple(config.trainer.metrics)
+  val_labels, val_scores = serving.split_scores(ranker, data, "validation")
+  labels, scores = serving.split_scores(ranker, data, "test")
   validation = metrics.evaluate_scores(val_labels, val_scores, names)
   per = metrics.per_instance(labels, scores,
                              tuple(dict.fromkeys(names + ("mrr", "ndcg"))))
@@ -356,19 +358,21 @@ def evaluate_run(config: config_lib.TrainConfig,
 
 
 def _best_step(config: config_lib.TrainConfig) -> Optional[int]:
-  path = os.path.join(config.model_dir, "best_checkpoint", "best.json")
+  path = os.path.join(config.trainer.model_dir, "best_checkpoint",
+                      "best.json")
   if not os.path.exists(path):
     return None
-  return int(_read_json(path)["epoch"]) * config.eval_every
+  return int(_read_json(path)["epoch"]) * config.trainer.eval_every
 
 
 def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
-                data: datasets.ClassificationData) -> Dict[str, object]:
+                data) -> Dict[str, object]:
   """Trains (or resumes) and evaluates one run; returns its record."""
   config = run_config(base, run, study_dir)
-  folder = config.model_dir
+  folder = config.trainer.model_dir
+  eval_every = config.trainer.eval_every
   exports = [os.path.join(folder, "export", name)
-             for name in (training.LATEST_EXPORT, training.BEST_EXPORT)]
+             for name in serving.EXPORTS]
   resumed_at = 0
   train_seconds = None
   os.makedirs(folder, exist_ok=True)
@@ -380,7 +384,7 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
         logging.warning("Incomplete export in %s: training again.", folder)
         shutil.rmtree(folder)
         os.makedirs(folder)
-      resumed_at = training.resume_epoch(folder) * config.eval_every
+      resumed_at = training.resume_epoch(folder) * eval_every
       start = time.time()
       training.train(config)
       train_seconds = time.time() - start
@@ -388,8 +392,7 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
     record.update(dataclasses.asdict(run), run=run.name,
                   best_step=_best_step(config), train_seconds=train_seconds,
                   resumed_at_step=resumed_at,
-                  validation_curve=_validation_curves(folder,
-                                                      config.eval_every))
+                  validation_curve=_validation_curves(folder, eval_every))
   np.savez(os.path.join(folder, TEST_FILE), **arrays)
   _write_json(os.path.join(folder, RESULT_FILE), record)
   tf.keras.backend.clear_session()
@@ -412,14 +415,14 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
   check_settings(base, grid)
   data = training.load_data(base)
   for loss in grid.losses:
-    training.check_files(dataclasses.replace(base, loss=loss), data)
+    training.check_files(base.replace(loss=loss), data)
   whole = open_study(study_dir, base, grid)
   todo = [run for run in grid.runs() if not is_finished(study_dir, run)]
   done = len(grid.runs()) - len(todo)
   if done:
     progress(f"{done} of {len(grid.runs())} runs already finished in "
              f"{study_dir}: skipped.")
-  select = base.best_metric
+  select = base.trainer.best_metric
   durations = []
   for i, run in enumerate(todo):
     start = time.time()
@@ -427,7 +430,7 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
     durations.append(time.time() - start)
     left = np.mean(durations) * (len(todo) - i - 1)
     test = " ".join(f"{name} {record['test'][name]:.4f}"
-                    for name in base.metrics)
+                    for name in base.trainer.metrics)
     progress(f"[{done + i + 1}/{len(grid.runs())}] {run.name}: validation "
              f"{select} {record['validation'][select]:.4f}; test {test}; "
              f"{durations[-1]:.0f} s; about {_duration(left)} left")

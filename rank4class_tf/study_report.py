@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
-from rank4class_tf import datasets
+from rank4class_tf import catalog
 from rank4class_tf import metrics
 from rank4class_tf import paper_tables
 from rank4class_tf import stats
@@ -371,7 +371,7 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
       f"metrics of the chosen runs on {num_test} test instances, mean ± "
       "standard deviation over seeds.",
   ]
-  if dataset in datasets.VALIDATION_IS_TEST:
+  if dataset in catalog.VALIDATION_IS_TEST:
     lines.append(f"**{dataset}'s validation and test splits are the same "
                  "data**: checkpoints and hyper-parameters are chosen on the "
                  "test split, as the paper does, so the test numbers are "

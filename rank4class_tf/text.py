@@ -33,9 +33,11 @@ class TextPreprocessor(tf.keras.layers.Layer):
 
   Example:
 
+  >>> from rank4class_tf import pretrained
+  >>> _, vocab_file = pretrained.minilm_files()    # MiniLM's uncased vocab
   >>> pre = TextPreprocessor(vocab_file, seq_length=8)
-  >>> pre(tf.constant(["This is an example sentence"]))["input_word_ids"]
-  [[101, 2023, 2003, 2019, 2742, 6251, 102, 0]]
+  >>> pre(tf.constant(["This is an example sentence"]))["input_word_ids"].numpy()
+  array([[ 101, 2023, 2003, 2019, 2742, 6251,  102,    0]], dtype=int32)
   """
 
   def __init__(self, vocab_file: str, seq_length: int = 128,

@@ -1,70 +1,51 @@
-"""Training, export and evaluation of a Rank4Class run.
+"""Training of a Rank4Class run: TF-Ranking's Keras pipeline, our callbacks.
 
 Training goes through TF-Ranking's Keras pipeline
 (`tfr.keras.pipeline.ModelFitPipeline`): model, optimizer, loss and metrics are
-built once inside the strategy scope, then `model.fit` runs with TensorBoard
-and backup-and-restore. `Rank4ClassPipeline` extends it where it falls short
-for classification:
+built once inside the strategy scope (`distribute`), then `model.fit` runs
+with TensorBoard and backup-and-restore. `Rank4ClassPipeline` extends it
+where it falls short for classification:
 
 * losses and metrics come from our name lookups (TF-Ranking's `SimplePipeline`
   takes a single loss key and names metrics itself);
 * the best checkpoint is chosen by a validation metric named like ours, and a
   checkpoint of every validation is kept under `checkpoints/`;
-* exports are written to a temporary folder and renamed into place, so an
-  interrupted export never leaves a SavedModel that loads.
+* exports go through `serving` (raw-input signatures, atomic writes).
 
-A run's model_dir holds:
+A run's model_dir holds the files `serving` describes (config.json,
+classes.json, serving.json, export/) and:
 
-  config.json                 the resolved `TrainConfig`
-  classes.json                the class names, index = class id
-  serving.json                the serving input: name, shape, dtype
   train/, validation/         TensorBoard events (loss and every metric)
   checkpoints/ckpt-NNNN       weights after each validation
   best_checkpoint/ckpt-NNNN   weights of the best validation `best_metric`
-  export/latest_model         SavedModel of the final weights
-  export/best_model_by_metric SavedModel of the best checkpoint
+  backup/                     Keras' backup of an unfinished run
 """
 
 import json
 import os
-import shutil
-import tempfile
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional
 
 from absl import logging
-import numpy as np
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
+from rank4class_tf import catalog
 from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
-from rank4class_tf import images
+from rank4class_tf import distribute
+from rank4class_tf import encoders
 from rank4class_tf import inputs as inputs_lib
+from rank4class_tf import interactions
 from rank4class_tf import label_attention
 from rank4class_tf import losses
 from rank4class_tf import metrics
 from rank4class_tf import model as model_lib
-from rank4class_tf import ops
 from rank4class_tf import pretrained
+from rank4class_tf import serving
 from rank4class_tf import text
 from rank4class_tf.sorting import sorters
 
-CONFIG_FILE = "config.json"
-CLASSES_FILE = "classes.json"
-SERVING_FILE = "serving.json"
-BEST_EXPORT = "best_model_by_metric"
-LATEST_EXPORT = "latest_model"
-SERVING_KEY = "serving_default"
-
 BACKUP_DIR = "backup"
-
-_TFR_STRATEGIES = {
-    "default": None,
-    "mirrored": tfr.keras.strategy_utils.MIRRORED_STRATEGY,
-    "multi_worker_mirrored": tfr.keras.strategy_utils.MWMS_STRATEGY,
-    "parameter_server": tfr.keras.strategy_utils.PS_STRATEGY,
-    "tpu": tfr.keras.strategy_utils.TPU_STRATEGY,
-}
 
 
 class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
@@ -112,45 +93,9 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
                                     instance_inputs=self._inputs)
 
   def build_signatures(self, model: tf.keras.Model) -> Dict[str, Any]:
-    """The serving signature: raw instances -> scores and ranked classes.
-
-    Input: the raw instance `<instance_key>` [batch_size, ...] (float images,
-    or strings for text, tokenized inside the graph, or raw uint8 images
-    [batch_size, height, width, 3] for image datasets, which get the
-    evaluation preprocessing inside the graph). Outputs: `scores`
-    [batch_size, num_classes] (class id order), and best first
-    `top_k_ids` [batch_size, k] int32, `top_k_names` [batch_size, k] string,
-    `top_k_scores` [batch_size, k].
-    """
-    data = self._data
-    instance_inputs = self._inputs
-    if isinstance(instance_inputs, inputs_lib.TextInputs):
-      # Tracks the tokenizer's vocabulary table (and file, as an asset) so
-      # that the SavedModel tokenizes raw strings on its own.
-      model.instance_preprocessor = instance_inputs.preprocessor
-    class_names = tf.constant(data.class_names)
-    top_k = self._top_k
-    to_features = instance_inputs
-    if isinstance(instance_inputs, images.ImageInputs):
-      to_features = instance_inputs.serving_features
-
-    spec = instance_inputs.serving_spec()
-
-    # The signature takes any shape and checks it when called: a signature
-    # with a static shape trusts its caller, and a wrong rank then aborts the
-    # process inside the convolution kernels instead of raising an error.
-    @tf.function(input_signature=[tf.TensorSpec(None, spec.dtype, spec.name)])
-    def serve(instance):
-      instance = tf.ensure_shape(instance, spec.shape)
-      features = datasets.class_list_features(to_features(instance),
-                                               data.num_classes)
-      scores = model(features, training=False)
-      top_scores, top_ids, top_names = ops.top_k_classes(
-          scores, top_k, class_names)
-      return {"scores": scores, "top_k_ids": top_ids,
-              "top_k_names": top_names, "top_k_scores": top_scores}
-
-    return {SERVING_KEY: serve}
+    """The serving signature (`serving.signatures`)."""
+    return serving.signatures(model, self._inputs, self._data.class_names,
+                              self._top_k)
 
 
 class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
@@ -211,15 +156,15 @@ class XLAModelBuilder(tfr.keras.model.AbstractModelBuilder):
 class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
   """`ModelFitPipeline` with our losses, metrics, checkpoints and exports.
 
-  With `config.mixed_precision` the model is built and trained under the
+  With `--mixed_precision` the model is built and trained under the
   Keras `mixed_float16` policy (Keras then wraps the optimizer in a
   `LossScaleOptimizer`); the previous global policy is restored afterwards.
-  With `config.jit_compile` the model is compiled with XLA.
+  With `--jit_compile` the model is compiled with XLA.
   """
 
   def __init__(self, model_builder, dataset_builder, hparams,
                config: config_lib.TrainConfig, strategy=None):
-    if config.jit_compile:
+    if config.trainer.jit_compile:
       model_builder = XLAModelBuilder(model_builder)
     # Not `super().__init__`: TF-Ranking's builds the optimizer, then the
     # strategy; a MultiWorkerMirroredStrategy must exist before any
@@ -238,7 +183,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
 
   def train_and_validate(self, verbose: int = 0):
     policy = tf.keras.mixed_precision.global_policy()
-    if self._config.mixed_precision:
+    if self._config.trainer.mixed_precision:
       tf.keras.mixed_precision.set_global_policy("mixed_float16")
     try:
       return super().train_and_validate(verbose=verbose)
@@ -246,27 +191,25 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
       tf.keras.mixed_precision.set_global_policy(policy)
 
   def build_loss(self) -> tf.keras.losses.Loss:
-    kwargs = self._config.loss_kwargs()
-    if "d" in kwargs:  # SoDeep sorters rank lists of the class count.
-      kwargs["d"] = self._dataset_builder.num_classes
-    return losses.get(self._config.loss, **kwargs)
+    return losses.build(self._config.loss, self._dataset_builder.num_classes,
+                        self._config.trainer.seed)
 
   def build_metrics(self) -> List[tf.keras.metrics.Metric]:
-    return metrics.get_all(self._config.metrics)
+    return metrics.get_all(self._config.trainer.metrics)
 
   def build_weighted_metrics(self) -> List[tf.keras.metrics.Metric]:
     return []
 
   def build_callbacks(self) -> List[tf.keras.callbacks.Callback]:
     model_dir = self._hparams.model_dir
-    monitor = "val_" + metrics.keras_name(self._config.best_metric)
-    config = self._config
+    monitor = "val_" + metrics.keras_name(self._config.trainer.best_metric)
+    loss = self._config.loss
     schedule = []
-    if config.contrastive_weight > 0:
+    if loss.contrastive_weight > 0:
       # MulCon's two steps: the loss alone, then loss + gamma * LLCL.
       schedule = [label_attention.ContrastiveSchedule(
-          config.contrastive_start_step // config.eval_every,
-          config.contrastive_weight, config.contrastive_learning_rate)]
+          loss.contrastive_start_step // self._config.trainer.eval_every,
+          loss.contrastive_weight, loss.contrastive_learning_rate)]
     return schedule + [
         tf.keras.callbacks.TensorBoard(model_dir),
         tf.keras.callbacks.ModelCheckpoint(
@@ -286,43 +229,11 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
 
   def export_saved_model(self, model: tf.keras.Model, export_to: str,
                          checkpoint: Optional[str] = None):
-    """Writes the SavedModel to a temporary sibling folder, then renames it."""
+    """Exports through `serving` (a temporary folder renamed into place)."""
     if checkpoint:
       model.load_weights(checkpoint).expect_partial()
-    parent = os.path.dirname(export_to)
-    tf.io.gfile.makedirs(parent)
-    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
-    try:
-      # The optimizer is left out: a serving model needs none, and its slot
-      # variables make `tf.saved_model.load` fail in a process that trained.
-      model.save(tmp, include_optimizer=False,
-                 signatures=self._dataset_builder.build_signatures(model))
-      if os.path.exists(export_to):
-        shutil.rmtree(export_to)
-      os.replace(tmp, export_to)
-    finally:
-      if os.path.exists(tmp):
-        shutil.rmtree(tmp)
-
-
-def cluster_resolver(config: config_lib.TrainConfig):
-  """The cluster resolver behind `--strategy`, or None where none is needed.
-
-  * `multi_worker_mirrored`, `parameter_server`: the cluster comes from the
-    TF_CONFIG environment variable (`TFConfigClusterResolver`);
-  * `tpu`: `TPUClusterResolver(tpu=--tpu)`;
-  * `default`, `mirrored`: one process, no resolver.
-  """
-  if config.strategy in ("multi_worker_mirrored", "parameter_server"):
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    if "chief" not in resolver.cluster_spec().as_dict():
-      raise ValueError(f"--strategy={config.strategy} needs TF_CONFIG to "
-                       "describe the cluster with a 'chief' task (it writes "
-                       "the checkpoints and exports).")
-    return resolver
-  if config.strategy == "tpu":
-    return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=config.tpu)
-  return None
+    serving.export_saved_model(
+        model, export_to, self._dataset_builder.build_signatures(model))
 
 
 def resume_epoch(model_dir: str) -> int:
@@ -339,20 +250,8 @@ def resume_epoch(model_dir: str) -> int:
   return max(int(saved) + 1, 0)
 
 
-def configure_devices(cpu_devices: int) -> None:
-  """Splits the host CPU into `cpu_devices` logical devices (if > 1).
-
-  Lets `--strategy=mirrored` run data-parallel on one CPU (tests, demos).
-  Must run before TensorFlow initialises its devices.
-  """
-  if cpu_devices > 1:
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_devices)
-
-
-def vocab_file(config: config_lib.TrainConfig) -> str:
-  """The run's WordPiece vocabulary (see `TrainConfig.vocab_file`)."""
+def vocab_file(config: config_lib.ModelConfig) -> str:
+  """The run's WordPiece vocabulary (see `ModelConfig.vocab_file`)."""
   if config.vocab_file:
     return config.vocab_file
   if config.init_checkpoint and config.init_checkpoint != "minilm":
@@ -370,18 +269,11 @@ def build_inputs(config: config_lib.TrainConfig,
                 ) -> inputs_lib.InstanceInputs:
   """Raw numeric inputs, or in-graph tokenization for text datasets."""
   if not data.is_text:
-    return datasets.default_inputs(data)
-  preprocessor = text.TextPreprocessor(vocab_file(config),
-                                       seq_length=config.max_seq_length)
+    return inputs_lib.default_inputs(data)
+  preprocessor = text.TextPreprocessor(
+      vocab_file(config.model), seq_length=config.model.max_seq_length)
   return inputs_lib.TextInputs(data.instance_key, data.instance_shape,
                                preprocessor)
-
-
-def make_strategy(config: config_lib.TrainConfig):
-  """The tf.distribute strategy of `--strategy` (None for `default`)."""
-  return tfr.keras.strategy_utils.get_strategy(
-      _TFR_STRATEGIES[config.strategy], cluster_resolver(config),
-      tpu=config.tpu)
 
 
 def build_pipeline(config: config_lib.TrainConfig,
@@ -392,40 +284,42 @@ def build_pipeline(config: config_lib.TrainConfig,
   `strategy` (from `make_strategy`) must be created before any TensorFlow
   op for multi-worker runs; None trains on the default device.
   """
+  model, loss, trainer = config.model, config.loss, config.trainer
   instance_inputs = build_inputs(config, data)
   model_builder = model_lib.build_model_builder(
       data,
       instance_inputs=instance_inputs,
-      encoder=config.encoder,
-      encoder_kwargs=config.encoder_kwargs(),
-      interaction=config.interaction,
-      mlp_units=config.mlp_units,
-      label_dim=config.label_dim,
-      label_heads=config.label_heads,
-      projection_dim=config.projection_dim,
-      contrastive_temperature=(config.contrastive_temperature
-                               if config.contrastive_weight > 0 else None),
-      contrastive_weight=(config.contrastive_weight
-                          if config.contrastive_start_step == 0 else 0.0))
+      encoder=model.encoder,
+      encoder_kwargs=encoders.config_kwargs(model),
+      interaction=model.interaction,
+      mlp_units=model.mlp_units,
+      label_dim=model.label_dim,
+      label_heads=model.label_heads,
+      projection_dim=model.projection_dim,
+      contrastive_temperature=(loss.contrastive_temperature
+                               if loss.contrastive_weight > 0 else None),
+      contrastive_weight=(loss.contrastive_weight
+                          if loss.contrastive_start_step == 0 else 0.0))
   dataset_builder = Rank4ClassDatasetBuilder(
-      data, instance_inputs, config.batch_size, config.seed, config.top_k,
-      skip_batches=resume_epoch(config.model_dir) * config.eval_every)
-  num_epochs = -(-config.train_steps // config.eval_every)
+      data, instance_inputs, trainer.batch_size, trainer.seed, trainer.top_k,
+      skip_batches=resume_epoch(trainer.model_dir) * trainer.eval_every)
+  num_epochs = -(-trainer.train_steps // trainer.eval_every)
   hparams = tfr.keras.pipeline.PipelineHparams(
-      model_dir=config.model_dir,
+      model_dir=trainer.model_dir,
       num_epochs=num_epochs,
-      steps_per_epoch=config.eval_every,
+      steps_per_epoch=trainer.eval_every,
       validation_steps=None,
-      learning_rate=config.learning_rate,
-      loss=config.loss,
-      optimizer=config.optimizer,
-      steps_per_execution=min(10, config.eval_every),
+      learning_rate=trainer.learning_rate,
+      loss=loss.name,
+      optimizer=trainer.optimizer,
+      steps_per_execution=min(10, trainer.eval_every),
       export_best_model=True,
       best_exporter_metric_higher_better=True,
-      best_exporter_metric=metrics.keras_name(config.best_metric),
-      strategy=_TFR_STRATEGIES[config.strategy],
-      cluster_resolver=cluster_resolver(config),
-      tpu=config.tpu)
+      best_exporter_metric=metrics.keras_name(trainer.best_metric),
+      strategy=distribute.TFR_STRATEGIES[trainer.strategy],
+      cluster_resolver=distribute.cluster_resolver(trainer.strategy,
+                                                   trainer.tpu),
+      tpu=trainer.tpu)
   return Rank4ClassPipeline(model_builder, dataset_builder, hparams, config,
                             strategy)
 
@@ -436,55 +330,147 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   The config and the data are checked before anything is written: a bad
   config or missing data raises ValueError and leaves model_dir untouched.
   A model_dir that already holds an export is refused unless
-  `config.overwrite`. A run interrupted mid-training (a backup in
+  `overwrite`. A run interrupted mid-training (a backup in
   model_dir/backup) resumes from its last completed validation, with the
   data stream realigned, when started again with the same config.
   """
-  configure_devices(config.cpu_devices)  # Before any TensorFlow op runs.
-  config.validate()
-  strategy = make_strategy(config)  # Also before any op: collectives.
-  if config.deterministic:
+  trainer = config.trainer
+  distribute.configure_devices(trainer.cpu_devices)  # Before any TF op.
+  validate(config)
+  # Also before any op: a multi-worker strategy's collectives.
+  strategy = distribute.get_strategy(trainer.strategy, trainer.tpu)
+  if trainer.deterministic:
     tf.config.experimental.enable_op_determinism()
   data = load_data(config)
   check_files(config, data)
-  export_dir = os.path.join(config.model_dir, "export")
-  if tf.io.gfile.exists(export_dir) and not config.overwrite:
-    raise ValueError(f"--model_dir={config.model_dir} already holds an "
+  model_dir = trainer.model_dir
+  export_dir = os.path.join(model_dir, "export")
+  if tf.io.gfile.exists(export_dir) and not trainer.overwrite:
+    raise ValueError(f"--model_dir={model_dir} already holds an "
                      "export; pass --overwrite to replace it.")
-  tf.keras.utils.set_random_seed(config.seed)
+  tf.keras.utils.set_random_seed(trainer.seed)
   pipeline = build_pipeline(config, data, strategy)  # Reads vocab, ckpts.
-  replicas = strategy.num_replicas_in_sync if strategy else 1
-  if config.batch_size % replicas:
-    raise ValueError(f"--batch_size={config.batch_size} must be a multiple "
+  replicas = distribute.num_replicas(strategy)
+  if trainer.batch_size % replicas:
+    raise ValueError(f"--batch_size={trainer.batch_size} must be a multiple "
                      f"of the {replicas} replicas of --strategy="
-                     f"{config.strategy}.")
+                     f"{trainer.strategy}.")
   logging.info(
       "Strategy %s: %d replica(s); global batch %d = %d per replica; "
       "learning rate %g (not scaled with the replicas); resuming after "
-      "epoch %d.", config.strategy, replicas, config.batch_size,
-      config.batch_size // replicas, config.learning_rate,
-      resume_epoch(config.model_dir))
-  if strategy is None or strategy.extended.should_checkpoint:
-    tf.io.gfile.makedirs(config.model_dir)
-    with tf.io.gfile.GFile(os.path.join(config.model_dir, CONFIG_FILE),
-                           "w") as f:
-      f.write(config.to_json())
-    with tf.io.gfile.GFile(os.path.join(config.model_dir, CLASSES_FILE),
-                           "w") as f:
-      f.write(json.dumps(list(data.class_names), indent=1))
-    spec = pipeline._dataset_builder.serving_spec  # pylint: disable=protected-access
-    with tf.io.gfile.GFile(os.path.join(config.model_dir, SERVING_FILE),
-                           "w") as f:
-      json.dump({"name": spec.name, "shape": spec.shape.as_list(),
-                 "dtype": spec.dtype.name}, f)
+      "epoch %d.", trainer.strategy, replicas, trainer.batch_size,
+      trainer.batch_size // replicas, trainer.learning_rate,
+      resume_epoch(model_dir))
+  if distribute.is_chief(strategy):
+    serving.write_run_files(
+        model_dir, config, data.class_names,
+        pipeline._dataset_builder.serving_spec)  # pylint: disable=protected-access
   pipeline.train_and_validate(verbose=verbose)
-  if strategy is not None and not strategy.extended.should_checkpoint:
+  if not distribute.is_chief(strategy):
     # TF-Ranking writes a non-chief worker's copies under workertemp_<id>.
-    scratch = os.path.join(config.model_dir,
+    scratch = os.path.join(model_dir,
                            f"workertemp_{strategy.cluster_resolver.task_id}")
     if tf.io.gfile.exists(scratch):
       tf.io.gfile.rmtree(scratch)
-  return os.path.join(config.model_dir, "export", BEST_EXPORT)
+  return os.path.join(model_dir, "export", serving.BEST_EXPORT)
+
+
+def _check_choice(flag: str, value: str, valid) -> None:
+  if value not in valid:
+    raise ValueError(f"--{flag}={value!r} is not valid; choose one of: "
+                     f"{', '.join(valid)}.")
+
+
+def validate(config: config_lib.TrainConfig) -> None:
+  """Checks a config: `TrainConfig.validate`, then every name against its
+  kind's lookup and the combinations the kinds allow. Runs no TensorFlow op.
+
+  Raises:
+    ValueError: one line naming the flag, its value and what is valid.
+  """
+  data, model, loss, trainer = (config.data, config.model, config.loss,
+                                config.trainer)
+  _check_choice("dataset", data.dataset, catalog.DATASET_NAMES)
+  _check_choice("encoder", model.encoder, encoders.ENCODER_NAMES)
+  _check_choice("interaction", model.interaction, interactions.ALL_NAMES)
+  _check_choice("loss", loss.name, losses.LOSS_NAMES)
+  config.validate()
+  distribute.check_name(trainer.strategy)
+  if model.encoder in encoders.TEXT_ENCODERS:
+    _check_choice("encoder_size", model.encoder_size, pretrained.SIZES)
+  text_data = data.dataset in catalog.TEXT_DATASETS
+  if text_data != (model.encoder in encoders.TEXT_ENCODERS):
+    kind = "text" if text_data else "numeric"
+    valid = (encoders.TEXT_ENCODERS if text_data else
+             tuple(e for e in encoders.ENCODER_NAMES
+                   if e not in encoders.TEXT_ENCODERS))
+    raise ValueError(f"--encoder={model.encoder!r} cannot read the {kind} "
+                     f"dataset {data.dataset!r}; choose one of: "
+                     f"{', '.join(valid)}.")
+  if (model.encoder in encoders.IMAGE_ENCODERS and
+      data.dataset not in catalog.IMAGE_DATASETS):
+    raise ValueError(f"--encoder={model.encoder!r} reads colour images; "
+                     "choose --dataset from: "
+                     f"{', '.join(catalog.IMAGE_DATASETS)}.")
+  _validate_images(config)
+  if loss.name.startswith("sodeep_"):
+    _check_choice("sorter", loss.sorter, sorters.SORTER_NAMES)
+  _validate_label_attention(config)
+  for name in tuple(trainer.metrics) + (trainer.best_metric,):
+    try:
+      metrics.check_name(name)
+    except ValueError as e:
+      raise ValueError(f"--metrics/--best_metric: {e}") from None
+  if trainer.best_metric not in trainer.metrics:
+    raise ValueError(f"--best_metric={trainer.best_metric!r} must be one of "
+                     f"--metrics ({', '.join(trainer.metrics)}).")
+  whole_split = [m for m in tuple(trainer.metrics)
+                 if m in metrics.WHOLE_SPLIT_METRICS]
+  if whole_split and trainer.strategy != "default":
+    raise ValueError(f"--metrics: {', '.join(whole_split)} needs every "
+                     "score of the validation split on one replica; use "
+                     "--strategy=default, or compute it afterwards with "
+                     "pipelines.evaluate.")
+
+
+def _validate_label_attention(config: config_lib.TrainConfig) -> None:
+  """The label_attention and MulCon flags."""
+  model = config.model
+  sequence = model.interaction in interactions.SEQUENCE_INTERACTIONS
+  if sequence and model.encoder not in encoders.SEQUENCE_ENCODERS:
+    raise ValueError(
+        f"--interaction={model.interaction} attends over token or "
+        f"position features; --encoder={model.encoder!r} has none (use "
+        f"one of {', '.join(encoders.SEQUENCE_ENCODERS)}).")
+  if config.loss.contrastive_weight > 0 and not sequence:
+    raise ValueError("--contrastive_weight > 0 (MulCon's label-level "
+                     "contrastive loss) needs "
+                     "--interaction=label_attention.")
+
+
+def _validate_images(config: config_lib.TrainConfig) -> None:
+  """The image flags: download, image_size, init_checkpoint."""
+  data, model = config.data, config.model
+  if data.download and data.dataset not in catalog.TFDS_DATASETS:
+    raise ValueError(f"--download reads TFDS datasets only "
+                     f"({', '.join(catalog.TFDS_DATASETS)}), not "
+                     f"{data.dataset!r}.")
+  if (data.image_size is not None and
+      data.dataset not in catalog.RESIZED_DATASETS):
+    raise ValueError(f"--image_size={data.image_size!r}: only "
+                     f"{', '.join(catalog.RESIZED_DATASETS)} images "
+                     "are resized.")
+  if model.init_checkpoint:
+    readers = encoders.TEXT_ENCODERS + ("resnet50",)
+    if model.encoder not in readers:
+      raise ValueError(f"--init_checkpoint is read by {', '.join(readers)} "
+                       f"only, not --encoder={model.encoder!r}.")
+    if model.encoder == "resnet50" and (
+        model.init_checkpoint == "minilm" or
+        model.init_checkpoint.endswith(".safetensors")):
+      raise ValueError(f"--init_checkpoint={model.init_checkpoint!r} is a "
+                       "text checkpoint; --encoder=resnet50 takes a Model "
+                       "Garden ResNet-50 checkpoint.")
 
 
 def check_files(config: config_lib.TrainConfig,
@@ -494,139 +480,12 @@ def check_files(config: config_lib.TrainConfig,
   The init checkpoint, and the shipped sorter of a `sodeep_*` loss for the
   class count: `train` checks them before writing anything.
   """
-  if config.init_checkpoint:
-    pretrained.check_init_checkpoint(config.init_checkpoint)
-  if config.loss.startswith("sodeep_"):
-    sorters.check_available(config.sorter, data.num_classes)
-
-
-def load_config(model_dir: str) -> config_lib.TrainConfig:
-  """Reads the resolved config a run wrote into `model_dir`."""
-  path = os.path.join(model_dir, CONFIG_FILE)
-  if not tf.io.gfile.exists(path):
-    raise ValueError(f"{path} not found: --model_dir is not a trained run.")
-  with tf.io.gfile.GFile(path) as f:
-    return config_lib.TrainConfig.from_json(f.read())
+  if config.model.init_checkpoint:
+    pretrained.check_init_checkpoint(config.model.init_checkpoint)
+  if config.loss.name.startswith("sodeep_"):
+    sorters.check_available(config.loss.sorter, data.num_classes)
 
 
 def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:
-  """The run's dataset, with its data_dir, download and image_size flags."""
-  return datasets.get(config.dataset, config.data_dir,
-                      download=config.download, image_size=config.image_size)
-
-
-def evaluate(model_dir: str, split: str = "test",
-             export: str = BEST_EXPORT,
-             batch_size: int = 256,
-             metric_names: Optional[Sequence[str]] = None,
-             threshold: float = 0.5) -> Dict[str, float]:
-  """Metrics of a trained run's exported model on a split.
-
-  The exported model reads the raw instances (raw uint8 images for image
-  datasets, preprocessed inside the SavedModel). Raw images of different
-  sizes (ImageNet) are scored one per call.
-
-  Args:
-    model_dir: the run's directory.
-    split: `train`, `validation` or `test`.
-    export: `best_model_by_metric` or `latest_model`.
-    batch_size: instances scored per call.
-    metric_names: metrics to compute (`metrics.get` names, multi-label ones
-      included); None: the run's `--metrics`.
-    threshold: multi-label count metrics predict a class when
-      sigmoid(score) >= threshold.
-
-  Returns:
-    {metric name: value} for exactly those metrics, plus `num_examples`.
-  """
-  config = load_config(model_dir)
-  metric_names = tuple(metric_names or config.metrics)
-  for name in metric_names:
-    try:
-      metrics.check_name(name)
-    except ValueError as e:
-      raise ValueError(f"--metrics: {e}") from None
-  if not 0.0 < threshold < 1.0:
-    raise ValueError(f"--threshold={threshold!r} must be in (0, 1).")
-  ranker = ExportedRanker(model_dir, export)
-  data = load_data(config)
-  if split not in data.split_names:
-    raise ValueError(f"--split={split!r} is not valid; choose one of: "
-                     f"{', '.join(data.split_names)}.")
-  labels, scores = split_scores(ranker, data, split, batch_size)
-  results = metrics.evaluate_scores(labels, scores, metric_names,
-                                    threshold=threshold)
-  results["num_examples"] = int(scores.shape[0])
-  return results
-
-
-def split_scores(ranker: "ExportedRanker", data: datasets.ClassificationData,
-                 split: str, batch_size: int = 256
-                ) -> Tuple[np.ndarray, np.ndarray]:
-  """Labels and scores of every instance of a split, in the split's order.
-
-  Returns:
-    (labels [n] class ids or [n, num_classes] multi-hot, scores
-    [n, num_classes]). Raw images of different sizes are scored one per call.
-  """
-  if None in ranker.instance_shape:
-    batch_size = 1
-  scores, labels = [], []
-  for instance, label in data.dataset(split).batch(batch_size):
-    scores.append(ranker.scores(instance))
-    labels.append(label.numpy())
-  return np.concatenate(labels), np.concatenate(scores)
-
-
-def load_class_names(model_dir: str) -> List[str]:
-  """The class names a run saved, index = class id."""
-  path = os.path.join(model_dir, CLASSES_FILE)
-  if not tf.io.gfile.exists(path):
-    raise ValueError(f"{path} not found: --model_dir is not a trained run.")
-  with tf.io.gfile.GFile(path) as f:
-    return json.load(f)
-
-
-class ExportedRanker:
-  """Ranks the classes of raw instances with a run's exported SavedModel.
-
-  Args:
-    model_dir: the run's directory.
-    export: `best_model_by_metric` or `latest_model`.
-
-  Attributes:
-    class_names: the run's classes, index = class id.
-    instance_key: name of the serving input.
-    instance_shape: shape of one raw instance: () for one string, (2,) for
-      MIND's (title, abstract), (8, 8, 1) for digits.
-  """
-
-  def __init__(self, model_dir: str, export: str = BEST_EXPORT):
-    self.class_names = load_class_names(model_dir)
-    export_dir = os.path.join(model_dir, "export", export)
-    if not tf.io.gfile.exists(export_dir):
-      raise ValueError(f"{export_dir} not found: the run has no export.")
-    self._serve = tf.saved_model.load(export_dir).signatures[SERVING_KEY]
-    serving_file = os.path.join(model_dir, SERVING_FILE)
-    if tf.io.gfile.exists(serving_file):
-      with tf.io.gfile.GFile(serving_file) as f:
-        serving = json.load(f)
-      self.instance_key = serving["name"]
-      self.instance_shape = tuple(serving["shape"][1:])
-    else:  # A run exported with a static serving shape.
-      (self.instance_key, spec), = (
-          self._serve.structured_input_signature[1].items())
-      self.instance_shape = tuple(spec.shape[1:])
-
-  def scores(self, instances) -> np.ndarray:
-    """[batch_size, num_classes] scores of raw instances."""
-    return self._serve(**{self.instance_key: tf.constant(instances)}
-                      )["scores"].numpy()
-
-  def rank(self, instances, top_k: int = 5
-          ) -> List[List[Tuple[str, float]]]:
-    """Per instance, [(class name, score)] of the top_k classes, best first."""
-    scores = self.scores(instances)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
-    return [[(self.class_names[i], float(row[i])) for i in idx]
-            for row, idx in zip(scores, order)]
+  """The run's dataset (`datasets.from_config`)."""
+  return datasets.from_config(config.data)

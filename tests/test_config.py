@@ -1,22 +1,30 @@
 """Tests of rank4class_tf.config: every bad value names its flag."""
 
-import dataclasses
+import json
 
 import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_tf import config as config_lib
+from rank4class_tf import encoders
+from rank4class_tf import losses
+from rank4class_tf import training
+
+
+def loss_kwargs(**kwargs):
+  config = good(**kwargs)
+  return losses.config_kwargs(config.loss, 10, config.trainer.seed)
 
 
 def good(**kwargs):
-  return dataclasses.replace(
-      config_lib.TrainConfig(model_dir="/tmp/unused"), **kwargs)
+  return config_lib.TrainConfig.create(**dict({"model_dir": "/tmp/unused"},
+                                              **kwargs))
 
 
 class ConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_defaults_are_valid(self):
-    good().validate()
+    training.validate(good())
 
   @parameterized.parameters(
       ("dataset", "mnist", r"--dataset='mnist' is not valid; choose one of: "
@@ -44,33 +52,87 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_bad_value_names_the_flag(self, field, value, message):
     with self.assertRaisesRegex(ValueError, message):
-      good(**{field: value}).validate()
+      training.validate(good(**{field: value}))
 
   def test_text_flags(self):
-    good(dataset="goemotions", encoder="electra").validate()
+    training.validate(good(dataset="goemotions", encoder="electra"))
     with self.assertRaisesRegex(ValueError, "--encoder_size='huge' is not "
                                 "valid; choose one of: minilm_l6"):
-      good(dataset="mind", encoder="bert", encoder_size="huge").validate()
+      training.validate(good(dataset="mind", encoder="bert", encoder_size="huge"))
     with self.assertRaisesRegex(ValueError, "--max_seq_length=2 must be >= 3"):
-      good(dataset="goemotions", encoder="bert", max_seq_length=2).validate()
+      training.validate(good(dataset="goemotions", encoder="bert", max_seq_length=2))
 
   def test_encoder_kwargs(self):
-    self.assertEqual(good().encoder_kwargs(), {"dim": 128, "dropout": 0.1})
+    self.assertEqual(encoders.config_kwargs(good().model), {"dim": 128, "dropout": 0.1})
     self.assertEqual(
-        good(dataset="goemotions", encoder="bert", init_checkpoint="minilm",
-             encoder_size="tiny").encoder_kwargs(),
+        encoders.config_kwargs(good(
+            dataset="goemotions", encoder="bert", init_checkpoint="minilm",
+            encoder_size="tiny").model),
         {"size": "tiny", "init_checkpoint": "minilm", "dropout": 0.1})
 
   def test_loss_kwargs_pick_the_loss_hyperparameters(self):
-    self.assertEqual(good(loss="mse").loss_kwargs(), {})
-    self.assertEqual(good(loss="approx_ndcg", temperature=0.5).loss_kwargs(),
+    self.assertEqual(loss_kwargs(loss="mse"), {})
+    self.assertEqual(loss_kwargs(loss="approx_ndcg", temperature=0.5),
                      {"temperature": 0.5})
     self.assertEqual(
-        good(loss="rescaled_mse", rescaled_mse_k=15.,
-             rescaled_mse_m=30.).loss_kwargs(), {"k": 15., "m": 30.})
+        loss_kwargs(loss="rescaled_mse", rescaled_mse_k=15.,
+             rescaled_mse_m=30.), {"k": 15., "m": 30.})
     self.assertEqual(
-        set(good(loss="gumbel_approx_ndcg").loss_kwargs()),
+        set(loss_kwargs(loss="gumbel_approx_ndcg")),
         {"temperature", "sample_size", "gumbel_temperature", "seed"})
+
+  def test_groups_and_flag_names(self):
+    config = good(loss="rescaled_mse", rescaled_mse_k=15., learning_rate=0.5,
+                  dataset="mind", mlp_units=7)
+    self.assertEqual((config.data.dataset, config.model.mlp_units,
+                      config.loss.name, config.loss.k,
+                      config.trainer.learning_rate),
+                     ("mind", 7, "rescaled_mse", 15., 0.5))
+    flat = config.flat()
+    self.assertEqual((flat["loss"], flat["rescaled_mse_k"]),
+                     ("rescaled_mse", 15.))
+    self.assertEqual(config.replace(seed=3).trainer.seed, 3)
+    self.assertEqual(config.replace(seed=3).replace(seed=42), config)
+    with self.assertRaisesRegex(ValueError, "Unknown settings: k, lr."):
+      good(lr=1., k=2.)
+
+  def test_every_field_is_a_documented_flag(self):
+    fields = list(config_lib.flag_fields(config_lib.TrainConfig))
+    flags = [f.flag for f in fields]
+    self.assertLen(flags, len(set(flags)))
+    self.assertLen(flags, 50)
+    for field in fields:
+      self.assertTrue(field.help.strip(), field.flag)
+    renamed = {f.flag: f.name for f in fields if f.flag != f.name}
+    self.assertEqual(renamed, {
+        "loss": "name", "rescaled_mse_k": "k", "rescaled_mse_m": "m",
+        "recall_margin": "margin",
+        "two_way_positive_temperature": "positive_temperature",
+        "two_way_negative_temperature": "negative_temperature",
+        "two_way_epsilon": "epsilon"})
+
+  def test_loss_settings_are_the_loss_arguments(self):
+    # SoDeep's list length d is the class count, given when it is built.
+    self.assertEqual(
+        loss_kwargs(loss="sodeep_recall", sorter="handcrafted",
+                    recall_margin=0.2),
+        {"sorter": "handcrafted", "d": 10, "parallel_loss": None,
+         "parallel_weight": 1.0, "margin": 0.2})
+    loss = losses.build(good(loss="sodeep_spearman",
+                             sorter="handcrafted").loss, 7, 0)
+    self.assertEqual(loss.get_config()["d"], 7)
+
+  def test_config_imports_nothing_from_the_library(self):
+    with open(config_lib.__file__) as f:
+      source = f.read()
+    self.assertNotRegex(source, r"(?m)^\s*(from|import) rank4class_tf")
+
+  def test_reads_a_flat_config_json(self):
+    flat = json.dumps(dict(good(loss="mse").flat(), metrics=["mrr"],
+                           best_metric="mrr"))
+    config = config_lib.TrainConfig.from_json(flat)
+    self.assertEqual((config.loss.name, config.trainer.metrics),
+                     ("mse", ("mrr",)))
 
   def test_json_round_trip(self):
     config = good(loss="approx_ndcg", metrics=("mrr", "ndcg@3"),

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from rank4class_tf import datasets
 from rank4class_tf import inputs as inputs_lib
+from rank4class_tf import features as features_lib
 
 
 class DigitsTest(tf.test.TestCase):
@@ -37,9 +38,9 @@ class DigitsTest(tf.test.TestCase):
     features, labels = next(iter(
         datasets.ranking_dataset(data, "train", 16, training=True, seed=3)))
     self.assertEqual(features["image"].shape, (16, 8, 8, 1))
-    self.assertEqual(features[datasets.CLASS_ID].shape, (16, 10, 1))
-    self.assertAllEqual(features[datasets.CLASS_ID][5, :, 0], np.arange(10))
-    self.assertAllEqual(features[datasets.MASK], np.ones((16, 10), bool))
+    self.assertEqual(features[features_lib.CLASS_ID].shape, (16, 10, 1))
+    self.assertAllEqual(features[features_lib.CLASS_ID][5, :, 0], np.arange(10))
+    self.assertAllEqual(features[features_lib.MASK], np.ones((16, 10), bool))
     self.assertAllEqual(tf.reduce_sum(labels, axis=1), np.ones(16))
 
   def test_training_shuffle_is_seeded(self):

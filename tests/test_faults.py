@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 
+import pytest
 from absl import flags
 from absl.testing import flagsaver
 from absl.testing import parameterized
@@ -21,9 +22,15 @@ import tensorflow as tf
 from pipelines import train as train_binary  # pylint: disable=unused-import
 from pipelines import train_flags
 from rank4class_tf import config as config_lib
+from rank4class_tf import datasets
+from rank4class_tf import distribute
 from rank4class_tf import training
+from rank4class_tf import serving
+import helpers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
+
+REPO = helpers.REPO
 FLAGS = flags.FLAGS
 
 
@@ -33,16 +40,12 @@ def train_cmd(model_dir, *extra):
           *extra]
 
 
-def run(cmd, check=True, env=None):
-  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
-                        timeout=600, env=env)
-  if check and proc.returncode != 0:
-    raise AssertionError(f"{cmd} failed:\n{proc.stderr[-3000:]}")
-  return proc
+
+run = helpers.run_command
 
 
 def test_metrics(model_dir, export="latest_model"):
-  return training.evaluate(model_dir, "test", export)
+  return helpers.evaluate(model_dir, "test", export)
 
 
 test_metrics.__test__ = False  # Not a pytest test.
@@ -115,12 +118,12 @@ class ExportTest(tf.test.TestCase):
     self.assertGreater(os.path.getmtime(pb), stamp)
 
   def test_interrupted_export_leaves_no_loadable_folder(self):
-    config = config_lib.TrainConfig(model_dir=tempfile.mkdtemp(),
-                                    train_steps=1, eval_every=1)
-    data = training.datasets.get("digits")
+    config = config_lib.TrainConfig.create(model_dir=tempfile.mkdtemp(),
+                                           train_steps=1, eval_every=1)
+    data = datasets.get("digits")
     pipeline = training.build_pipeline(config, data)
     model = pipeline._model_builder.build()
-    export_to = os.path.join(config.model_dir, "export", "latest_model")
+    export_to = os.path.join(config.trainer.model_dir, "export", "latest_model")
 
     def crash(path, **kwargs):
       os.makedirs(os.path.join(path, "variables"))
@@ -181,7 +184,8 @@ class StrategyTest(tf.test.TestCase):
     self.assertCountEqual(
         os.listdir(model_dir),
         ["backup", "best_checkpoint", "checkpoints", "classes.json",
-         "config.json", "export", "serving.json", "train", "validation"])
+         "config.json", "export", "log.txt", "serving.json", "train",
+         "validation"])
     last = [[l for l in out.splitlines() if "val_top1_accuracy" in l][-1]
             for out, _ in outputs]
     value = lambda line: float(line.split("val_top1_accuracy: ")[1].split()[0])
@@ -193,9 +197,7 @@ class StrategyTest(tf.test.TestCase):
     self.assertAllClose(a["top1_accuracy"], b["top1_accuracy"], atol=0.05)
 
   def test_tpu_and_parameter_server_resolvers(self):
-    config = config_lib.TrainConfig(model_dir="/tmp/unused", strategy="tpu",
-                                    tpu="grpc://10.240.1.2:8470")
-    resolver = training.cluster_resolver(config)
+    resolver = distribute.cluster_resolver("tpu", "grpc://10.240.1.2:8470")
     self.assertIsInstance(resolver,
                           tf.distribute.cluster_resolver.TPUClusterResolver)
     self.assertEqual(resolver.master(), "grpc://10.240.1.2:8470")
@@ -207,8 +209,7 @@ class StrategyTest(tf.test.TestCase):
       old = os.environ.get("TF_CONFIG")
       os.environ["TF_CONFIG"] = json.dumps(tf_config)
       try:
-        resolver = training.cluster_resolver(config_lib.TrainConfig(
-            model_dir="/tmp/unused", strategy="parameter_server"))
+        resolver = distribute.cluster_resolver("parameter_server")
         spec = resolver.cluster_spec().as_dict()
         task_type = resolver.task_type
       finally:
@@ -219,8 +220,7 @@ class StrategyTest(tf.test.TestCase):
     self.assertEqual(spec["ps"], ["127.0.0.1:2003"])
     self.assertLen(spec["worker"], 2)
     self.assertEqual(task_type, "chief")
-    self.assertIsNone(training.cluster_resolver(config_lib.TrainConfig(
-        model_dir="/tmp/unused", strategy="mirrored")))
+    self.assertIsNone(distribute.cluster_resolver("mirrored"))
     with flagsaver.flagsaver():
       os.environ["TF_CONFIG"] = json.dumps(
           {"cluster": {"worker": ["127.0.0.1:2001", "127.0.0.1:2002"]},
@@ -228,8 +228,7 @@ class StrategyTest(tf.test.TestCase):
       try:
         with self.assertRaisesRegex(ValueError, "needs TF_CONFIG to describe "
                                     "the cluster with a 'chief' task"):
-          training.cluster_resolver(config_lib.TrainConfig(
-              model_dir="/tmp/unused", strategy="multi_worker_mirrored"))
+          distribute.cluster_resolver("multi_worker_mirrored")
       finally:
         del os.environ["TF_CONFIG"]
 
@@ -256,7 +255,7 @@ class EveryFlagTest(tf.test.TestCase, parameterized.TestCase):
       FLAGS.unparse_flags()
       FLAGS(argv)
       with self.assertRaises(ValueError):
-        train_flags.config_from_flags().validate()
+        training.validate(train_flags.config_from_flags())
     self.assertFalse(os.path.exists("/tmp/never_written"))
 
   @parameterized.parameters("--batch_size=abc", "--learning_rate=fast",

@@ -13,14 +13,20 @@ import sys
 import tempfile
 import textwrap
 
+import pytest
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rank4class_tf import datasets
 from rank4class_tf import training
+from rank4class_tf import serving
+from rank4class_tf import features as features_lib
+import helpers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
+
+REPO = helpers.REPO
 
 # `python -m pipelines.train FLAGS` with TFDS mocked (argv[1]: examples).
 MOCKED_TRAIN = textwrap.dedent("""
@@ -38,11 +44,7 @@ def run_train(*flags, mock_examples=None, check=True):
     command = [sys.executable, "-c", MOCKED_TRAIN, str(mock_examples)]
   else:
     command = [sys.executable, "-m", "pipelines.train"]
-  proc = subprocess.run(command + list(flags), cwd=REPO, capture_output=True,
-                        text=True, timeout=600)
-  if check and proc.returncode != 0:
-    raise AssertionError(f"train failed:\n{proc.stderr[-3000:]}")
-  return proc
+  return helpers.run_command(command + list(flags), check=check)
 
 
 def load_serving(model_dir):
@@ -63,13 +65,13 @@ class Cifar10VGG16Test(tf.test.TestCase):
               mock_examples=8)
 
   def test_serving_takes_raw_uint8_and_equals_the_model(self):
-    config = training.load_config(self.model_dir)
-    self.assertEqual((config.dataset, config.encoder), ("cifar10", "vgg16"))
+    config = serving.load_config(self.model_dir)
+    self.assertEqual((config.data.dataset, config.model.encoder), ("cifar10", "vgg16"))
     with tfds.testing.mock_data(num_examples=8):
       data = training.load_data(config)  # Same fake examples, same stats.
       raw = np.stack([x for x, _ in data.dataset("test").as_numpy_iterator()])
     serve = load_serving(self.model_dir)
-    with open(os.path.join(self.model_dir, training.SERVING_FILE)) as f:
+    with open(os.path.join(self.model_dir, serving.SERVING_FILE)) as f:
       self.assertEqual(json.load(f), {"name": "image", "dtype": "uint8",
                                       "shape": [None, 32, 32, 3]})
     with self.assertRaises(tf.errors.InvalidArgumentError):  # Checked shape.
@@ -80,14 +82,14 @@ class Cifar10VGG16Test(tf.test.TestCase):
     model.load_weights(tf.train.latest_checkpoint(
         os.path.join(self.model_dir, "best_checkpoint"))).expect_partial()
     images = data.preprocessing.serve(tf.constant(raw))
-    scores = model(datasets.class_list_features({"image": images}, 10),
+    scores = model(features_lib.class_list_features({"image": images}, 10),
                    training=False)
     self.assertEqual(served.shape, (8, 10))
     self.assertAllClose(served, scores, rtol=1e-4, atol=1e-4)
 
   def test_evaluate_reads_tfds(self):
     with tfds.testing.mock_data(num_examples=8):
-      results = training.evaluate(self.model_dir, "test")
+      results = helpers.evaluate(self.model_dir, "test")
     self.assertEqual(results["num_examples"], 8)
     self.assertBetween(results["top1_accuracy"], 0., 1.)
 
@@ -114,7 +116,7 @@ class ImageNetMockTest(tf.test.TestCase):
 
   def test_serving_takes_raw_images_of_any_size(self):
     serve = load_serving(self.model_dir)
-    with open(os.path.join(self.model_dir, training.SERVING_FILE)) as f:
+    with open(os.path.join(self.model_dir, serving.SERVING_FILE)) as f:
       self.assertEqual(json.load(f)["shape"], [None, None, None, 3])
     for shape in ((2, 45, 40, 3), (1, 32, 80, 3)):
       out = serve(image=tf.zeros(shape, tf.uint8))
@@ -124,7 +126,7 @@ class ImageNetMockTest(tf.test.TestCase):
 
   def test_evaluate_scores_each_image(self):
     with tfds.testing.mock_data(num_examples=4):
-      results = training.evaluate(self.model_dir, "validation")
+      results = helpers.evaluate(self.model_dir, "validation")
     self.assertEqual(results["num_examples"], 4)
 
 
@@ -136,8 +138,8 @@ class PrecisionAndXLATest(tf.test.TestCase):
               "--interaction=concat_mlp", "--mlp_units=8", "--batch_size=16",
               "--train_steps=2", "--eval_every=1", "--mixed_precision",
               "--jit_compile", f"--model_dir={model_dir}")
-    config = training.load_config(model_dir)
-    self.assertTrue(config.mixed_precision and config.jit_compile)
+    config = serving.load_config(model_dir)
+    self.assertTrue(config.trainer.mixed_precision and config.trainer.jit_compile)
     data = datasets.get("digits32")
     out = load_serving(model_dir)(image=tf.constant(
         data.splits["test"][0][:4]))

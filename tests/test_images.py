@@ -14,9 +14,11 @@ import tensorflow_datasets as tfds
 from absl.testing import parameterized
 
 from rank4class_tf import config as config_lib
+from rank4class_tf import training
 from rank4class_tf import datasets
 from rank4class_tf import encoders
 from rank4class_tf import images
+from rank4class_tf import features as features_lib
 
 MEAN = np.array(images.IMAGENET_MEAN_RGB, np.float32)
 STD = np.array(images.IMAGENET_STDDEV_RGB, np.float32)
@@ -150,7 +152,7 @@ class ImageDatasetsTest(tf.test.TestCase):
             data, split, 2, training=training)))
         self.assertEqual(features["image"].shape, (2, 40, 40, 3))
         self.assertEqual(labels.shape, (2, 1000))
-        self.assertEqual(features[datasets.CLASS_ID].shape, (2, 1000, 1))
+        self.assertEqual(features[features_lib.CLASS_ID].shape, (2, 1000, 1))
 
   def test_augmentation_on_the_train_split_only(self):
     data = datasets.get("digits32")
@@ -270,24 +272,26 @@ class ResNet50Test(tf.test.TestCase, parameterized.TestCase):
 
 
 def good(**kwargs):
-  return dataclasses.replace(
-      config_lib.TrainConfig(model_dir="/tmp/unused"), **kwargs)
+  return config_lib.TrainConfig.create(**dict({"model_dir": "/tmp/unused"},
+                                              **kwargs))
 
 
 class ImageConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_valid(self):
-    good(dataset="imagenet2012", encoder="resnet50", image_size=64,
+    training.validate(good(dataset="imagenet2012", encoder="resnet50", image_size=64,
          init_checkpoint="/ckpt", download=True, mixed_precision=True,
-         jit_compile=True).validate()
-    good(dataset="cifar10", encoder="vgg16").validate()
-    good(dataset="digits32", encoder="small_cnn").validate()
+         jit_compile=True))
+    training.validate(good(dataset="cifar10", encoder="vgg16"))
+    training.validate(good(dataset="digits32", encoder="small_cnn"))
     self.assertEqual(
-        good(dataset="imagenet2012", encoder="resnet50",
-             init_checkpoint="/c").encoder_kwargs(),
+        encoders.config_kwargs(good(dataset="imagenet2012",
+                                    encoder="resnet50",
+                                    init_checkpoint="/c").model),
         {"init_checkpoint": "/c", "dropout": 0.1})
-    self.assertEqual(good(encoder="vgg16", dropout=0.5).encoder_kwargs(),
-                     {"dropout": 0.5})
+    self.assertEqual(
+        encoders.config_kwargs(good(encoder="vgg16", dropout=0.5).model),
+        {"dropout": 0.5})
 
   @parameterized.parameters(
       (dict(encoder="vgg16"), "--encoder='vgg16' reads colour images; "
@@ -307,7 +311,7 @@ class ImageConfigTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_bad_value_names_the_flag(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message) as e:
-      good(**kwargs).validate()
+      training.validate(good(**kwargs))
     self.assertLen(str(e.exception).splitlines(), 1)
 
 

@@ -25,6 +25,9 @@ from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import images
 from rank4class_tf import training
+from rank4class_tf import serving
+from rank4class_tf import features as features_lib
+import helpers
 
 MEAN = np.array(images.IMAGENET_MEAN_RGB, np.float32)
 STD = np.array(images.IMAGENET_STDDEV_RGB, np.float32)
@@ -262,8 +265,8 @@ class MockDataTest(tf.test.TestCase):
         self.assertEqual(features["image"].shape, (3, 40, 40, 3))
         self.assertEqual(features["image"].dtype, tf.float32)
         self.assertEqual((labels.shape, labels.dtype), ((3, 20), tf.float32))
-        self.assertEqual(features[datasets.CLASS_ID].shape, (3, 20, 1))
-        self.assertAllEqual(features[datasets.CLASS_ID][0, :, 0],
+        self.assertEqual(features[features_lib.CLASS_ID].shape, (3, 20, 1))
+        self.assertAllEqual(features[features_lib.CLASS_ID][0, :, 0],
                             np.arange(20))
         self.assertAllGreaterEqual(tf.reduce_sum(labels, axis=1), 1.)
 
@@ -343,35 +346,35 @@ class MultiLabelImagePreprocessingTest(tf.test.TestCase):
 
 
 def good(**kwargs):
-  return dataclasses.replace(
-      config_lib.TrainConfig(model_dir="/tmp/unused"), **kwargs)
+  return config_lib.TrainConfig.create(**dict({"model_dir": "/tmp/unused"},
+                                              **kwargs))
 
 
 class ConfigTest(tf.test.TestCase):
 
   def test_image_size_and_download_for_the_new_datasets(self):
-    good(dataset="voc2007", image_size=448, download=True).validate()
-    good(dataset="coco2017", encoder="resnet50", image_size=64).validate()
+    training.validate(good(dataset="voc2007", image_size=448, download=True))
+    training.validate(good(dataset="coco2017", encoder="resnet50", image_size=64))
     with self.assertRaisesRegex(
         ValueError, "--image_size=64: only imagenet2012, coco2017, voc2007 "
         "images are resized"):
-      good(dataset="cifar10", image_size=64).validate()
+      training.validate(good(dataset="cifar10", image_size=64))
 
 
 class TrainingTest(tf.test.TestCase):
 
   def test_tiny_voc2007_run_exports_and_evaluates(self):
     model_dir = os.path.join(tempfile.mkdtemp(), "voc2007")
-    config = config_lib.TrainConfig(
+    config = config_lib.TrainConfig.create(
         dataset="voc2007", data_dir=tempfile.mkdtemp(), encoder="small_cnn",
         encoder_dim=8, image_size=32, loss="sigmoid_cross_entropy",
         metrics=("ndcg@5", "mrr"), best_metric="ndcg@5", train_steps=2,
         eval_every=2, batch_size=4, model_dir=model_dir)
     with tfds.testing.mock_data(num_examples=6):
       export = training.train(config)
-      results = training.evaluate(model_dir, "test")
+      results = helpers.evaluate(model_dir, "test")
     self.assertTrue(tf.saved_model.contains_saved_model(export))
-    self.assertEqual(training.load_class_names(model_dir), list(VOC_CLASSES))
+    self.assertEqual(serving.load_class_names(model_dir), list(VOC_CLASSES))
     self.assertEqual(results["num_examples"], 6)
     self.assertBetween(results["ndcg@5"], 0., 1.)
     serve = tf.saved_model.load(export).signatures["serving_default"]

@@ -1,4 +1,5 @@
-"""Tests of rank4class_tf.multilabel_metrics against scikit-learn and numpy."""
+"""Tests of rank4class_tf.multilabel_metrics (and multilabel_metric_ops) against
+scikit-learn and numpy."""
 
 import os
 import tempfile
@@ -9,6 +10,7 @@ from absl.testing import parameterized
 from sklearn import metrics as skm
 
 from rank4class_tf import metrics
+from rank4class_tf import multilabel_metric_ops as ops
 from rank4class_tf import multilabel_metrics as mm
 
 COUNT_NAMES = ("cp", "cr", "cf1", "op", "or", "of1", "macro_f1")
@@ -158,13 +160,13 @@ class PureFunctionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_per_class_and_per_instance_ap(self):
     labels, scores = random_split(5, padding=False)
-    ap, has_positive = mm.average_precision_per_class(labels, scores)
+    ap, has_positive = ops.average_precision_per_class(labels, scores)
     self.assertAllEqual(has_positive, labels.sum(0) > 0)
     for c in np.flatnonzero(labels.sum(0) > 0):
       self.assertAllClose(
           ap[c], skm.average_precision_score(labels[:, c], scores[:, c]))
     self.assertEqual(float(ap[3]), 0.)
-    ap, has_positive = mm.average_precision_per_instance(labels, scores)
+    ap, has_positive = ops.average_precision_per_instance(labels, scores)
     self.assertAllEqual(has_positive, labels.sum(1) > 0)
     self.assertAllClose(
         ap[7], skm.average_precision_score(labels[7], scores[7]))
@@ -173,14 +175,14 @@ class PureFunctionTest(tf.test.TestCase, parameterized.TestCase):
     # sklearn groups ties: a positive tied with negatives gets their precision.
     labels = np.array([[1., 0., 0., 1.]])
     for scores in ([[1., 1., 1., 0.]], [[1., 1., 1., 1.]]):
-      got = mm.map_sample(labels, np.array(scores, np.float32))
+      got = ops.map_sample(labels, np.array(scores, np.float32))
       self.assertAllClose(
           got, skm.average_precision_score(labels[0], scores[0]))
     # Permuting the classes (hence the order of ties) changes nothing.
     labels, scores = random_split(6, padding=False)
     perm = np.random.RandomState(0).permutation(labels.shape[0])
-    self.assertEqual(float(mm.map_class(labels, scores)),
-                     float(mm.map_class(labels[perm], scores[perm])))
+    self.assertEqual(float(ops.map_class(labels, scores)),
+                     float(ops.map_class(labels[perm], scores[perm])))
 
   def test_padding_is_ignored(self):
     # A padded column entry with a high score changes neither AP nor counts.
@@ -194,7 +196,7 @@ class PureFunctionTest(tf.test.TestCase, parameterized.TestCase):
   def test_top_k_skips_padded_classes(self):
     labels = np.array([[-1., 1., 0., -1.]], np.float32)
     scores = np.array([[5., 1., 0., 5.]], np.float32)
-    predicted = mm.predictions(labels, scores, top_k=2)
+    predicted = ops.predictions(labels, scores, top_k=2)
     self.assertAllEqual(predicted, [[False, True, True, False]])
 
   def test_inside_tf_function(self):

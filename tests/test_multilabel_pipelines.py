@@ -1,6 +1,6 @@
 """End-to-end multi-label runs: GoEmotions-format files, Two-way, MulCon.
 
-The binaries run as users run them (the README's commands with fewer steps),
+The binaries run as users run them (docs/multilabel.md's commands with fewer steps),
 on a tiny multi-label fixture in GoEmotions' format with the `tiny` BERT
 architecture.
 """
@@ -11,14 +11,20 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
 import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import config as config_lib
+from rank4class_tf import losses
 from rank4class_tf import metrics
 from rank4class_tf import training
+from rank4class_tf import serving
+import helpers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
+
+REPO = helpers.REPO
 CLASSES = ("joy", "anger", "surprise", "neutral")
 ROWS = [
     ("I love this so much", "0"), ("wow what a great surprise", "0,2"),
@@ -30,12 +36,8 @@ ROWS = [
 ]
 
 
-def run(module, *flags, check=True):
-  proc = subprocess.run([sys.executable, "-m", module, *flags], cwd=REPO,
-                        capture_output=True, text=True, timeout=600)
-  if check and proc.returncode != 0:
-    raise AssertionError(f"{module} failed:\n{proc.stderr[-3000:]}")
-  return proc
+
+run = helpers.run_module
 
 
 def goemotions_fixture(rows=ROWS):
@@ -73,9 +75,9 @@ class MulConRunTest(tf.test.TestCase):
   def test_second_step_logged_the_contrastive_loss(self):
     # TensorBoard's train events hold `epoch_contrastive_loss` for both
     # epochs: 0 weight (still computed) then the second step.
-    config = training.load_config(self.model_dir)
-    self.assertEqual(config.contrastive_start_step, 2)
-    self.assertEqual(config.interaction, "label_attention")
+    config = serving.load_config(self.model_dir)
+    self.assertEqual(config.loss.contrastive_start_step, 2)
+    self.assertEqual(config.model.interaction, "label_attention")
     tags = set()
     train_dir = os.path.join(self.model_dir, "train")
     for name in os.listdir(train_dir):
@@ -95,7 +97,7 @@ class MulConRunTest(tf.test.TestCase):
         set(ML_METRICS.split(",")) | {"cf1_top3", "precision@2"})
     # The exported model's scores give the same numbers through the
     # library's metrics.
-    ranker = training.ExportedRanker(self.model_dir)
+    ranker = serving.ExportedRanker(self.model_dir)
     texts = np.array([t for t, _ in ROWS], object)
     labels = np.zeros([len(ROWS), 4], np.float32)
     for i, (_, ids) in enumerate(ROWS):
@@ -114,26 +116,26 @@ class MulConRunTest(tf.test.TestCase):
     self.assertIn("evaluate: --metrics: Unknown metric 'map_klass'",
                   proc.stderr)
     with self.assertRaisesRegex(ValueError, r"--threshold=1.5 must be in"):
-      training.evaluate(self.model_dir, metric_names=["cf1"], threshold=1.5)
+      helpers.evaluate(self.model_dir, metric_names=["cf1"], threshold=1.5)
 
 
 class TwoWayRunTest(tf.test.TestCase):
 
   def test_two_way_trains_and_exports(self):
-    # In-process (the binary's path is the MulCon run's): the README's
+    # In-process (the binary's path is the MulCon run's): docs/multilabel.md's
     # two_way command with fewer steps.
     model_dir = os.path.join(tempfile.mkdtemp(), "two_way")
-    training.train(config_lib.TrainConfig(
+    training.train(config_lib.TrainConfig.create(
         dataset="goemotions_multilabel", data_dir=goemotions_fixture(),
         encoder="bert", encoder_size="tiny", loss="two_way",
         two_way_positive_temperature=2., batch_size=6, max_seq_length=12,
         train_steps=2, eval_every=2, metrics=("map_class", "ndcg@3"),
         best_metric="map_class", model_dir=model_dir))
-    config = training.load_config(model_dir)
-    self.assertEqual(config.loss_kwargs(),
+    config = serving.load_config(model_dir)
+    self.assertEqual(losses.config_kwargs(config.loss, 4, 0),
                      {"positive_temperature": 2.0,
                       "negative_temperature": 1.0})
-    scores = training.ExportedRanker(model_dir).scores(
+    scores = serving.ExportedRanker(model_dir).scores(
         np.array(["so happy", "awful"], object))
     self.assertEqual(scores.shape, (2, 4))
     self.assertTrue(np.all(np.isfinite(scores)))
@@ -177,7 +179,8 @@ class MultiLabelFaultsTest(tf.test.TestCase):
     ]
     for overrides, message in cases:
       with self.assertRaisesRegex(ValueError, message):
-        config_lib.TrainConfig(**dict(base, **overrides)).validate()
+        training.validate(
+            config_lib.TrainConfig.create(**dict(base, **overrides)))
 
 
 if __name__ == "__main__":

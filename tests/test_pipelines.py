@@ -12,23 +12,24 @@ import sys
 import tempfile
 import textwrap
 
+import pytest
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_tf import datasets
 from rank4class_tf import training
+from rank4class_tf import serving
+from rank4class_tf import features as features_lib
+import helpers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
+
+REPO = helpers.REPO
 
 
-def run(module, *flags, check=True):
-  """Runs `python -m module flags` from the repo root; returns the process."""
-  proc = subprocess.run([sys.executable, "-m", module, *flags], cwd=REPO,
-                        capture_output=True, text=True, timeout=600)
-  if check and proc.returncode != 0:
-    raise AssertionError(f"{module} failed:\n{proc.stderr[-3000:]}")
-  return proc
+
+run = helpers.run_module
 
 
 def scalar_tags(event_dir):
@@ -46,14 +47,21 @@ class TrainEvaluateTest(tf.test.TestCase):
     super().setUpClass()
     cls.model_dir = os.path.join(tempfile.mkdtemp(), "digits_approx_ndcg")
     # The module docstring's command with fewer steps.
-    run("pipelines.train", "--dataset=digits", "--loss=approx_ndcg",
-        "--interaction=lc_mlp", "--train_steps=60", "--eval_every=20",
-        "--mlp_units=16", f"--model_dir={cls.model_dir}")
+    # --verbosity=0: absl's INFO logging back on the console.
+    cls.train = run("pipelines.train", "--dataset=digits",
+                    "--loss=approx_ndcg", "--interaction=lc_mlp",
+                    "--train_steps=60", "--eval_every=20", "--mlp_units=16",
+                    f"--model_dir={cls.model_dir}", "--verbosity=0")
+
+  def test_verbosity_restores_tensorflow_info_lines(self):
+    self.assertIn("Assets written to", self.train.stderr)
+    self.assertIn("Epoch 3/3", self.train.stdout)
 
   def test_model_dir_holds_everything(self):
     d = self.model_dir
-    config = training.load_config(d)
-    self.assertEqual((config.loss, config.interaction, config.train_steps),
+    config = serving.load_config(d)
+    self.assertEqual((config.loss.name, config.model.interaction,
+                      config.trainer.train_steps),
                      ("approx_ndcg", "lc_mlp", 60))
     self.assertEqual(tf.train.latest_checkpoint(
         os.path.join(d, "checkpoints")), os.path.join(d, "checkpoints",
@@ -86,11 +94,11 @@ class TrainEvaluateTest(tf.test.TestCase):
     served = np.load(out, allow_pickle=True)  # top_k_names are bytes objects.
 
     # The model: rebuilt from the run's config, best checkpoint restored.
-    config = training.load_config(self.model_dir)
+    config = serving.load_config(self.model_dir)
     model = training.build_pipeline(config, data)._model_builder.build()
     model.load_weights(tf.train.latest_checkpoint(
         os.path.join(self.model_dir, "best_checkpoint"))).expect_partial()
-    features = datasets.class_list_features({"image": tf.constant(images)}, 10)
+    features = features_lib.class_list_features({"image": tf.constant(images)}, 10)
     scores = model(features, training=False).numpy()
 
     self.assertAllClose(served["scores"], scores, rtol=1e-5, atol=1e-5)
@@ -131,7 +139,7 @@ class TrainEvaluateTest(tf.test.TestCase):
                                     "export"})
     self.assertEqual(results["num_examples"], 270)
     # The library function gives the same numbers.
-    lib = training.evaluate(self.model_dir, "test")
+    lib = helpers.evaluate(self.model_dir, "test")
     self.assertAllClose(results["top1_accuracy"], lib["top1_accuracy"])
     self.assertGreater(results["top5_accuracy"], results["top1_accuracy"])
 
@@ -179,10 +187,11 @@ class SoDeepLossTest(tf.test.TestCase):
     run("pipelines.train", "--dataset=digits", "--loss=sodeep_spearman",
         "--sorter=lstm", "--parallel_loss=mse", "--parallel_weight=0.1",
         "--train_steps=20", "--eval_every=10", f"--model_dir={model_dir}")
-    config = training.load_config(model_dir)
-    self.assertEqual((config.loss, config.sorter, config.parallel_loss),
+    config = serving.load_config(model_dir)
+    self.assertEqual((config.loss.name, config.loss.sorter,
+                      config.loss.parallel_loss),
                      ("sodeep_spearman", "lstm", "mse"))
-    results = training.evaluate(model_dir)
+    results = helpers.evaluate(model_dir)
     self.assertBetween(results["top1_accuracy"], 0., 1.)
 
   def test_missing_sorter_for_the_class_count(self):
@@ -209,8 +218,16 @@ class DemoTest(tf.test.TestCase):
     rows = [l for l in proc.stdout.splitlines()
             if l.startswith("| softmax") or l.startswith("| pairwise")]
     self.assertLen(rows, 2)
+    # Quiet: progress and the table on the console, TensorFlow's INFO lines
+    # (the SavedModel writer's) in log.txt.
+    output = (proc.stdout + proc.stderr).strip().splitlines()
+    self.assertLessEqual(len(output), 20, "\n".join(output))
+    self.assertTrue(output[-1].startswith("Total wall time"), output[-1])
+    self.assertNotIn("Assets written to", proc.stderr)
+    with open(os.path.join(model_dir, "log.txt")) as f:
+      self.assertIn("Assets written to", f.read())
     for loss in ("softmax", "pairwise_logistic"):
-      results = training.evaluate(os.path.join(model_dir, loss))
+      results = helpers.evaluate(os.path.join(model_dir, loss))
       self.assertIn(f"{results['top1_accuracy']:.4f}",
                     [r for r in rows if r.startswith(f"| {loss}")][0])
 

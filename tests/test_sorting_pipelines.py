@@ -7,14 +7,17 @@ import sys
 import tempfile
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+import pytest
+import helpers
+
+pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
 
 
 def run(module, *flags):
   """Runs `python -m module flags`; returns (returncode, stdout, stderr)."""
-  proc = subprocess.run([sys.executable, "-m", module, *flags], cwd=ROOT,
-                        capture_output=True, text=True, timeout=300,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  proc = helpers.run_module(module, *flags, check=False,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   return proc.returncode, proc.stdout, proc.stderr
 
 

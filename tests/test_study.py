@@ -25,7 +25,7 @@ N = 120  # Test instances.
 
 
 def base_config(**kwargs):
-  return config_lib.TrainConfig(model_dir="unused", train_steps=10,
+  return config_lib.TrainConfig.create(model_dir="unused", train_steps=10,
                                 eval_every=5, **kwargs)
 
 
@@ -125,7 +125,7 @@ class OpenStudyTest(tf.test.TestCase):
     with self.assertRaisesRegex(
         ValueError, r"^--train_steps=20 differs from the study in .*"
         r"\(train_steps=10\)"):
-      study.open_study(self.dir, config_lib.TrainConfig(
+      study.open_study(self.dir, config_lib.TrainConfig.create(
           model_dir="x", train_steps=20, eval_every=5), self.grid)
     with open(path) as f:
       self.assertEqual(f.read(), before)

@@ -1,7 +1,7 @@
 """End-to-end tests of pipelines.study: the grid, skip, kill and resume.
 
 The binary runs as a user runs it (`python -m pipelines.study`), on digits
-with few steps: the README's command with a smaller grid.
+with few steps: docs/study.md's command with a smaller grid.
 """
 
 import csv
@@ -14,14 +14,19 @@ import tempfile
 import textwrap
 import time
 
+import pytest
 import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import config as config_lib
 from rank4class_tf import study
 from rank4class_tf import training
+from rank4class_tf import serving
+import helpers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
+
+REPO = helpers.REPO
 # --dropout=0: a resumed run replays exactly only without dropout, whose
 # random masks are not part of the backup (as in test_faults.ResumeTest).
 SHARED = ["--dataset=digits", "--mlp_units=8", "--train_steps=30",
@@ -37,12 +42,8 @@ def command(study_dir, *flags):
           *SHARED, *flags]
 
 
-def run(cmd, check=True):
-  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
-                        timeout=900)
-  if check and proc.returncode != 0:
-    raise AssertionError(f"study failed:\n{proc.stderr[-3000:]}")
-  return proc
+
+run = helpers.run_command
 
 
 def read_rows(study_dir):
@@ -82,11 +83,13 @@ class StudyTest(tf.test.TestCase):
   def test_every_run_is_a_pipelines_train_model_dir(self):
     run_dir = os.path.join(self.dir, "runs", "approx_ndcg.lc_mlp.lr0.01.u8."
                            "seed1")
-    config = training.load_config(run_dir)
-    self.assertEqual((config.loss, config.interaction, config.learning_rate,
-                      config.mlp_units, config.seed, config.train_steps),
+    config = serving.load_config(run_dir)
+    self.assertEqual((config.loss.name, config.model.interaction,
+                      config.trainer.learning_rate,
+                      config.model.mlp_units, config.trainer.seed,
+                      config.trainer.train_steps),
                      ("approx_ndcg", "lc_mlp", 0.01, 8, 1, 30))
-    want = training.evaluate(run_dir, "test")
+    want = helpers.evaluate(run_dir, "test")
     row = self.rows["approx_ndcg.lc_mlp.lr0.01.u8.seed1"]
     for name in ("top1_accuracy", "ndcg@5", "mrr"):
       self.assertAllClose(float(row[f"test_{name}"]), want[name])
@@ -167,7 +170,7 @@ class BadInputTest(tf.test.TestCase):
   def test_one_line_and_nothing_written(self):
     parent = tempfile.mkdtemp()
     existing = os.path.join(parent, "existing")
-    study.open_study(existing, config_lib.TrainConfig(model_dir="x",
+    study.open_study(existing, config_lib.TrainConfig.create(model_dir="x",
                                                       train_steps=5),
                      study.Grid(losses=("softmax",), interactions=("dot",)))
     with open(os.path.join(existing, study.STUDY_FILE)) as f:

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import textwrap
 
+import pytest
 import numpy as np
 import tensorflow as tf
 from safetensors import numpy as safetensors_numpy
@@ -20,10 +21,15 @@ from rank4class_tf import datasets
 from rank4class_tf import pretrained
 from rank4class_tf import text
 from rank4class_tf import training
+from rank4class_tf import serving
+from rank4class_tf import features as features_lib
+import helpers
 
 import bert_fixtures
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
+
+REPO = helpers.REPO
 CLASSES = ("joy", "anger", "neutral")
 SENTENCES = {
     0: ["I love this so much", "what a wonderful day", "so happy for you",
@@ -35,19 +41,14 @@ SENTENCES = {
 }
 
 
-def run(module, *flags, stdin=None, check=True):
-  proc = subprocess.run([sys.executable, "-m", module, *flags], cwd=REPO,
-                        capture_output=True, text=True, timeout=600,
-                        input=stdin)
-  if check and proc.returncode != 0:
-    raise AssertionError(f"{module} failed:\n{proc.stderr[-3000:]}")
-  return proc
+
+run = helpers.run_module
 
 
 def restored_model(model_dir):
   """The run's model rebuilt from its config with the best checkpoint."""
-  config = training.load_config(model_dir)
-  data = datasets.get(config.dataset, config.data_dir)
+  config = serving.load_config(model_dir)
+  data = datasets.get(config.data.dataset, config.data.data_dir)
   model = training.build_pipeline(config, data)._model_builder.build()
   model.load_weights(tf.train.latest_checkpoint(
       os.path.join(model_dir, "best_checkpoint"))).expect_partial()
@@ -105,7 +106,7 @@ class GoEmotionsMiniLMTest(tf.test.TestCase):
     served = np.load(out, allow_pickle=True)
 
     model, instance_inputs = restored_model(self.model_dir)
-    features = datasets.class_list_features(
+    features = features_lib.class_list_features(
         instance_inputs(tf.constant(texts)), 3)
     scores = model(features, training=False).numpy()
     self.assertAllClose(served["scores"], scores, rtol=1e-4, atol=1e-5)
@@ -133,7 +134,7 @@ class GoEmotionsMiniLMTest(tf.test.TestCase):
     scores = [float(l.split("\t")[1]) for l in lines]
     self.assertCountEqual(names, CLASSES)
     self.assertEqual(scores, sorted(scores, reverse=True))
-    ranker = training.ExportedRanker(self.model_dir)
+    ranker = serving.ExportedRanker(self.model_dir)
     want = ranker.rank(np.array(["so happy for you"], object), 3)[0]
     self.assertEqual(names, [n for n, _ in want])
 
@@ -185,14 +186,14 @@ class GoogleCheckpointAndMindTest(tf.test.TestCase):
         f"--init_checkpoint={ckpt_dir}", "--max_seq_length=16",
         "--batch_size=2", "--train_steps=2", "--eval_every=1",
         f"--model_dir={model_dir}")
-    self.assertEqual(training.load_class_names(model_dir),
+    self.assertEqual(serving.load_class_names(model_dir),
                      ["finance", "news", "sports"])
     restored = encoder_weights(restored_model(model_dir)[0])
     # Two steps at the default lr 1e-3 move a weight by at most ~2e-3.
     self.assertAllClose(restored["position_embedding/embeddings"],
                         weights["embeddings/position_embeddings"], atol=5e-3)
     # The vocabulary beside the checkpoint was picked up.
-    self.assertEqual(training.vocab_file(training.load_config(model_dir)),
+    self.assertEqual(training.vocab_file(serving.load_config(model_dir).model),
                      vocab)
     proc = run("pipelines.predict", f"--model_dir={model_dir}",
                "--text=title 3\tabstract 3", "--top_k=3")

@@ -23,7 +23,8 @@ Example:
 
 >>> loss = get("sodeep_spearman", sorter="lstm", d=10)
 >>> loss([[0., 1., 2., 3., 4., 5., 6., 7., 8., 9.]],
-...      [[.1, .2, .3, .4, .5, .6, .7, .8, .9, 1.]])   # ~0
+...      [[.1, .2, .3, .4, .5, .6, .7, .8, .9, 1.]]).numpy()   # ~0
+3.95...e-05
 """
 
 from typing import Any, Dict, Optional, Tuple, Union

@@ -32,7 +32,7 @@ def exact_rank(y: tf.Tensor) -> tf.Tensor:
   Example:
 
   >>> exact_rank([[0.3, -1., 2.]]).numpy()  # ranks 2, 3, 1 over d = 3
-  array([[0.6666667, 1.       , 0.33333334]], dtype=float32)
+  array([[0.6666667 , 1.        , 0.33333334]], dtype=float32)
   """
   y = tf.convert_to_tensor(y, tf.float32)
   d = tf.cast(tf.shape(y)[-1], tf.float32)

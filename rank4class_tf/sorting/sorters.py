@@ -19,8 +19,9 @@ any scale.
 
 Example:
 
->>> sorter = get("handcrafted", d=3)
->>> sorter(tf.constant([[0.3, -1., 2.]]))  # ~ [[0.66, 1.0, 0.33]]
+>>> sorter = get("handcrafted", 3)
+>>> sorter(tf.constant([[0.3, -1., 2.]])).numpy()  # ranks 2, 3, 1 over d = 3
+array([[0.6666..., 0.9999..., 0.3333...]], dtype=float32)
 >>> sorter = load_sorter("lstm", d=100)    # a shipped, trained sorter
 """
 

@@ -26,6 +26,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf import config as config_lib
 from rank4class_tf.sorting import ops
 from rank4class_tf.sorting import sorters
 from rank4class_tf.sorting import synthetic
@@ -38,47 +39,41 @@ VALIDATION_SIZE = 2000
 
 @dataclasses.dataclass
 class SorterConfig:
-  """Hyper-parameters of one sorter pretraining run.
-
-  Sorter:
-    sorter: `lstm` or `cnn` (`sorters.TRAINABLE_SORTERS`).
-    seq_len: d, the length of the score vectors.
-    units: LSTM units per direction (lstm).
-    num_layers: stacked bidirectional LSTM layers (lstm).
-    projection: `full` or `shared` final projection (lstm).
-    width: channels of the first convolution blocks (cnn).
-
-  Training:
-    batch_size: vectors per step (512 in the paper).
-    learning_rate: initial Adam learning rate.
-    halve_every_vectors: the learning rate halves after this many training
-      vectors (paper: 100 epochs x 100,000 = 10,000,000).
-    epoch_vectors: vectors per Keras epoch, i.e. between validations,
-      checkpoints and TensorBoard points (paper epoch: 100,000).
-    train_vectors: total training vectors (rounded up to whole epochs).
-    seed: seed of initialisation and of the synthetic stream.
-    init_from: optional finished run whose sorter weights start this one
-      (to continue training with a new learning-rate schedule, or to start
-      an lstm with the shared projection from one trained for another d).
-    threads: TensorFlow intra-op threads (0: TensorFlow's default); only
-      takes effect before TensorFlow runs its first op in the process.
-    model_dir: directory receiving everything the run makes.
-  """
-  sorter: str = "lstm"
-  seq_len: int = 100
-  units: int = 64
-  num_layers: int = 2
-  projection: str = "shared"
-  width: int = 32
-  batch_size: int = 512
-  learning_rate: float = 1e-3
-  halve_every_vectors: int = 10_000_000
-  epoch_vectors: int = 100_000
-  train_vectors: int = 1_000_000
-  seed: int = 0
-  init_from: str = ""
-  threads: int = 0
-  model_dir: str = ""
+  """Hyper-parameters of one sorter pretraining run, documented by each
+  field's `help` (also its flag's help in `pipelines.train_sorter`)."""
+  # Sorter.
+  sorter: str = config_lib.field(
+      "lstm", "Sorter to train: lstm, cnn (`sorters.TRAINABLE_SORTERS`).")
+  seq_len: int = config_lib.field(
+      100, "d, the length of the score vectors.")
+  units: int = config_lib.field(64, "lstm: units per direction.")
+  num_layers: int = config_lib.field(
+      2, "lstm: stacked bidirectional layers.")
+  projection: str = config_lib.field(
+      "shared", "lstm: final projection, full (reference) or shared.")
+  width: int = config_lib.field(32, "cnn: channels of the first blocks.")
+  # Training.
+  batch_size: int = config_lib.field(512, "Vectors per step (paper: 512).")
+  learning_rate: float = config_lib.field(
+      1e-3, "Initial Adam learning rate.")
+  halve_every_vectors: int = config_lib.field(
+      10_000_000, "Halve the learning rate after this many vectors (paper: "
+      "100 epochs of 100,000).")
+  epoch_vectors: int = config_lib.field(
+      100_000, "Vectors per Keras epoch: between validations, checkpoints "
+      "and TensorBoard points (paper epoch: 100,000).")
+  train_vectors: int = config_lib.field(
+      1_000_000, "Total training vectors (rounded up to whole epochs).")
+  seed: int = config_lib.field(0, "Seed of initialisation and data.")
+  init_from: str = config_lib.field(
+      "", "A finished run whose sorter weights start this one (to continue "
+      "with a new learning-rate schedule, or to start an lstm with the "
+      "shared projection from one trained for another d).")
+  threads: int = config_lib.field(
+      0, "TensorFlow intra-op threads (0: all); only takes effect before "
+      "TensorFlow runs its first op in the process.")
+  model_dir: str = config_lib.field(
+      "", "Directory for everything the run makes.")
 
   def sorter_kwargs(self) -> Dict[str, Any]:
     """The sorter's hyper-parameters, named as `sorters.get` takes them."""

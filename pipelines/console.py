@@ -1,0 +1,104 @@
+"""What the binaries print: progress and results, not TensorFlow's chatter.
+
+TensorFlow, Keras and TF-Ranking log dozens of INFO lines per run (the
+SavedModel writer alone: "untraced functions", "Assets written to",
+"fingerprint" for every export). The binaries call `quiet` once their flags
+are parsed: the console then shows warnings, errors and this package's own
+INFO lines (e.g. "resuming after epoch 3"), besides what the binary prints
+itself (Keras' progress, results); every INFO line goes to `log.txt` in the
+run's folder, or nowhere for read-only binaries. Passing `--verbosity`
+(absl's flag, e.g. `--verbosity=0` for INFO) restores absl's console logging
+unchanged.
+"""
+
+import json
+import logging as py_logging
+import os
+from typing import List, Optional
+
+from absl import flags
+from absl import logging
+
+LOG_FILE = "log.txt"
+# INFO lines logged from these folders stay on the console.
+_OWN_CODE = (os.sep + "rank4class_tf" + os.sep, os.sep + "pipelines" + os.sep)
+
+
+class _ConsoleFilter(py_logging.Filter):
+  """Warnings and errors, and the INFO lines of this package's own code."""
+
+  def filter(self, record: py_logging.LogRecord) -> bool:
+    if record.levelno >= py_logging.WARNING:
+      return True
+    return (record.levelno >= py_logging.INFO and
+            any(part in record.pathname for part in _OWN_CODE))
+
+
+class _RunFolderHandler(py_logging.Handler):
+  """Appends records to `path` once its folder exists; until then keeps
+  them in memory, so a run refused before it writes anything leaves no
+  folder behind."""
+
+  def __init__(self, path: str):
+    super().__init__(py_logging.INFO)
+    self._path = path
+    self._file = None
+    self._pending: List[str] = []
+
+  def emit(self, record: py_logging.LogRecord) -> None:
+    try:
+      line = self.format(record) + "\n"
+      if self._file is None:
+        if not os.path.isdir(os.path.dirname(self._path)):
+          self._pending.append(line)
+          return
+        self._file = open(self._path, "a", encoding="utf-8")  # pylint: disable=consider-using-with
+        self._file.writelines(self._pending)
+        self._pending = []
+      self._file.write(line)
+      self._file.flush()
+    except Exception:  # pylint: disable=broad-except
+      self.handleError(record)
+
+  def close(self) -> None:
+    if self._file is not None:
+      self._file.close()
+    super().close()
+
+
+def _is_worker() -> bool:
+  """Whether TF_CONFIG makes this process a non-chief task of a cluster
+  (multi-worker training): only the chief writes into the run's folder."""
+  try:
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+  except (ValueError, AttributeError):
+    return False  # Left to the strategy, which names the bad TF_CONFIG.
+  return bool(task) and task.get("type") != "chief"
+
+
+def quiet(log_dir: Optional[str] = None) -> Optional[str]:
+  """Keeps TensorFlow's INFO lines off the console (see the module doc).
+
+  Args:
+    log_dir: folder receiving `log.txt` with every INFO line once it exists
+      (the run's model_dir); None drops them, as do the non-chief tasks of a
+      multi-worker cluster.
+
+  Returns:
+    The log file's path, or None (no log_dir, or `--verbosity` given).
+  """
+  if flags.FLAGS["verbosity"].present:
+    return None
+  # absl's handler (on the root logger) and TensorFlow's own handler on the
+  # `tensorflow` logger both write to the console.
+  for logger in (py_logging.getLogger(), py_logging.getLogger("tensorflow")):
+    for handler in logger.handlers:
+      handler.addFilter(_ConsoleFilter())
+  logging.set_verbosity(logging.INFO)
+  if not log_dir or _is_worker():
+    return None
+  path = os.path.join(log_dir, LOG_FILE)
+  handler = _RunFolderHandler(path)
+  handler.setFormatter(logging.PythonFormatter())
+  py_logging.getLogger().addHandler(handler)
+  return path

@@ -1,0 +1,121 @@
+"""A non-editable install runs the binaries and the shipped data anywhere.
+
+Builds the wheel from a copy of the sources (so nothing is written into the
+checkout), installs it with `pip install --no-deps --target`, and runs
+`pipelines.demo` and a GoEmotions `pipelines.train` as a user of that install
+would: from a folder outside the repository, with the installed copy first on
+PYTHONPATH and the dependencies from this interpreter's site-packages. The
+GoEmotions run reads no --data_dir, so it uses the files the wheel ships in
+`rank4class_tf/data/`.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from absl.testing import absltest
+
+pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# What setup.py builds from; build outputs and caches are left behind.
+SOURCES = ("setup.py", "MANIFEST.in", "README.md", "rank4class_tf",
+           "pipelines", "data")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info",
+                                 "build", "dist")
+
+
+def _pip(*args, cwd):
+  """`python -m pip args` offline; raises with pip's output on failure."""
+  proc = subprocess.run(
+      [sys.executable, "-m", "pip", "--disable-pip-version-check", *args,
+       "--no-deps", "--no-index", "--quiet"],
+      cwd=cwd, capture_output=True, text=True, timeout=300)
+  if proc.returncode != 0:
+    raise AssertionError(f"pip {args[0]} failed:\n{proc.stderr[-3000:]}")
+
+
+class NonEditableInstallTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    source = os.path.join(cls.tmp, "source")
+    os.mkdir(source)
+    for name in SOURCES:
+      path = os.path.join(REPO, name)
+      if os.path.isdir(path):
+        shutil.copytree(path, os.path.join(source, name), ignore=IGNORED)
+      elif os.path.exists(path):
+        shutil.copy(path, source)
+    dist = os.path.join(cls.tmp, "dist")
+    _pip("wheel", "--no-build-isolation", "--wheel-dir", dist, source,
+         cwd=cls.tmp)
+    (wheel,) = os.listdir(dist)
+    cls.site = os.path.join(cls.tmp, "site")
+    _pip("install", "--no-compile", "--target", cls.site,
+         os.path.join(dist, wheel), cwd=cls.tmp)
+    cls.cwd = os.path.join(cls.tmp, "elsewhere")
+    os.mkdir(cls.cwd)
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.tmp, ignore_errors=True)
+    super().tearDownClass()
+
+  def run_installed(self, *args):
+    """`python args` from outside the repo, the installed copy first."""
+    env = dict(os.environ, PYTHONPATH=self.site)
+    return subprocess.run([sys.executable, *args], cwd=self.cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+  def test_modules_and_data_come_from_the_install(self):
+    proc = self.run_installed(
+        "-c", "import importlib.util as u; "
+        "print(u.find_spec('rank4class_tf').origin); "
+        "print(u.find_spec('pipelines').origin)")
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    self.assertEqual(proc.stdout.split(), [
+        os.path.join(self.site, "rank4class_tf", "__init__.py"),
+        os.path.join(self.site, "pipelines", "__init__.py")])
+    for name in ("README.md", "goemotions/emotions.txt",
+                 "goemotions/train.tsv", "goemotions/dev.tsv",
+                 "goemotions/test.tsv", "goemotions/LICENSE"):
+      self.assertTrue(os.path.isfile(
+          os.path.join(self.site, "rank4class_tf", "data", name)), name)
+    for name in ("sorting/pretrained/sorters.json",
+                 "paper_tables/template.json"):
+      self.assertTrue(os.path.isfile(
+          os.path.join(self.site, "rank4class_tf", name)), name)
+
+  def test_demo_prints_its_table(self):
+    # `make demo` with one loss and one step.
+    proc = self.run_installed(
+        "-m", "pipelines.demo", f"--model_dir={self.tmp}/demo",
+        "--losses=softmax", "--train_steps=1", "--eval_every=1")
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    lines = proc.stdout.strip().splitlines()
+    self.assertTrue(lines[-1].startswith("Total wall time"), proc.stdout)
+    self.assertTrue(lines[-3].startswith("| softmax | "), proc.stdout)
+    self.assertTrue(lines[-5].startswith("| loss | top1_accuracy"),
+                    proc.stdout)
+
+  def test_goemotions_trains_on_the_shipped_files(self):
+    # The tiny settings of test_text_pipelines, on the shipped data.
+    model_dir = os.path.join(self.tmp, "goemotions")
+    proc = self.run_installed(
+        "-m", "pipelines.train", "--dataset=goemotions", "--encoder=bert",
+        "--encoder_size=tiny", "--loss=softmax", "--interaction=dot",
+        "--batch_size=4", "--max_seq_length=16", "--train_steps=1",
+        "--eval_every=1", "--top_k=2", f"--model_dir={model_dir}")
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    self.assertTrue(os.path.isfile(os.path.join(
+        model_dir, "export", "best_model_by_metric", "saved_model.pb")))
+
+
+if __name__ == "__main__":
+  absltest.main()
