@@ -24,8 +24,10 @@ $(STAMP): requirements.txt constraints.txt setup.py
 demo: $(STAMP)
 	$(PY) -m pipelines.demo --model_dir=runs/demo
 
+# Two pytest-xdist workers, one test class (or module) each at a time, so a
+# class's shared run (setUpClass) is trained once.
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadscope tests
 
 clean:
 	rm -rf $(VENV) runs

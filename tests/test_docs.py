@@ -6,9 +6,9 @@
   block or an inline code span, `\\` continuations joined, comment lines
   skipped) names a module that exists and only flags that binary defines:
   `--name=value`, `--name value`, a bare `--name` or `--noname` only for a
-  boolean. Each binary's flags come from `python -m pipelines.X --helpfull` in
-  a subprocess (two absl binaries in one process would collide on their
-  flags), run once per binary, the binaries in parallel.
+  boolean. The binaries' flags come from one subprocess that imports
+  TensorFlow once and forks a child per binary to import it and list absl's
+  flags (two absl binaries in one process would collide on their flags).
 * Every `make X` the documents show is a Makefile target, every test file a
   `pytest` command names exists, and every relative link (and its `#anchor`)
   resolves.
@@ -17,16 +17,17 @@
 """
 
 import ast
-import concurrent.futures
 import doctest
 import glob
 import importlib
 import io
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -143,25 +144,61 @@ def _as_block(doc):
   return "```\n" + "\n".join(lines) + "\n```\n"
 
 
-# Flags of each binary, from --helpfull in a subprocess.
+# Flags of each binary. One subprocess imports TensorFlow once, then forks a
+# child per binary that imports it and lists the flags absl then holds: the
+# flags `--helpfull` would show, without paying TensorFlow's import per
+# binary (two binaries in one process would collide on absl flags).
+_LIST_FLAGS = textwrap.dedent("""
+    import importlib, json, os, sys
+    import tensorflow  # Imported once; every child inherits it.
+    from absl import flags
+    out = {}
+    for module in sys.argv[1:]:
+      read, write = os.pipe()
+      pid = os.fork()
+      if pid == 0:
+        os.close(read)
+        try:
+          importlib.import_module(module)
+          names = sorted(flags.FLAGS)
+          result = {"flags": names, "booleans": [
+              n for n in names
+              if isinstance(flags.FLAGS[n], flags.BooleanFlag)]}
+        except BaseException as e:  # pylint: disable=broad-except
+          result = {"error": f"{module}: {type(e).__name__}: {e}"}
+        os.write(write, json.dumps(result).encode())
+        os._exit(0)
+      os.close(write)
+      data = b""
+      while True:
+        chunk = os.read(read, 1 << 16)
+        if not chunk:
+          break
+        data += chunk
+      os.close(read)
+      os.waitpid(pid, 0)
+      out[module] = json.loads(data)
+    print(json.dumps(out))
+""")
 
-_FLAG_LINE = re.compile(r"^\s+(?:-\S+,)?--(\[no\])?([A-Za-z0-9_.-]+):", re.M)
 
-
-def _helpfull(module):
+def _list_flags(modules):
+  """{module: (flags, boolean flags) or an AssertionError}."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable, "-m", module, "--helpfull"],
+  proc = subprocess.run([sys.executable, "-c", _LIST_FLAGS, *modules],
                         cwd=REPO, capture_output=True, text=True, env=env,
-                        timeout=300)
-  flags, booleans = set(), set()
-  for negatable, name in _FLAG_LINE.findall(proc.stdout):
-    flags.add(name)
-    if negatable:
-      booleans.add(name)
-  if not flags:
-    raise AssertionError(f"{module} --helpfull listed no flags:\n"
-                         f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-  return flags, booleans
+                        timeout=600)
+  if proc.returncode != 0:
+    raise AssertionError(f"listing the binaries' flags failed:\n"
+                         f"{proc.stderr[-3000:]}")
+  listed = json.loads(proc.stdout.strip().splitlines()[-1])
+  result = {}
+  for module, entry in listed.items():
+    if "error" in entry:
+      result[module] = AssertionError(entry["error"])
+    else:
+      result[module] = (set(entry["flags"]), set(entry["booleans"]))
+  return result
 
 
 COMMANDS = _commands()
@@ -174,11 +211,8 @@ def binary_flags(request):
       item.callspec.params["module"] for item in request.session.items
       if getattr(item, "function", None) is test_command_parses
       and os.path.exists(_module_path(item.callspec.params["module"]))})
-  with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-    futures = {module: pool.submit(_helpfull, module) for module in modules}
-  # An exception (a binary that does not start) fails only its own commands.
-  return {module: future.exception() or future.result()
-          for module, future in futures.items()}
+  # A binary that does not import fails only its own commands.
+  return _list_flags(modules)
 
 
 def _module_path(module):

@@ -140,16 +140,22 @@ class ExportTest(tf.test.TestCase):
 
 class StrategyTest(tf.test.TestCase):
 
+  STEPS = ("--train_steps=40", "--eval_every=20", "--batch_size=64")
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # The single-device run both strategies are compared with (read only).
+    cls.single = os.path.join(tempfile.mkdtemp(), "single")
+    run(train_cmd(cls.single, *cls.STEPS))
+
   def test_mirrored_on_two_cpu_devices_matches_default(self):
-    steps = ["--train_steps=100", "--eval_every=50", "--batch_size=64"]
-    single = os.path.join(tempfile.mkdtemp(), "single")
     mirrored = os.path.join(tempfile.mkdtemp(), "mirrored")
-    run(train_cmd(single, *steps))
-    proc = run(train_cmd(mirrored, *steps, "--strategy=mirrored",
+    proc = run(train_cmd(mirrored, *self.STEPS, "--strategy=mirrored",
                          "--cpu_devices=2"))
     self.assertIn("2 replica(s); global batch 64 = 32 per replica",
                   proc.stderr)
-    a, b = test_metrics(single), test_metrics(mirrored)
+    a, b = test_metrics(self.single), test_metrics(mirrored)
     for name in ("top1_accuracy", "ndcg@5", "mrr"):
       self.assertAllClose(a[name], b[name], atol=0.02, msg=name)
 
@@ -162,8 +168,7 @@ class StrategyTest(tf.test.TestCase):
     cluster = {"chief": [f"127.0.0.1:{ports[0]}"],
                "worker": [f"127.0.0.1:{ports[1]}"]}
     model_dir = os.path.join(tempfile.mkdtemp(), "mwms")
-    steps = ["--train_steps=40", "--eval_every=20", "--batch_size=64",
-             "--strategy=multi_worker_mirrored"]
+    steps = [*self.STEPS, "--strategy=multi_worker_mirrored"]
     procs = []
     for task in ("chief", "worker"):
       env = dict(os.environ, TF_CONFIG=json.dumps(
@@ -190,10 +195,7 @@ class StrategyTest(tf.test.TestCase):
             for out, _ in outputs]
     value = lambda line: float(line.split("val_top1_accuracy: ")[1].split()[0])
     self.assertEqual(value(last[0]), value(last[1]))
-    single = os.path.join(tempfile.mkdtemp(), "single")
-    run(train_cmd(single, "--train_steps=40", "--eval_every=20",
-                  "--batch_size=64"))
-    a, b = test_metrics(single), test_metrics(model_dir)
+    a, b = test_metrics(self.single), test_metrics(model_dir)
     self.assertAllClose(a["top1_accuracy"], b["top1_accuracy"], atol=0.05)
 
   def test_tpu_and_parameter_server_resolvers(self):

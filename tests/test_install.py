@@ -17,10 +17,11 @@ import tempfile
 
 import pytest
 from absl.testing import absltest
+import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = helpers.REPO
 # What setup.py builds from; build outputs and caches are left behind.
 SOURCES = ("setup.py", "MANIFEST.in", "README.md", "rank4class_tf",
            "pipelines", "data")
@@ -93,16 +94,33 @@ class NonEditableInstallTest(absltest.TestCase):
           os.path.join(self.site, "rank4class_tf", name)), name)
 
   def test_demo_prints_its_table(self):
-    # `make demo` with one loss and one step.
+    # `make demo` with fewer steps and two losses (the demo's own test: its
+    # table, and a quiet console).
+    model_dir = os.path.join(self.tmp, "demo")
     proc = self.run_installed(
-        "-m", "pipelines.demo", f"--model_dir={self.tmp}/demo",
-        "--losses=softmax", "--train_steps=1", "--eval_every=1")
+        "-m", "pipelines.demo", f"--model_dir={model_dir}",
+        "--losses=softmax,pairwise_logistic", "--train_steps=20",
+        "--eval_every=10")
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     lines = proc.stdout.strip().splitlines()
     self.assertTrue(lines[-1].startswith("Total wall time"), proc.stdout)
-    self.assertTrue(lines[-3].startswith("| softmax | "), proc.stdout)
-    self.assertTrue(lines[-5].startswith("| loss | top1_accuracy"),
-                    proc.stdout)
+    header = lines.index("| loss | top1_accuracy | top5_accuracy | ndcg@5 "
+                         "| mrr | train s |")
+    rows = {line.split(" | ")[0][2:]: line
+            for line in lines[header + 2:header + 4]}
+    self.assertEqual(set(rows), {"softmax", "pairwise_logistic"})
+    for loss, row in rows.items():
+      # The table's numbers are the export's on the test split.
+      results = helpers.evaluate(os.path.join(model_dir, loss))
+      self.assertEqual(row.split(" | ")[1], f"{results['top1_accuracy']:.4f}")
+    # Quiet: the table and this package's own log lines on the console
+    # (at most 20 lines), TensorFlow's INFO lines (the SavedModel writer's)
+    # only in log.txt.
+    output = (proc.stdout + proc.stderr).strip().splitlines()
+    self.assertLessEqual(len(output), 20, "\n".join(output))
+    self.assertNotIn("Assets written to", proc.stderr)
+    with open(os.path.join(model_dir, "log.txt")) as f:
+      self.assertIn("Assets written to", f.read())
 
   def test_goemotions_trains_on_the_shipped_files(self):
     # The tiny settings of test_text_pipelines, on the shipped data.

@@ -1,4 +1,4 @@
-"""End-to-end tests of the binaries: train, evaluate, demo, bad flags.
+"""End-to-end tests of the binaries: train, evaluate, bad flags.
 
 Each runs the binary as a user does (`python -m pipelines.<name>`) in a
 subprocess on digits for a few steps.
@@ -203,33 +203,6 @@ class SoDeepLossTest(tf.test.TestCase):
                      "d=10; shipped: cnn_d100, lstm_d10, lstm_d100, lstm_d28. "
                      "Train one with pipelines/train_sorter.py.")
     self.assertFalse(os.path.exists(model_dir))
-
-
-class DemoTest(tf.test.TestCase):
-
-  def test_demo_prints_the_table(self):
-    model_dir = tempfile.mkdtemp()
-    # `make demo` with fewer steps.
-    proc = run("pipelines.demo", f"--model_dir={model_dir}",
-               "--train_steps=20", "--eval_every=10",
-               "--losses=softmax,pairwise_logistic")
-    self.assertIn("| loss | top1_accuracy | top5_accuracy | ndcg@5 | mrr |",
-                  proc.stdout)
-    rows = [l for l in proc.stdout.splitlines()
-            if l.startswith("| softmax") or l.startswith("| pairwise")]
-    self.assertLen(rows, 2)
-    # Quiet: progress and the table on the console, TensorFlow's INFO lines
-    # (the SavedModel writer's) in log.txt.
-    output = (proc.stdout + proc.stderr).strip().splitlines()
-    self.assertLessEqual(len(output), 20, "\n".join(output))
-    self.assertTrue(output[-1].startswith("Total wall time"), output[-1])
-    self.assertNotIn("Assets written to", proc.stderr)
-    with open(os.path.join(model_dir, "log.txt")) as f:
-      self.assertIn("Assets written to", f.read())
-    for loss in ("softmax", "pairwise_logistic"):
-      results = helpers.evaluate(os.path.join(model_dir, loss))
-      self.assertIn(f"{results['top1_accuracy']:.4f}",
-                    [r for r in rows if r.startswith(f"| {loss}")][0])
 
 
 if __name__ == "__main__":
