@@ -6,8 +6,11 @@ Example:
       --text="Thank you so much, this made my day" --top_k=5
 
 prints one `name<TAB>score` line per class, best first. Without --text it reads
-instances from standard input, one per line, and prints each instance's
-ranking followed by an empty line. For two-segment datasets (MIND: title and
+instances from standard input, one per line, in batches of --batch_size, and
+prints each batch's rankings (an empty line between two instances) before it
+reads the next, so memory does not grow with the input. A bad line (empty,
+not UTF-8, too many segments) stops with one line naming it, after the
+rankings of the batches before it. For two-segment datasets (MIND: title and
 abstract) an instance is `title<TAB>abstract`.
 """
 
@@ -23,16 +26,32 @@ from rank4class_tf import serving
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
 flags.DEFINE_string("text", None, "One instance; stdin lines when absent.")
 flags.DEFINE_integer("top_k", 5, "Classes printed per instance.")
+flags.DEFINE_integer("batch_size", 256,
+                     "Instances read from stdin and ranked per call: memory "
+                     "stays one batch whatever the input's size.")
 flags.DEFINE_enum("export", serving.BEST_EXPORT, serving.EXPORTS,
                   "Which exported SavedModel to use.")
 
 FLAGS = flags.FLAGS
 
 
-def parse_instances(lines, source, num_segments):
-  """Raw lines -> serving instances; one-line errors name source and line."""
+def parse_instances(lines, source, num_segments, first_line=1):
+  """Raw lines -> serving instances; one-line errors name source and line.
+
+  Args:
+    lines: the lines, str, or bytes read from a file (decoded as UTF-8).
+    source: what the lines come from (`--text`, `<stdin>`), for errors.
+    num_segments: 1, or the segments of a two-segment dataset (MIND:
+      title<TAB>abstract).
+    first_line: the number of the first line in `source`.
+  """
   rows = []
-  for number, line in enumerate(lines, start=1):
+  for number, line in enumerate(lines, start=first_line):
+    if isinstance(line, bytes):
+      try:
+        line = line.decode("utf-8")
+      except UnicodeDecodeError:
+        raise ValueError(f"{source}:{number}: not valid UTF-8.") from None
     line = line.rstrip("\n").rstrip("\r")
     if not line.strip():
       raise ValueError(f"{source}:{number}: empty text.")
@@ -45,9 +64,29 @@ def parse_instances(lines, source, num_segments):
                          f"{num_segments} tab-separated segments, got "
                          f"{len(fields)}.")
       rows.append(fields + [""] * (num_segments - len(fields)))
-  if not rows:
-    raise ValueError(f"{source}: no instances.")
   return np.array(rows, dtype=object)
+
+
+def batches(stream, size):
+  """(number of the first line, [up to `size` lines]) of a binary stream,
+  read lazily so that memory stays one batch whatever the input's size."""
+  batch, first = [], 1
+  for number, line in enumerate(stream, start=1):
+    batch.append(line)
+    if len(batch) == size:
+      yield first, batch
+      batch, first = [], number + 1
+  if batch:
+    yield first, batch
+
+
+def print_rankings(rankings, first):
+  """`name<TAB>score` lines per instance, an empty line between instances."""
+  for i, ranking in enumerate(rankings):
+    if i or not first:
+      print()
+    for name, score in ranking:
+      print(f"{name}\t{score:.4f}")
 
 
 def main(argv):
@@ -57,6 +96,8 @@ def main(argv):
     sys.exit("predict: --model_dir must be set.")
   if FLAGS.top_k <= 0:
     sys.exit(f"predict: --top_k={FLAGS.top_k} must be > 0.")
+  if FLAGS.batch_size <= 0:
+    sys.exit(f"predict: --batch_size={FLAGS.batch_size} must be > 0.")
   console.quiet()
   try:
     ranker = serving.ExportedRanker(FLAGS.model_dir, FLAGS.export)
@@ -64,18 +105,21 @@ def main(argv):
       raise ValueError(f"{FLAGS.model_dir} was not trained on text.")
     num_segments = ranker.instance_shape[0] if ranker.instance_shape else 1
     if FLAGS.text is not None:
-      instances = parse_instances([FLAGS.text], "--text", num_segments)
+      source = [(1, [FLAGS.text])]
+      name = "--text"
     else:
-      instances = parse_instances(sys.stdin.readlines(), "<stdin>",
-                                  num_segments)
-    rankings = ranker.rank(instances, FLAGS.top_k)
+      source = batches(sys.stdin.buffer, FLAGS.batch_size)
+      name = "<stdin>"
+    printed = False
+    for first, lines in source:
+      instances = parse_instances(lines, name, num_segments, first)
+      print_rankings(ranker.rank(instances, FLAGS.top_k), first=not printed)
+      sys.stdout.flush()
+      printed = True
+    if not printed:
+      raise ValueError(f"{name}: no instances.")
   except ValueError as e:
     sys.exit(f"predict: {e}")
-  for i, ranking in enumerate(rankings):
-    if i:
-      print()
-    for name, score in ranking:
-      print(f"{name}\t{score:.4f}")
 
 
 if __name__ == "__main__":

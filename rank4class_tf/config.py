@@ -231,7 +231,9 @@ class TrainerConfig:
   optimizer: str = field("adam", "adam or adagrad.")
   learning_rate: float = field(1e-3, "Learning rate.")
   batch_size: int = field(64, "Global batch size (split over replicas).")
-  train_steps: int = field(2000, "Total training steps.")
+  train_steps: int = field(
+      2000, "Total training steps: exactly this many optimizer steps (a "
+      "multiple of --eval_every).")
   eval_every: int = field(
       200, "Steps between validations (one Keras epoch each); every "
       "validation writes TensorBoard scalars and may save the best "
@@ -326,6 +328,11 @@ class TrainConfig:
       raise ValueError(f"--image_size={self.data.image_size!r} must be "
                        ">= 32.")
     trainer = self.trainer
+    if trainer.train_steps % trainer.eval_every:
+      raise ValueError(
+          f"--train_steps={trainer.train_steps} must be a multiple of "
+          f"--eval_every={trainer.eval_every}: training runs in epochs of "
+          "--eval_every steps, each ended by a validation.")
     if not trainer.model_dir:
       raise ValueError("--model_dir must be set.")
     if trainer.strategy == "tpu" and not trainer.tpu:

@@ -71,6 +71,7 @@ buffer does not depend on it.
 Malformed files stop with a ValueError naming the file and line.
 """
 
+import codecs
 import dataclasses
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -272,7 +273,8 @@ def load_digits(data_dir: Optional[str] = None) -> ClassificationData:
 
 
 def read_lines(path: str) -> List[str]:
-  """The lines of a UTF-8 text file, without line ends.
+  """The lines of a UTF-8 text file, without line ends (and without the
+  byte-order mark some editors put at its start).
 
   Raises:
     ValueError: naming the file (and the line for bad UTF-8) when it is
@@ -290,6 +292,8 @@ def read_lines(path: str) -> List[str]:
   lines = raw.split(b"\n")
   if lines and lines[-1] == b"":
     lines.pop()
+  if lines and lines[0].startswith(codecs.BOM_UTF8):
+    lines[0] = lines[0][len(codecs.BOM_UTF8):]  # Editors' UTF-8 signature.
   out = []
   for number, line in enumerate(lines, start=1):
     try:
@@ -297,6 +301,29 @@ def read_lines(path: str) -> List[str]:
     except UnicodeDecodeError:
       raise ValueError(f"{path}:{number}: not valid UTF-8.") from None
   return out
+
+
+def read_class_names(path: str) -> Tuple[str, ...]:
+  """One class name per line, index = class id (surrounding spaces dropped).
+
+  Raises:
+    ValueError: `file:line` for a blank or duplicate name, or naming the file
+      when it holds no name (and as `read_lines`).
+  """
+  names, first_seen = [], {}
+  for number, line in enumerate(read_lines(path), start=1):
+    name = line.strip()
+    if not name:
+      raise ValueError(f"{path}:{number}: blank class name (one name per "
+                       "line, no empty lines).")
+    if name in first_seen:
+      raise ValueError(f"{path}:{number}: duplicate class name {name!r} "
+                       f"(first on line {first_seen[name]}).")
+    first_seen[name] = number
+    names.append(name)
+  if not names:
+    raise ValueError(f"{path}: no class names.")
+  return tuple(names)
 
 
 def read_goemotions_tsv(path: str, num_classes: int
@@ -339,8 +366,7 @@ def read_goemotions_tsv(path: str, num_classes: int
 def _goemotions(data_dir: Optional[str], multi_label: bool
                ) -> ClassificationData:
   data_dir = data_dir or os.path.join(REPO_DATA_DIR, "goemotions")
-  class_names = tuple(
-      n.strip() for n in read_lines(os.path.join(data_dir, "emotions.txt")))
+  class_names = read_class_names(os.path.join(data_dir, "emotions.txt"))
   splits = {}
   for split, filename in (("train", "train.tsv"), ("validation", "dev.tsv"),
                           ("test", "test.tsv")):

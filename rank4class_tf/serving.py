@@ -47,6 +47,7 @@ BEST_EXPORT = "best_model_by_metric"
 LATEST_EXPORT = "latest_model"
 EXPORTS = (BEST_EXPORT, LATEST_EXPORT)
 SERVING_KEY = "serving_default"
+TMP_PREFIX = ".tmp-"  # An export being written: export/.tmp-XXXX.
 
 
 def signatures(model: tf.keras.Model,
@@ -89,12 +90,36 @@ def signatures(model: tf.keras.Model,
   return {SERVING_KEY: serve}
 
 
+def has_exports(model_dir: str) -> bool:
+  """Whether both of a run's exports are complete SavedModels."""
+  return all(tf.io.gfile.exists(os.path.join(
+      model_dir, "export", name, "saved_model.pb")) for name in EXPORTS)
+
+
+def remove_stale_exports(model_dir: str) -> None:
+  """Removes the temporary folders an interrupted export left in export/."""
+  pattern = os.path.join(model_dir, "export", TMP_PREFIX + "*")
+  for path in tf.io.gfile.glob(pattern):
+    tf.io.gfile.rmtree(path)
+
+
+def _umask() -> int:
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
+
+
 def export_saved_model(model: tf.keras.Model, export_to: str,
                        signatures_: Dict[str, Any]) -> None:
-  """Writes the SavedModel to a temporary sibling folder, then renames it."""
+  """Writes the SavedModel to a temporary sibling folder, then renames it.
+
+  The folder gets the permissions of any folder the user creates (0777 less
+  the umask), not mkdtemp's private 0700, so others can serve it.
+  """
   parent = os.path.dirname(export_to)
   tf.io.gfile.makedirs(parent)
-  tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
+  tmp = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=parent)
+  os.chmod(tmp, 0o777 & ~_umask())
   try:
     # The optimizer is left out: a serving model needs none, and its slot
     # variables make `tf.saved_model.load` fail in a process that trained.

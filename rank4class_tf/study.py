@@ -38,7 +38,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import time
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -290,25 +289,11 @@ def _log_to(path: str) -> Iterator[None]:
 
 def _validation_curves(model_dir: str, eval_every: int
                       ) -> Dict[str, List[List[float]]]:
-  """{metric keras name: [[training step, value], ...]} of the validations.
-
-  Read from Keras' TensorBoard events: `epoch_<name>` once per epoch, epoch
-  e ending at training step (e + 1) * eval_every; a resumed run may write an
-  epoch twice, and the later value wins.
-  """
-  curves: Dict[str, Dict[int, float]] = {}
-  folder = os.path.join(model_dir, "validation")
-  for path in sorted(tf.io.gfile.glob(os.path.join(folder, "events.*"))):
-    for raw in tf.data.TFRecordDataset(path):
-      event = tf.compat.v1.Event.FromString(raw.numpy())
-      for value in event.summary.value:
-        if value.tag.startswith("epoch_"):
-          number = float(tf.make_ndarray(value.tensor))
-          curves.setdefault(value.tag[len("epoch_"):], {})[event.step] = (
-              number)
+  """{metric Keras name: [[training step, value], ...]} of the validations,
+  epoch e ending at training step (e + 1) * eval_every."""
   return {tag: [[(epoch + 1) * eval_every, v]
                 for epoch, v in sorted(points.items())]
-          for tag, points in curves.items()}
+          for tag, points in training.validation_curves(model_dir).items()}
 
 
 def softmax_cross_entropy(labels: np.ndarray, scores: np.ndarray
@@ -378,12 +363,8 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
   os.makedirs(folder, exist_ok=True)
   with _log_to(os.path.join(folder, LOG_FILE)):
     if not all(os.path.exists(e) for e in exports):
-      if os.path.exists(os.path.join(folder, "export")):
-        # Killed between the two exports: the backup is gone with the end
-        # of `fit`, so the run is trained again from scratch.
-        logging.warning("Incomplete export in %s: training again.", folder)
-        shutil.rmtree(folder)
-        os.makedirs(folder)
+      # Unfinished, or killed during its exports: `train` resumes from the
+      # backup (kept until both exports are written) or finishes them.
       resumed_at = training.resume_epoch(folder) * eval_every
       start = time.time()
       training.train(config)

@@ -46,6 +46,7 @@ from rank4class_tf import text
 from rank4class_tf.sorting import sorters
 
 BACKUP_DIR = "backup"
+BEST_RECORD = "best.json"
 
 
 class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
@@ -101,22 +102,26 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
 class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
   """Saves the weights whenever a validation metric reaches a new maximum.
 
-  The best value so far is also written to `best.json` beside the
-  checkpoints, and a resumed run starts from it, so a restart never
-  mistakes its first validation for the best one.
+  The best value so far is also written (atomically) to `best.json` beside
+  the checkpoints, and a resumed run starts from it, so a restart never
+  mistakes its first validation for the best one. A resumed run whose
+  `best.json` is missing or unreadable rebuilds the value from the run's
+  validation logs (TensorBoard events), or stops naming the file.
 
   Args:
     directory: folder of the `ckpt-NNNN` checkpoints and `best.json`.
     monitor: Keras log key, e.g. `val_top1_accuracy`.
-    resume: read the best value of the interrupted run.
+    resume_after: epochs the resumed run completed (0: a fresh run).
+    model_dir: the run's folder, whose `validation/` events rebuild a lost
+      `best.json`.
   """
 
-  def __init__(self, directory: str, monitor: str, resume: bool):
-    self._record = os.path.join(directory, "best.json")
+  def __init__(self, directory: str, monitor: str, resume_after: int = 0,
+               model_dir: str = ""):
+    self._record = os.path.join(directory, BEST_RECORD)
     best = None
-    if resume and tf.io.gfile.exists(self._record):
-      with tf.io.gfile.GFile(self._record) as f:
-        best = json.load(f)["value"]
+    if resume_after:
+      best = read_best(self._record, monitor, model_dir, resume_after)
     super().__init__(os.path.join(directory, "ckpt-{epoch:04d}"),
                      monitor=monitor, mode="max", save_weights_only=True,
                      save_best_only=True, initial_value_threshold=best)
@@ -126,9 +131,63 @@ class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
     super().on_epoch_end(epoch, logs)
     if self.best != before and self.model.distribute_strategy.extended \
         .should_checkpoint:
-      with tf.io.gfile.GFile(self._record, "w") as f:
-        json.dump({"epoch": epoch + 1, "monitor": self.monitor,
-                   "value": float(self.best)}, f)
+      write_json_atomically(self._record, {
+          "epoch": epoch + 1, "monitor": self.monitor,
+          "value": float(self.best)})
+
+
+def write_json_atomically(path: str, value: Any) -> None:
+  """Writes `path` through a temporary sibling renamed into place, so a
+  crash mid-write leaves the previous file, never a truncated one."""
+  tmp = path + ".tmp"
+  with tf.io.gfile.GFile(tmp, "w") as f:
+    json.dump(value, f)
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def validation_curves(model_dir: str) -> Dict[str, Dict[int, float]]:
+  """{metric Keras name: {epoch (0-based): value}} of a run's validations.
+
+  Read from Keras' TensorBoard events (`validation/`, `epoch_<name>` once
+  per epoch); a resumed run may write an epoch twice, the later value wins.
+  """
+  curves: Dict[str, Dict[int, float]] = {}
+  folder = os.path.join(model_dir, "validation")
+  for path in sorted(tf.io.gfile.glob(os.path.join(folder, "events.*"))):
+    for raw in tf.data.TFRecordDataset(path):
+      event = tf.compat.v1.Event.FromString(raw.numpy())
+      for value in event.summary.value:
+        if value.tag.startswith("epoch_"):
+          number = float(tf.make_ndarray(value.tensor))
+          curves.setdefault(value.tag[len("epoch_"):], {})[event.step] = (
+              number)
+  return curves
+
+
+def read_best(path: str, monitor: str, model_dir: str,
+              resume_after: int) -> float:
+  """The best validation value of the epochs a resumed run completed.
+
+  From `best.json`; when it is missing or unreadable, from the maximum of
+  `monitor` over those epochs in the validation logs.
+
+  Raises:
+    ValueError: naming `path` when neither gives the value.
+  """
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      return float(json.load(f)["value"])
+  except (tf.errors.NotFoundError, ValueError, KeyError, TypeError):
+    pass
+  curve = validation_curves(model_dir).get(monitor[len("val_"):], {})
+  values = [v for epoch, v in curve.items() if epoch < resume_after]
+  if not values:
+    raise ValueError(f"{path} is missing or unreadable and the validation "
+                     f"logs hold no {monitor} to rebuild it from; start "
+                     "again with --overwrite.")
+  logging.warning("%s was missing or unreadable: rebuilt from the "
+                  "validation logs (best %s %g).", path, monitor, max(values))
+  return max(values)
 
 
 class XLAModelBuilder(tfr.keras.model.AbstractModelBuilder):
@@ -217,15 +276,38 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
             save_weights_only=True),
         # TF-Ranking's pipeline names this folder and exports from it.
         BestCheckpoint(os.path.join(model_dir, "best_checkpoint"), monitor,
-                       resume=resume_epoch(model_dir) > 0),
+                       resume_after=resume_epoch(model_dir),
+                       model_dir=model_dir),
         # Restores model, optimizer and epoch after a crash or preemption;
         # `resume_epoch` reads the same backup to realign the data. Last, so
         # that a backup of epoch e implies that epoch e's checkpoints and
         # best.json are written: a kill between them would otherwise resume
         # without the best value so far and pick a worse best checkpoint.
+        # Kept after training (`delete_checkpoint=False`): `train` deletes
+        # it once both exports are written, so a crash during the exports
+        # is finished by a rerun without training again.
         tf.keras.callbacks.BackupAndRestore(
-            backup_dir=os.path.join(model_dir, BACKUP_DIR)),
+            backup_dir=os.path.join(model_dir, BACKUP_DIR),
+            delete_checkpoint=False),
     ]
+
+  def export_only(self, final_checkpoint: str) -> None:
+    """Writes both exports of a run whose training finished, from its final
+    and best checkpoints, without training (a run whose exports were
+    interrupted and whose backup is gone)."""
+    with tfr.keras.strategy_utils.strategy_scope(self._strategy):
+      model = self._model_builder.build()
+      export = os.path.join(self._hparams.model_dir, "export")
+      self.export_saved_model(
+          model, os.path.join(export, serving.LATEST_EXPORT),
+          checkpoint=final_checkpoint)
+      best = tf.train.latest_checkpoint(
+          os.path.join(self._hparams.model_dir, "best_checkpoint"))
+      if not best:
+        raise ValueError(f"{self._hparams.model_dir}/best_checkpoint holds "
+                         "no checkpoint; start again with --overwrite.")
+      self.export_saved_model(
+          model, os.path.join(export, serving.BEST_EXPORT), checkpoint=best)
 
   def export_saved_model(self, model: tf.keras.Model, export_to: str,
                          checkpoint: Optional[str] = None):
@@ -303,7 +385,7 @@ def build_pipeline(config: config_lib.TrainConfig,
   dataset_builder = Rank4ClassDatasetBuilder(
       data, instance_inputs, trainer.batch_size, trainer.seed, trainer.top_k,
       skip_batches=resume_epoch(trainer.model_dir) * trainer.eval_every)
-  num_epochs = -(-trainer.train_steps // trainer.eval_every)
+  num_epochs = trainer.train_steps // trainer.eval_every  # Exact.
   hparams = tfr.keras.pipeline.PipelineHparams(
       model_dir=trainer.model_dir,
       num_epochs=num_epochs,
@@ -344,8 +426,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   data = load_data(config)
   check_files(config, data)
   model_dir = trainer.model_dir
-  export_dir = os.path.join(model_dir, "export")
-  if tf.io.gfile.exists(export_dir) and not trainer.overwrite:
+  if serving.has_exports(model_dir) and not trainer.overwrite:
     raise ValueError(f"--model_dir={model_dir} already holds an "
                      "export; pass --overwrite to replace it.")
   tf.keras.utils.set_random_seed(trainer.seed)
@@ -361,11 +442,22 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
       "epoch %d.", trainer.strategy, replicas, trainer.batch_size,
       trainer.batch_size // replicas, trainer.learning_rate,
       resume_epoch(model_dir))
-  if distribute.is_chief(strategy):
+  chief = distribute.is_chief(strategy)
+  if chief:
+    serving.remove_stale_exports(model_dir)
     serving.write_run_files(
         model_dir, config, data.class_names,
         pipeline._dataset_builder.serving_spec)  # pylint: disable=protected-access
-  pipeline.train_and_validate(verbose=verbose)
+  final = final_checkpoint(config)
+  if resume_epoch(model_dir) == 0 and final:
+    # Training finished but its exports did not, and the backup is gone.
+    logging.info("Training finished before; exporting from %s.", final)
+    pipeline.export_only(final)
+  else:
+    pipeline.train_and_validate(verbose=verbose)
+  backup = os.path.join(model_dir, BACKUP_DIR)
+  if chief and tf.io.gfile.exists(backup):
+    tf.io.gfile.rmtree(backup)  # Both exports are written.
   if not distribute.is_chief(strategy):
     # TF-Ranking writes a non-chief worker's copies under workertemp_<id>.
     scratch = os.path.join(model_dir,
@@ -373,6 +465,14 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     if tf.io.gfile.exists(scratch):
       tf.io.gfile.rmtree(scratch)
   return os.path.join(model_dir, "export", serving.BEST_EXPORT)
+
+
+def final_checkpoint(config: config_lib.TrainConfig) -> Optional[str]:
+  """The per-validation checkpoint of a run's last epoch, if it exists."""
+  trainer = config.trainer
+  path = os.path.join(trainer.model_dir, "checkpoints",
+                      f"ckpt-{trainer.train_steps // trainer.eval_every:04d}")
+  return path if tf.io.gfile.exists(path + ".index") else None
 
 
 def _check_choice(flag: str, value: str, valid) -> None:

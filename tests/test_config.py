@@ -37,6 +37,9 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
       ("batch_size", 0, "--batch_size=0 must be > 0"),
       ("train_steps", -5, "--train_steps=-5 must be > 0"),
       ("eval_every", 0, "--eval_every=0 must be > 0"),
+      # Exactly --train_steps steps: epochs of --eval_every steps each.
+      ("train_steps", 300, "--train_steps=300 must be a multiple of "
+       "--eval_every=200"),
       ("mlp_units", -1, "--mlp_units=-1 must be > 0"),
       ("learning_rate", 0.0, "--learning_rate=0.0 must be > 0"),
       ("temperature", -1.0, "--temperature=-1.0 must be > 0"),

@@ -1,6 +1,7 @@
 """Tests of rank4class_tf.datasets."""
 
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -165,6 +166,29 @@ class GoEmotionsTest(tf.test.TestCase):
     os.mkdir(os.path.join(folder, "train.tsv"))
     with self.assertRaisesRegex(ValueError, "train.tsv: is a directory"):
       datasets.get("goemotions", folder)
+
+
+  def test_class_file_blank_duplicate_bom_and_empty(self):
+    folder = tempfile.mkdtemp()
+    for name in ("train.tsv", "dev.tsv", "test.tsv"):
+      write(os.path.join(folder, name), "hi\t0\tid1\nyo\t1\tid2\n")
+    classes = os.path.join(folder, "emotions.txt")
+    # An editor's UTF-8 signature is not part of the first name.
+    write(classes, "\ufeffjoy\r\nanger \r\n", mode="w")
+    self.assertEqual(datasets.get("goemotions", folder).class_names,
+                     ("joy", "anger"))
+    cases = [
+        ("joy\nanger\n\n", r"emotions.txt:3: blank class name"),
+        ("joy\n  \nanger\n", r"emotions.txt:2: blank class name"),
+        ("joy\nanger\njoy\n", r"emotions.txt:3: duplicate class name 'joy' "
+         r"\(first on line 1\)"),
+        ("", r"emotions.txt: no class names"),
+    ]
+    for content, message in cases:
+      write(classes, content)
+      with self.assertRaisesRegex(ValueError, "^" + re.escape(classes)[:-len(
+          "emotions\\.txt")] + message):
+        datasets.get("goemotions", folder)
 
 
 class MindTest(tf.test.TestCase):

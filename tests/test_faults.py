@@ -5,11 +5,14 @@ The binaries run as users run them (subprocesses) on digits.
 
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 
 import pytest
@@ -42,6 +45,28 @@ def train_cmd(model_dir, *extra):
 
 
 run = helpers.run_command
+
+
+# `python -c CRASH_IN_BEST_EXPORT UMASK TRAIN_FLAGS... [--crash=no]`: the
+# train binary under umask UMASK (octal) that, unless --crash=no, dies
+# (os._exit(9), no clean-up) while writing the best export.
+CRASH_IN_BEST_EXPORT = textwrap.dedent("""
+    import os, runpy, sys
+    from rank4class_tf import serving
+    os.umask(int(sys.argv[1], 8))
+    crash = "--crash=no" not in sys.argv
+    write = serving.export_saved_model
+    def export(model, export_to, signatures):
+      if crash and export_to.endswith("best_model_by_metric"):
+        os.makedirs(os.path.join(os.path.dirname(export_to), ".tmp-killed",
+                                 "variables"))
+        os._exit(9)
+      write(model, export_to, signatures)
+    serving.export_saved_model = export
+    sys.argv = ["pipelines.train"] + [a for a in sys.argv[2:]
+                                      if a != "--crash=no"]
+    runpy.run_module("pipelines.train", run_name="__main__", alter_sys=True)
+""")
 
 
 def test_metrics(model_dir, export="latest_model"):
@@ -116,6 +141,66 @@ class ExportTest(tf.test.TestCase):
     self.assertEqual(os.path.getmtime(pb), stamp)
     run(train_cmd(model_dir, *steps, "--overwrite"))
     self.assertGreater(os.path.getmtime(pb), stamp)
+
+  def test_killed_during_export_rerun_finishes_without_training(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    steps = ["--train_steps=20", "--eval_every=10"]
+    # Dies (no clean-up, as SIGKILL) while writing the second export, with
+    # a half-written temporary export folder beside the first.
+    proc = run([sys.executable, "-c", CRASH_IN_BEST_EXPORT, "022",
+                *train_cmd(model_dir, *steps)[3:]], check=False)
+    self.assertEqual(proc.returncode, 9, proc.stderr[-2000:])
+    export = os.path.join(model_dir, "export")
+    self.assertEqual(sorted(os.listdir(export)), [".tmp-killed",
+                                                  "latest_model"])
+    self.assertTrue(os.path.isdir(os.path.join(model_dir, "backup")))
+    latest = test_metrics(model_dir)
+
+    # The same command finishes the exports from the backup: no epoch runs.
+    again = run([sys.executable, "-c", CRASH_IN_BEST_EXPORT, "027",
+                 *train_cmd(model_dir, *steps)[3:], "--crash=no"])
+    self.assertNotIn("Epoch 1/2", again.stdout)
+    self.assertNotIn("Epoch 2/2", again.stdout)
+    self.assertEqual(sorted(os.listdir(export)),
+                     ["best_model_by_metric", "latest_model"])
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "backup")))
+    self.assertEqual(test_metrics(model_dir), latest)
+    record = os.path.join(model_dir, "best_checkpoint", "best.json")
+    with open(record) as f:
+      value = json.load(f)["value"]
+    # The best export holds the best checkpoint: its validation top-1 is
+    # the best validation value.
+    best_validation = lambda: helpers.evaluate(
+        model_dir, "validation", "best_model_by_metric")["top1_accuracy"]
+    self.assertAllClose(best_validation(), value, atol=1e-6)
+    # Exports get the user's umask (027 here), not mkdtemp's 0700.
+    for name in ("best_model_by_metric", "latest_model"):
+      self.assertEqual(
+          os.stat(os.path.join(export, name)).st_mode & 0o777, 0o750, name)
+
+    # Backup gone too (a run of release 0.1): exported from the final
+    # checkpoint, again without training.
+    shutil.rmtree(os.path.join(export, "best_model_by_metric"))
+    again = run(train_cmd(model_dir, *steps))
+    self.assertIn("Training finished before; exporting from", again.stderr)
+    self.assertNotIn("Epoch 1/2", again.stdout)
+    self.assertEqual(test_metrics(model_dir), latest)
+    self.assertAllClose(best_validation(), value, atol=1e-6)
+
+    # best.json lost or emptied: rebuilt from the validation logs.
+    for content in (None, ""):
+      if content is None:
+        os.remove(record)
+      else:
+        with open(record, "w") as f:
+          f.write(content)
+      self.assertEqual(training.read_best(record, "val_top1_accuracy",
+                                          model_dir, 2), value)
+    os.rename(os.path.join(model_dir, "validation"),
+              os.path.join(model_dir, "validation.away"))
+    with self.assertRaisesRegex(ValueError, "^" + re.escape(record) +
+                                " is missing or unreadable"):
+      training.read_best(record, "val_top1_accuracy", model_dir, 2)
 
   def test_interrupted_export_leaves_no_loadable_folder(self):
     config = config_lib.TrainConfig.create(model_dir=tempfile.mkdtemp(),

@@ -138,16 +138,31 @@ class GoEmotionsMiniLMTest(tf.test.TestCase):
     want = ranker.rank(np.array(["so happy for you"], object), 3)[0]
     self.assertEqual(names, [n for n, _ in want])
 
+    # Batches of 2: the third line is ranked in a second call.
+    texts = ["so happy for you", "this is awful", "what a surprise"]
     proc = run("pipelines.predict", f"--model_dir={self.model_dir}",
-               "--top_k=1", stdin="so happy for you\nthis is awful\n")
+               "--top_k=2", "--batch_size=2", stdin="\n".join(texts) + "\n")
     blocks = proc.stdout.strip().split("\n\n")
-    self.assertLen(blocks, 2)
+    self.assertEqual([[l.split("\t")[0] for l in b.split("\n")]
+                      for b in blocks],
+                     [[n for n, _ in r]
+                      for r in ranker.rank(np.array(texts, object), 2)])
 
   def test_predict_bad_input(self):
     proc = run("pipelines.predict", f"--model_dir={self.model_dir}",
                stdin="fine\n\n", check=False)
     self.assertEqual(proc.returncode, 1)
     self.assertEqual(proc.stderr.strip(), "predict: <stdin>:2: empty text.")
+    # Streamed: the first batch is ranked before line 4 fails.
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.predict",
+         f"--model_dir={self.model_dir}", "--batch_size=2", "--top_k=1"],
+        cwd=REPO, input=b"fine\ngood\nok\n\xff\xfe bad\n",
+        capture_output=True, timeout=600)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr.decode().strip(),
+                     "predict: <stdin>:4: not valid UTF-8.")
+    self.assertLen(proc.stdout.decode().strip().split("\n\n"), 2)
     proc = run("pipelines.predict", "--model_dir=/nonexistent", "--text=x",
                check=False)
     self.assertEqual(proc.returncode, 1)
