@@ -411,10 +411,13 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
 
   The config and the data are checked before anything is written: a bad
   config or missing data raises ValueError and leaves model_dir untouched.
-  A model_dir that already holds an export is refused unless
+  A model_dir that already holds both exports is refused unless
   `overwrite`. A run interrupted mid-training (a backup in
   model_dir/backup) resumes from its last completed validation, with the
-  data stream realigned, when started again with the same config.
+  data stream realigned, when started again with the same config. The
+  backup is deleted only once both exports are written: a run interrupted
+  during its exports trains no step when started again and writes the
+  missing export (from the final checkpoint if the backup is gone).
   """
   trainer = config.trainer
   distribute.configure_devices(trainer.cpu_devices)  # Before any TF op.
@@ -448,7 +451,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     serving.write_run_files(
         model_dir, config, data.class_names,
         pipeline._dataset_builder.serving_spec)  # pylint: disable=protected-access
-  final = final_checkpoint(config)
+  final = None if trainer.overwrite else final_checkpoint(config)
   if resume_epoch(model_dir) == 0 and final:
     # Training finished but its exports did not, and the backup is gone.
     logging.info("Training finished before; exporting from %s.", final)

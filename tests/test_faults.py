@@ -139,7 +139,8 @@ class ExportTest(tf.test.TestCase):
                      f"train: --model_dir={model_dir} already holds an export; "
                      "pass --overwrite to replace it.")
     self.assertEqual(os.path.getmtime(pb), stamp)
-    run(train_cmd(model_dir, *steps, "--overwrite"))
+    proc = run(train_cmd(model_dir, *steps, "--overwrite"))
+    self.assertIn("Epoch 2/2", proc.stdout)  # Trained again.
     self.assertGreater(os.path.getmtime(pb), stamp)
 
   def test_killed_during_export_rerun_finishes_without_training(self):
@@ -273,9 +274,8 @@ class StrategyTest(tf.test.TestCase):
       self.assertTrue(os.path.exists(os.path.join(model_dir, name)), name)
     self.assertCountEqual(
         os.listdir(model_dir),
-        ["backup", "best_checkpoint", "checkpoints", "classes.json",
-         "config.json", "export", "log.txt", "serving.json", "train",
-         "validation"])
+        ["best_checkpoint", "checkpoints", "classes.json", "config.json",
+         "export", "log.txt", "serving.json", "train", "validation"])
     last = [[l for l in out.splitlines() if "val_top1_accuracy" in l][-1]
             for out, _ in outputs]
     value = lambda line: float(line.split("val_top1_accuracy: ")[1].split()[0])

@@ -172,8 +172,8 @@ class BadInputTest(tf.test.TestCase):
   def test_one_line_and_nothing_written(self):
     parent = tempfile.mkdtemp()
     existing = os.path.join(parent, "existing")
-    study.open_study(existing, config_lib.TrainConfig.create(model_dir="x",
-                                                      train_steps=5),
+    study.open_study(existing, config_lib.TrainConfig.create(
+        model_dir="x", train_steps=5, eval_every=5),
                      study.Grid(losses=("softmax",), interactions=("dot",)))
     with open(os.path.join(existing, study.STUDY_FILE)) as f:
       before = f.read()
@@ -221,7 +221,8 @@ class BadInputTest(tf.test.TestCase):
         """)
     arguments = {name: (os.path.join(parent, name), argv)
                  for name, (argv, _) in cases.items()}
-    arguments["other_study"] = (existing, ["--train_steps=7"])
+    arguments["other_study"] = (existing, ["--train_steps=10",
+                                           "--eval_every=5"])
     proc = run([sys.executable, "-c", script, json.dumps(arguments)])
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     for name, (_, message) in cases.items():
@@ -232,7 +233,7 @@ class BadInputTest(tf.test.TestCase):
       self.assertFalse(os.path.exists(os.path.join(parent, name)), name)
     code, text = results["other_study"]
     self.assertEqual(code, 1)
-    self.assertEqual(text, f"study: --train_steps=7 differs from the study "
+    self.assertEqual(text, f"study: --train_steps=10 differs from the study "
                      f"in {existing} (train_steps=5); pass the same value, "
                      "or another --study_dir.")
     self.assertEqual(sorted(os.listdir(existing)), ["runs", "study.json"])
