@@ -272,6 +272,12 @@ def evaluate(model_dir: str, data, split: str = "test",
     raise ValueError(f"--split={split!r} is not valid; choose one of: "
                      f"{', '.join(data.split_names)}.")
   labels, scores = split_scores(ranker, data, split, batch_size)
+  bad = int((~np.isfinite(scores).all(axis=1)).sum())
+  if bad:
+    raise ValueError(f"{os.path.join(model_dir, 'export', export)} gives "
+                     f"non-finite scores (NaN or Inf) to {bad} of "
+                     f"{len(scores)} {split} instances: the model diverged; "
+                     "no metrics.")
   results = metrics.evaluate_scores(labels, scores, metric_names,
                                     threshold=threshold)
   results["num_examples"] = int(scores.shape[0])

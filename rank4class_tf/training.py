@@ -21,9 +21,10 @@ classes.json, serving.json, export/) and:
   backup/                     Keras' backup of an unfinished run
 """
 
+import contextlib
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -41,6 +42,7 @@ from rank4class_tf import losses
 from rank4class_tf import metrics
 from rank4class_tf import model as model_lib
 from rank4class_tf import pretrained
+from rank4class_tf import run_guard
 from rank4class_tf import serving
 from rank4class_tf import text
 from rank4class_tf.sorting import sorters
@@ -212,6 +214,38 @@ class XLAModelBuilder(tfr.keras.model.AbstractModelBuilder):
     return model
 
 
+class ResumeModelBuilder(tfr.keras.model.AbstractModelBuilder):
+  """Builds the model so that its `fit` starts from a per-validation
+  checkpoint (weights and optimizer state) at that checkpoint's epoch.
+
+  For a run whose backup is unreadable: TF-Ranking's pipeline calls `fit`
+  itself, and Keras' `BackupAndRestore` has nothing to restore.
+
+  Args:
+    model_builder: the model builder to wrap.
+    checkpoint: `checkpoints/ckpt-NNNN`, written by `model.save_weights`.
+    epoch: the epochs that checkpoint ends.
+  """
+
+  def __init__(self, model_builder: tfr.keras.model.AbstractModelBuilder,
+               checkpoint: str, epoch: int):
+    self._model_builder = model_builder
+    self._checkpoint = checkpoint
+    self._epoch = epoch
+
+  def build(self) -> tf.keras.Model:
+    model = self._model_builder.build()
+    fit = model.fit
+    def fit_from_checkpoint(*args, **kwargs):
+      # Restores the weights now, and the optimizer's step count and slots
+      # (created at the first step) when they are created: TensorFlow's
+      # checkpoints defer the restore of objects that do not exist yet.
+      model.load_weights(self._checkpoint).assert_existing_objects_matched()
+      return fit(*args, initial_epoch=self._epoch, **kwargs)
+    model.fit = fit_from_checkpoint
+    return model
+
+
 class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
   """`ModelFitPipeline` with our losses, metrics, checkpoints and exports.
 
@@ -222,9 +256,15 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
   """
 
   def __init__(self, model_builder, dataset_builder, hparams,
-               config: config_lib.TrainConfig, strategy=None):
+               config: config_lib.TrainConfig, strategy=None,
+               start_epoch: int = 0,
+               start_checkpoint: Optional[str] = None):
     if config.trainer.jit_compile:
       model_builder = XLAModelBuilder(model_builder)
+    if start_checkpoint:
+      model_builder = ResumeModelBuilder(model_builder, start_checkpoint,
+                                         start_epoch)
+    self._start_epoch = start_epoch
     # Not `super().__init__`: TF-Ranking's builds the optimizer, then the
     # strategy; a MultiWorkerMirroredStrategy must exist before any
     # TensorFlow op runs, so `train` creates it first and hands it in, and
@@ -269,14 +309,18 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
       schedule = [label_attention.ContrastiveSchedule(
           loss.contrastive_start_step // self._config.trainer.eval_every,
           loss.contrastive_weight, loss.contrastive_learning_rate)]
-    return schedule + [
+    steps = self._config.trainer.eval_every
+    # First: a non-finite loss must stop the epoch before any callback below
+    # saves its weights.
+    guards = [run_guard.StopOnNonFinite(steps), run_guard.StopOnSignal(steps)]
+    return guards + schedule + [
         tf.keras.callbacks.TensorBoard(model_dir),
         tf.keras.callbacks.ModelCheckpoint(
             os.path.join(model_dir, "checkpoints", "ckpt-{epoch:04d}"),
             save_weights_only=True),
         # TF-Ranking's pipeline names this folder and exports from it.
         BestCheckpoint(os.path.join(model_dir, "best_checkpoint"), monitor,
-                       resume_after=resume_epoch(model_dir),
+                       resume_after=self._start_epoch,
                        model_dir=model_dir),
         # Restores model, optimizer and epoch after a crash or preemption;
         # `resume_epoch` reads the same backup to realign the data. Last, so
@@ -321,15 +365,70 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
 def resume_epoch(model_dir: str) -> int:
   """Epochs an interrupted run in `model_dir` completed (0 if none).
 
-  Reads the epoch that Keras' `BackupAndRestore` saved with its last backup.
+  Reads the epoch that Keras' `BackupAndRestore` saved with its last backup
+  (0 when that backup cannot be read: `recover_backup` handles it).
   """
   backup = tf.train.latest_checkpoint(
       os.path.join(model_dir, BACKUP_DIR, "chief"))
   if not backup:
     return 0
-  saved = tf.train.load_checkpoint(backup).get_tensor(
-      "ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE")
+  try:
+    saved = tf.train.load_checkpoint(backup).get_tensor(
+        "ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE")
+  except (tf.errors.OpError, ValueError, IndexError):
+    return 0
   return max(int(saved) + 1, 0)
+
+
+def unreadable(prefix: str) -> Optional[str]:
+  """Why checkpoint `prefix` cannot be read in full (None: it can): every
+  tensor is read, so a truncated or damaged data file is found here rather
+  than half-way through a restore."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except Exception as e:  # pylint: disable=broad-except
+    return str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+  return None
+
+
+def recover_backup(model_dir: str) -> Optional[Tuple[str, int]]:
+  """Handles a backup that cannot be read.
+
+  The backup is moved aside to `backup.unreadable/` (one line in the log
+  names the file and the error), and the run resumes from the newest intact
+  per-validation checkpoint, `checkpoints/ckpt-NNNN` (weights and optimizer
+  state), losing only the steps after it; with none, it starts afresh.
+
+  Returns:
+    (checkpoint, its epoch) to resume from, or None: the backup is
+    readable, absent, or no checkpoint is intact.
+  """
+  folder = os.path.join(model_dir, BACKUP_DIR)
+  backup = tf.train.latest_checkpoint(os.path.join(folder, "chief"))
+  if not backup:
+    return None
+  error = unreadable(backup)
+  if error is None:
+    return None
+  aside = folder + ".unreadable"
+  if tf.io.gfile.exists(aside):
+    tf.io.gfile.rmtree(aside)
+  tf.io.gfile.rename(folder, aside)
+  candidates = sorted(tf.io.gfile.glob(
+      os.path.join(model_dir, "checkpoints", "ckpt-*.index")), reverse=True)
+  for index in candidates:
+    prefix = index[:-len(".index")]
+    if unreadable(prefix) is None:
+      epoch = int(os.path.basename(prefix)[len("ckpt-"):])
+      logging.warning("%s cannot be read (%s): moved to %s; resuming from "
+                      "%s (epoch %d).", backup, error, aside, prefix, epoch)
+      return prefix, epoch
+  logging.warning("%s cannot be read (%s): moved to %s; no intact "
+                  "checkpoint in checkpoints/: starting afresh.", backup,
+                  error, aside)
+  return None
 
 
 def vocab_file(config: config_lib.ModelConfig) -> str:
@@ -360,13 +459,19 @@ def build_inputs(config: config_lib.TrainConfig,
 
 def build_pipeline(config: config_lib.TrainConfig,
                    data: datasets.ClassificationData,
-                   strategy=None) -> Rank4ClassPipeline:
+                   strategy=None,
+                   start_checkpoint: Optional[Tuple[str, int]] = None
+                  ) -> Rank4ClassPipeline:
   """Maps the config onto TF-Ranking's model builder, data and hparams.
 
   `strategy` (from `make_strategy`) must be created before any TensorFlow
   op for multi-worker runs; None trains on the default device.
   """
   model, loss, trainer = config.model, config.loss, config.trainer
+  # Where training starts: Keras' backup, or a per-validation checkpoint
+  # when the backup was unreadable (`recover_backup`).
+  checkpoint, start_epoch = start_checkpoint or (
+      None, resume_epoch(trainer.model_dir))
   instance_inputs = build_inputs(config, data)
   model_builder = model_lib.build_model_builder(
       data,
@@ -384,7 +489,7 @@ def build_pipeline(config: config_lib.TrainConfig,
                           if loss.contrastive_start_step == 0 else 0.0))
   dataset_builder = Rank4ClassDatasetBuilder(
       data, instance_inputs, trainer.batch_size, trainer.seed, trainer.top_k,
-      skip_batches=resume_epoch(trainer.model_dir) * trainer.eval_every)
+      skip_batches=start_epoch * trainer.eval_every)
   num_epochs = trainer.train_steps // trainer.eval_every  # Exact.
   hparams = tfr.keras.pipeline.PipelineHparams(
       model_dir=trainer.model_dir,
@@ -403,7 +508,7 @@ def build_pipeline(config: config_lib.TrainConfig,
                                                    trainer.tpu),
       tpu=trainer.tpu)
   return Rank4ClassPipeline(model_builder, dataset_builder, hparams, config,
-                            strategy)
+                            strategy, start_epoch, checkpoint)
 
 
 def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
@@ -429,6 +534,10 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   data = load_data(config)
   check_files(config, data)
   model_dir = trainer.model_dir
+  chief = distribute.is_chief(strategy)
+  if chief:
+    run_guard.check_identity(model_dir, previous_config(model_dir),
+                             config.flat(), trainer.overwrite)
   if serving.has_exports(model_dir) and not trainer.overwrite:
     raise ValueError(f"--model_dir={model_dir} already holds an "
                      "export; pass --overwrite to replace it.")
@@ -439,12 +548,59 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     raise ValueError(f"--batch_size={trainer.batch_size} must be a multiple "
                      f"of the {replicas} replicas of --strategy="
                      f"{trainer.strategy}.")
-  logging.info(
-      "Strategy %s: %d replica(s); global batch %d = %d per replica; "
-      "learning rate %g (not scaled with the replicas); resuming after "
-      "epoch %d.", trainer.strategy, replicas, trainer.batch_size,
-      trainer.batch_size // replicas, trainer.learning_rate,
-      resume_epoch(model_dir))
+  # Everything is checked: from here on the run writes into model_dir.
+  with run_guard.RunLock(model_dir) if chief else contextlib.nullcontext():
+    if chief and trainer.overwrite:
+      run_guard.clear_state(model_dir)
+      pipeline = build_pipeline(config, data, strategy)  # Nothing to resume.
+    elif chief:
+      start = recover_backup(model_dir)
+      if start:
+        pipeline = build_pipeline(config, data, strategy, start)
+    logging.info(
+        "Strategy %s: %d replica(s); global batch %d = %d per replica; "
+        "learning rate %g (not scaled with the replicas); resuming after "
+        "epoch %d.", trainer.strategy, replicas, trainer.batch_size,
+        trainer.batch_size // replicas, trainer.learning_rate,
+        pipeline._start_epoch)  # pylint: disable=protected-access
+    try:
+      _train_and_export(config, data, pipeline, strategy, verbose)
+    except run_guard.Diverged as e:
+      done = resume_epoch(model_dir) * trainer.eval_every
+      kept = (f"backup/ and checkpoints/ hold the weights of step {done}, "
+              "the last validation" if done else
+              "no validation had passed, so no checkpoint was written")
+      raise ValueError(
+          f"training diverged: non-finite loss ({e.value}) by step "
+          f"{e.step}; no export written; {kept}. Start again with a lower "
+          "--learning_rate and --overwrite.") from None
+    except run_guard.Terminated as e:
+      done = resume_epoch(model_dir) * trainer.eval_every
+      raise ValueError(
+          f"stopped by SIGTERM at step {e.step}; the backup of step {done} "
+          "(the last validation) resumes the run: start the same command "
+          "again.") from None
+    except OSError as e:
+      raise ValueError(
+          f"cannot write {e.filename or model_dir}: "
+          f"{e.strerror or e}; the checkpoints and exports written before "
+          "are intact.") from None
+  if not chief:
+    # TF-Ranking writes a non-chief worker's copies under workertemp_<id>.
+    scratch = os.path.join(model_dir,
+                           f"workertemp_{strategy.cluster_resolver.task_id}")
+    if tf.io.gfile.exists(scratch):
+      tf.io.gfile.rmtree(scratch)
+  return os.path.join(model_dir, "export", serving.BEST_EXPORT)
+
+
+def _train_and_export(config: config_lib.TrainConfig, data,
+                      pipeline: Rank4ClassPipeline, strategy,
+                      verbose: int) -> None:
+  """Writes the run files, trains (or resumes) and exports; the chief
+  deletes the backup once both exports are written."""
+  trainer = config.trainer
+  model_dir = trainer.model_dir
   chief = distribute.is_chief(strategy)
   if chief:
     serving.remove_stale_exports(model_dir)
@@ -461,13 +617,22 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   backup = os.path.join(model_dir, BACKUP_DIR)
   if chief and tf.io.gfile.exists(backup):
     tf.io.gfile.rmtree(backup)  # Both exports are written.
-  if not distribute.is_chief(strategy):
-    # TF-Ranking writes a non-chief worker's copies under workertemp_<id>.
-    scratch = os.path.join(model_dir,
-                           f"workertemp_{strategy.cluster_resolver.task_id}")
-    if tf.io.gfile.exists(scratch):
-      tf.io.gfile.rmtree(scratch)
-  return os.path.join(model_dir, "export", serving.BEST_EXPORT)
+
+
+def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
+  """The flat config of the run already in model_dir (None: no run).
+
+  Raises:
+    ValueError: naming config.json when it cannot be read.
+  """
+  path = os.path.join(model_dir, serving.CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  try:
+    return serving.load_config(model_dir).flat()
+  except (ValueError, TypeError, KeyError) as e:
+    raise ValueError(f"{path} cannot be read ({e}); pass --overwrite to "
+                     "start the run afresh.") from None
 
 
 def final_checkpoint(config: config_lib.TrainConfig) -> Optional[str]:

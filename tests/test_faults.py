@@ -3,6 +3,8 @@
 The binaries run as users run them (subprocesses) on digits.
 """
 
+import glob
+import hashlib
 import json
 import os
 import re
@@ -27,6 +29,7 @@ from pipelines import train_flags
 from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import distribute
+from rank4class_tf import run_guard
 from rank4class_tf import training
 from rank4class_tf import serving
 import helpers
@@ -69,6 +72,34 @@ CRASH_IN_BEST_EXPORT = textwrap.dedent("""
 """)
 
 
+# `python -c FULL_DISK_AT_EPOCH_2 TRAIN_FLAGS...`: the train binary whose
+# write of best.json fails at the second validation as on a full disk.
+FULL_DISK_AT_EPOCH_2 = textwrap.dedent("""
+    import errno, os, runpy, sys
+    from rank4class_tf import training
+    write = training.write_json_atomically
+    def full(path, value):
+      if value["epoch"] == 2:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+      write(path, value)
+    training.write_json_atomically = full
+    sys.argv = ["pipelines.train"] + sys.argv[1:]
+    runpy.run_module("pipelines.train", run_name="__main__", alter_sys=True)
+""")
+
+
+def tree_digest(folder):
+  """{relative path: sha256} of every file under folder."""
+  digests = {}
+  for root, _, files in os.walk(folder):
+    for name in files:
+      path = os.path.join(root, name)
+      with open(path, "rb") as f:
+        digests[os.path.relpath(path, folder)] = hashlib.sha256(
+            f.read()).hexdigest()
+  return digests
+
+
 def test_metrics(model_dir, export="latest_model"):
   return helpers.evaluate(model_dir, "test", export)
 
@@ -85,43 +116,172 @@ def checkpoint_values(model_dir):
 
 
 class ResumeTest(tf.test.TestCase):
+  """Interrupted runs, restarted with the same command, end as the run that
+  was never interrupted (deterministic ops, no dropout)."""
 
-  def test_sigkill_then_restart_equals_uninterrupted_run(self):
-    steps = ["--train_steps=800", "--eval_every=50"]
-    whole = os.path.join(tempfile.mkdtemp(), "whole")
-    run(train_cmd(whole, *steps))
+  STEPS = ("--train_steps=800", "--eval_every=50")
 
-    broken = os.path.join(tempfile.mkdtemp(), "broken")
-    proc = subprocess.Popen(train_cmd(broken, *steps), cwd=REPO,
-                            stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.whole = os.path.join(tempfile.mkdtemp(), "whole")
+    run(train_cmd(cls.whole, *cls.STEPS))
+
+  def interrupt(self, model_dir, sig, after_epochs=3):
+    """Starts the run, sends `sig` once it backed up `after_epochs` epochs;
+    returns (the ended process, with its stderr as `stderr_text`, and the
+    epochs its backup holds)."""
+    proc = subprocess.Popen(train_cmd(model_dir, *self.STEPS), cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
     deadline = time.time() + 300
-    while training.resume_epoch(broken) < 3:
-      self.assertIsNone(proc.poll(), "the run ended before it was killed")
+    while training.resume_epoch(model_dir) < after_epochs:
+      self.assertIsNone(proc.poll(), "the run ended before it was stopped")
       self.assertLess(time.time(), deadline)
       time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed_after = training.resume_epoch(broken)
-    self.assertBetween(killed_after, 3, 15)
-    self.assertFalse(os.path.exists(os.path.join(broken, "export")))
+    proc.send_signal(sig)
+    _, proc.stderr_text = proc.communicate(timeout=300)
+    return proc, training.resume_epoch(model_dir)
 
-    restarted = run(train_cmd(broken, *steps))
-    self.assertIn(f"resuming after epoch {killed_after}.", restarted.stderr)
-    self.assertNotIn("Epoch 1/16", restarted.stdout + restarted.stderr)
-    # Same weights and metrics as the run that was never interrupted.
-    want, got = checkpoint_values(whole), checkpoint_values(broken)
+  def assert_equals_whole(self, model_dir):
+    want, got = checkpoint_values(self.whole), checkpoint_values(model_dir)
     self.assertEqual(set(want), set(got))
     for name in want:
       self.assertAllClose(got[name], want[name], rtol=1e-6, atol=1e-7)
-    self.assertEqual(test_metrics(broken), test_metrics(whole))
+    self.assertEqual(test_metrics(model_dir), test_metrics(self.whole))
+
+  def test_sigkill_then_restart_equals_uninterrupted_run(self):
+    broken = os.path.join(tempfile.mkdtemp(), "broken")
+    _, killed_after = self.interrupt(broken, signal.SIGKILL)
+    self.assertBetween(killed_after, 3, 15)
+    self.assertFalse(os.path.exists(os.path.join(broken, "export")))
+    # The kernel dropped the dead run's lock: the restart takes it.
+    self.assertTrue(os.path.exists(os.path.join(broken, ".lock")))
+
+    restarted = run(train_cmd(broken, *self.STEPS))
+    self.assertIn(f"resuming after epoch {killed_after}.", restarted.stderr)
+    self.assertNotIn("Epoch 1/16", restarted.stdout + restarted.stderr)
+    self.assert_equals_whole(broken)
     # The best checkpoint survived the restart: best.json holds the best
     # validation value of both halves.
     with open(os.path.join(broken, "best_checkpoint", "best.json")) as f:
       best_broken = json.load(f)
-    with open(os.path.join(whole, "best_checkpoint", "best.json")) as f:
+    with open(os.path.join(self.whole, "best_checkpoint", "best.json")) as f:
       best_whole = json.load(f)
     self.assertEqual(best_broken, best_whole)
+    self.assertFalse(os.path.exists(os.path.join(broken, ".lock")))
+
+  def test_sigterm_stops_with_one_line_and_resumes(self):
+    stopped = os.path.join(tempfile.mkdtemp(), "stopped")
+    proc, epochs = self.interrupt(stopped, signal.SIGTERM)
+    self.assertEqual(proc.returncode, 1)
+    last = proc.stderr_text.strip().splitlines()[-1]
+    self.assertRegex(last, r"^train: stopped by SIGTERM at step \d+; the "
+                     r"backup of step \d+ \(the last validation\) resumes "
+                     r"the run: start the same command again\.$")
+    self.assertEqual(int(re.search(r"backup of step (\d+)", last)[1]),
+                     epochs * 50)
+    self.assertFalse(os.path.exists(os.path.join(stopped, "export")))
+    run(train_cmd(stopped, *self.STEPS))
+    self.assert_equals_whole(stopped)
+
+  def test_truncated_backup_resumes_from_the_last_intact_checkpoint(self):
+    broken = os.path.join(tempfile.mkdtemp(), "truncated")
+    _, epochs = self.interrupt(broken, signal.SIGKILL)
+    # A crash during the backup's write (or a full disk) leaves it short.
+    (data,) = glob.glob(os.path.join(broken, "backup", "chief",
+                                     "*.data-00000-of-00001"))
+    with open(data, "r+b") as f:
+      f.truncate(os.path.getsize(data) // 2)
+    restarted = run(train_cmd(broken, *self.STEPS))
+    self.assertIn("cannot be read", restarted.stderr)
+    self.assertIn(f"resuming from {broken}/checkpoints/ckpt-{epochs:04d} "
+                  f"(epoch {epochs})", restarted.stderr)
+    self.assertTrue(os.path.isdir(os.path.join(broken, "backup.unreadable")))
+    self.assert_equals_whole(broken)
+
+
+class RunIntegrityTest(tf.test.TestCase):
+  """One configuration per model_dir, one training at a time, no export of
+  a diverged model, a full disk reported in one line."""
+
+  STEPS = ("--train_steps=20", "--eval_every=10")
+
+  def test_other_flags_refused_until_overwrite_starts_afresh(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    run(train_cmd(model_dir, *self.STEPS, "--loss=softmax"))
+    shutil.rmtree(os.path.join(model_dir, "export"))  # "Unfinished" again.
+    before = tree_digest(model_dir)
+    proc = run(train_cmd(model_dir, *self.STEPS, "--loss=approx_ndcg",
+                         "--interaction=lc_mlp", "--top_k=3"), check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(
+        proc.stderr.strip().splitlines()[-1],
+        f"train: --model_dir={model_dir} holds a run with other settings: "
+        "--interaction='lc_mlp' (was 'dot'); --loss='approx_ndcg' (was "
+        "'softmax'). Pass the run's own flags to resume it, or --overwrite "
+        "to start it afresh.")
+    self.assertEqual(tree_digest(model_dir), before)  # Nothing touched.
+    # --overwrite: the old run's state goes, not half of it.
+    run(train_cmd(model_dir, *self.STEPS, "--loss=approx_ndcg",
+                  "--interaction=lc_mlp", "--overwrite"))
+    self.assertLen(glob.glob(os.path.join(model_dir, "train", "events.*")),
+                   1)
+    self.assertEqual(serving.load_config(model_dir).loss.name, "approx_ndcg")
+
+    # A second training into the same folder while one holds it.
+    with run_guard.RunLock(model_dir):
+      proc = run(train_cmd(model_dir, *self.STEPS, "--loss=approx_ndcg",
+                           "--interaction=lc_mlp", "--overwrite"),
+                 check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(
+        proc.stderr.strip().splitlines()[-1],
+        f"train: --model_dir={model_dir} is in use by another training (pid "
+        f"{os.getpid()}, {model_dir}/.lock); wait for it to end or pass "
+        "another --model_dir.")
+    self.assertFalse(os.path.exists(os.path.join(model_dir, ".lock")))
+
+    # An export whose scores are not finite is not evaluated.
+    data = datasets.get("digits")
+    nan_scores = lambda ranker, data, split, batch_size: (
+        np.zeros(3, np.int64), np.full([3, 10], np.nan, np.float32))
+    with flagsaver.flagsaver():
+      original, serving.split_scores = serving.split_scores, nan_scores
+      try:
+        with self.assertRaisesRegex(
+            ValueError, r"best_model_by_metric gives non-finite scores \(NaN "
+            r"or Inf\) to 3 of 3 test instances: the model diverged"):
+          serving.evaluate(model_dir, data, "test")
+      finally:
+        serving.split_scores = original
+
+  def test_diverged_run_stops_without_export(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), "nan")
+    proc = run(train_cmd(model_dir, *self.STEPS, "--learning_rate=1e9"),
+               check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertRegex(
+        proc.stderr.strip().splitlines()[-1],
+        r"^train: training diverged: non-finite loss \((nan|inf)\) by step "
+        r"10; no export written; no validation had passed, so no checkpoint "
+        r"was written\. Start again with a lower --learning_rate and "
+        r"--overwrite\.$")
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "export")))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "checkpoints")))
+
+  def test_full_disk_is_one_line_and_keeps_the_last_checkpoint(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), "full")
+    proc = run([sys.executable, "-c", FULL_DISK_AT_EPOCH_2,
+                *train_cmd(model_dir, *self.STEPS)[3:]], check=False)
+    self.assertEqual(proc.returncode, 1, proc.stderr[-2000:])
+    record = os.path.join(model_dir, "best_checkpoint", "best.json")
+    self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                     f"train: cannot write {record}: No space left on device; "
+                     "the checkpoints and exports written before are intact.")
+    self.assertIsNone(training.unreadable(
+        os.path.join(model_dir, "checkpoints", "ckpt-0001")))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "export")))
 
 
 class ExportTest(tf.test.TestCase):

@@ -1,0 +1,222 @@
+"""What keeps a run's folder trustworthy: identity, exclusivity, stops.
+
+* **Identity.** The resolved config in `config.json` is the identity of a
+  run. A run started into a model_dir whose config differs in a setting
+  that changes the model, the data or the optimisation stops before touching
+  anything, naming the differing flags (`check_identity`), unless
+  `--overwrite`, which removes the old run's state first (`clear_state`).
+  Settings that only extend or observe a run may differ (`MAY_DIFFER`).
+* **Exclusivity.** One training per model_dir at a time (`RunLock`): an
+  advisory `fcntl` lock on `model_dir/.lock`, which the kernel releases when
+  the process ends however it ends, so a crashed run never leaves a stale
+  lock behind.
+* **Stops.** A non-finite training loss stops the run at that step
+  (`StopOnNonFinite` raises `Diverged`) before any export or checkpoint of
+  non-finite weights; SIGTERM, what schedulers send before they kill, stops
+  it at the next step (`StopOnSignal` raises `Terminated`). Both leave the
+  backup of the last validation, which a restart resumes.
+
+Keras' own `TerminateOnNaN` stops `fit` quietly, after which TF-Ranking's
+pipeline exports the diverged model; these callbacks raise instead.
+"""
+
+import errno
+import fcntl
+import math
+import os
+import shutil
+import signal
+from typing import Any, Dict, List, Optional
+
+import tensorflow as tf
+
+# Flags that may differ between the runs that write one model_dir: they
+# extend a run (`train_steps`: resuming an unfinished run with more or fewer
+# steps), change only its serving output (`top_k`) or how it is started.
+MAY_DIFFER = ("model_dir", "overwrite", "train_steps", "top_k")
+
+# A run's state, removed by `--overwrite` (log.txt, the log of every start,
+# is kept).
+STATE = ("backup", "checkpoints", "best_checkpoint", "export", "train",
+         "validation", "config.json", "classes.json", "serving.json")
+LOCK_FILE = ".lock"
+
+
+def differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
+  """`--flag=new (was old)` for each setting outside `MAY_DIFFER` that
+  differs between two flat configs, in flag order."""
+  out = []
+  for flag, value in new.items():
+    if flag in MAY_DIFFER or flag not in old:
+      continue
+    was = old[flag]
+    if isinstance(value, tuple):
+      was = tuple(was) if isinstance(was, list) else was
+    if was != value:
+      out.append(f"--{flag}={_show(value)} (was {_show(was)})")
+  return out
+
+
+def _show(value: Any) -> str:
+  if isinstance(value, tuple):
+    return ",".join(str(v) for v in value)
+  return repr(value) if isinstance(value, str) else str(value)
+
+
+def check_identity(model_dir: str, old: Optional[Dict[str, Any]],
+                   new: Dict[str, Any], overwrite: bool) -> None:
+  """Refuses to continue a run under other settings (see module doc).
+
+  Args:
+    model_dir: the run's folder.
+    old: the flat config of the run already there (None: none).
+    new: the flat config of the run starting.
+    overwrite: the run starts afresh, so any difference is fine.
+
+  Raises:
+    ValueError: one line naming every differing flag and both values.
+  """
+  if old is None or overwrite:
+    return
+  diff = differences(old, new)
+  if diff:
+    raise ValueError(
+        f"--model_dir={model_dir} holds a run with other settings: "
+        f"{'; '.join(diff)}. Pass the run's own flags to resume it, or "
+        "--overwrite to start it afresh.")
+
+
+def clear_state(model_dir: str) -> None:
+  """Removes every file of the run in `model_dir` (`STATE`), so that an
+  `--overwrite` run never mixes with the old one."""
+  for name in STATE:
+    path = os.path.join(model_dir, name)
+    if os.path.isdir(path):
+      shutil.rmtree(path)
+    elif os.path.exists(path):
+      os.remove(path)
+
+
+class RunLock:
+  """Holds `model_dir/.lock` while a training writes into model_dir.
+
+  Raises ValueError (one line, naming the holder's pid) when another live
+  process holds it. The kernel drops the lock with its process, so the file
+  a killed run leaves behind does not block the next start.
+  """
+
+  def __init__(self, model_dir: str):
+    self._path = os.path.join(model_dir, LOCK_FILE)
+    self._fd = None
+
+  def __enter__(self) -> "RunLock":
+    os.makedirs(os.path.dirname(self._path), exist_ok=True)
+    fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+      os.close(fd)
+      if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+        raise ValueError(
+            f"--model_dir={os.path.dirname(self._path)} is in use by another "
+            f"training (pid {holder}, {self._path}); wait for it to end or "
+            "pass another --model_dir.") from None
+      raise
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    self._fd = fd
+    return self
+
+  def __exit__(self, *exc) -> None:
+    if self._fd is not None:
+      os.remove(self._path)
+      os.close(self._fd)  # Releases the lock.
+      self._fd = None
+
+
+class Diverged(Exception):
+  """The training loss became non-finite."""
+
+  def __init__(self, step: int, value: float):
+    super().__init__(f"loss {value} at step {step}")
+    self.step, self.value = step, value
+
+
+class Terminated(Exception):
+  """The process received SIGTERM."""
+
+  def __init__(self, step: int):
+    super().__init__(f"SIGTERM at step {step}")
+    self.step = step
+
+
+class _StepCallback(tf.keras.callbacks.Callback):
+  """Knows the optimizer step at the end of each training batch."""
+
+  def __init__(self, steps_per_epoch: int):
+    super().__init__()
+    self._steps_per_epoch = steps_per_epoch
+    self._epoch = 0
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._epoch = epoch
+
+  def step(self, batch: int) -> int:
+    return self._epoch * self._steps_per_epoch + batch + 1
+
+
+class StopOnNonFinite(_StepCallback):
+  """Raises `Diverged` when the training loss is NaN or Inf.
+
+  Checked where Keras reports it: after every `steps_per_execution` steps,
+  and on the epoch's logs before any checkpoint callback (this callback
+  comes first) writes the epoch's weights.
+  """
+
+  def on_train_batch_end(self, batch, logs=None):
+    loss = (logs or {}).get("loss")
+    if loss is not None and not math.isfinite(float(loss)):
+      raise Diverged(self.step(batch), float(loss))
+
+  def on_epoch_end(self, epoch, logs=None):
+    for key in ("loss", "val_loss"):
+      value = (logs or {}).get(key)
+      if value is not None and not math.isfinite(float(value)):
+        raise Diverged((epoch + 1) * self._steps_per_epoch, float(value))
+
+
+class StopOnSignal(_StepCallback):
+  """Raises `Terminated` at the first step after SIGTERM.
+
+  Installs its handler for the duration of `fit` (main thread only); the
+  previous handler is restored afterwards.
+  """
+
+  def __init__(self, steps_per_epoch: int):
+    super().__init__(steps_per_epoch)
+    self._received = False
+    self._previous = None
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    self._received = True
+
+  def on_train_begin(self, logs=None):
+    try:
+      self._previous = signal.signal(signal.SIGTERM, self._handle)
+    except ValueError:  # Not the main thread: leave signals alone.
+      self._previous = None
+
+  def on_train_batch_end(self, batch, logs=None):
+    if self._received:
+      self._restore()
+      raise Terminated(self.step(batch))
+
+  def on_train_end(self, logs=None):
+    self._restore()
+
+  def _restore(self):
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
+      self._previous = None
