@@ -14,6 +14,7 @@ unchanged.
 import json
 import logging as py_logging
 import os
+import time
 from typing import List, Optional
 
 from absl import flags
@@ -35,21 +36,37 @@ class _ConsoleFilter(py_logging.Filter):
 
 
 class _RunFolderHandler(py_logging.Handler):
-  """Appends records to `path` once its folder exists; until then keeps
-  them in memory, so a run refused before it writes anything leaves no
-  folder behind."""
+  """Appends records to `path` once the run has started writing; until then
+  keeps them in memory, so a run refused before it writes anything changes
+  nothing in its folder, not even the log.
 
-  def __init__(self, path: str):
+  The run has started when its folder exists and, if `started_by` is given,
+  when that file (the run's config.json) was written by this process.
+  """
+
+  def __init__(self, path: str, started_by: Optional[str] = None):
     super().__init__(py_logging.INFO)
     self._path = path
+    self._started_by = started_by
+    self._since = time.time()
     self._file = None
     self._pending: List[str] = []
+
+  def _started(self) -> bool:
+    if not os.path.isdir(os.path.dirname(self._path)):
+      return False
+    if self._started_by is None:
+      return True
+    try:
+      return os.path.getmtime(self._started_by) >= self._since - 1
+    except OSError:
+      return False
 
   def emit(self, record: py_logging.LogRecord) -> None:
     try:
       line = self.format(record) + "\n"
       if self._file is None:
-        if not os.path.isdir(os.path.dirname(self._path)):
+        if not self._started():
           self._pending.append(line)
           return
         self._file = open(self._path, "a", encoding="utf-8")  # pylint: disable=consider-using-with
@@ -76,13 +93,16 @@ def _is_worker() -> bool:
   return bool(task) and task.get("type") != "chief"
 
 
-def quiet(log_dir: Optional[str] = None) -> Optional[str]:
+def quiet(log_dir: Optional[str] = None,
+          started_by: Optional[str] = None) -> Optional[str]:
   """Keeps TensorFlow's INFO lines off the console (see the module doc).
 
   Args:
     log_dir: folder receiving `log.txt` with every INFO line once it exists
       (the run's model_dir); None drops them, as do the non-chief tasks of a
       multi-worker cluster.
+    started_by: a file the run writes once its checks passed (its
+      config.json): the log is written only after this process wrote it.
 
   Returns:
     The log file's path, or None (no log_dir, or `--verbosity` given).
@@ -98,7 +118,7 @@ def quiet(log_dir: Optional[str] = None) -> Optional[str]:
   if not log_dir or _is_worker():
     return None
   path = os.path.join(log_dir, LOG_FILE)
-  handler = _RunFolderHandler(path)
+  handler = _RunFolderHandler(path, started_by)
   handler.setFormatter(logging.PythonFormatter())
   py_logging.getLogger().addHandler(handler)
   return path

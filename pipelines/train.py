@@ -14,6 +14,7 @@ Bad flags exit with status 1 and one line naming the flag, before anything is
 written.
 """
 
+import os
 import sys
 
 from absl import app
@@ -32,7 +33,9 @@ def main(argv):
   if len(argv) > 1:
     sys.exit(f"train: unexpected arguments: {' '.join(argv[1:])}")
   config = train_flags.config_from_flags()
-  console.quiet(config.trainer.model_dir or None)
+  model_dir = config.trainer.model_dir or None
+  console.quiet(model_dir, started_by=model_dir and os.path.join(
+      model_dir, "config.json"))
   try:
     export_dir = training.train(config, verbose=2)
   except ValueError as e:

@@ -18,6 +18,7 @@ Bad flags exit with status 1 and one line naming the flag.
 """
 
 import json
+import os
 import sys
 
 from absl import app
@@ -39,7 +40,8 @@ FLAGS = flags.FLAGS
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"train_sorter: unexpected arguments: {' '.join(argv[1:])}")
-  console.quiet(FLAGS.model_dir or None)
+  console.quiet(FLAGS.model_dir or None, started_by=FLAGS.model_dir and
+                os.path.join(FLAGS.model_dir, "config.json"))
   try:
     record = training.train(
         flag_utils.config_from_flags(training.SorterConfig), verbose=2)
