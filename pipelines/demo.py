@@ -19,6 +19,7 @@ from absl import app
 from absl import flags
 
 from pipelines import console
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import serving
 from rank4class_tf import training
@@ -59,7 +60,7 @@ def main(argv):
     for loss in FLAGS.losses:
       config = base.replace(loss=loss,
                             model_dir=os.path.join(FLAGS.model_dir, loss))
-      training.validate(config)
+      checks.validate(config)
       configs.append(config)
   except ValueError as e:
     sys.exit(f"demo: {e}")

@@ -1,6 +1,6 @@
 """The datasets by name, and what each one is: no TensorFlow, no loading.
 
-`datasets` loads them; the config checks (`training.validate`) and the study
+`datasets` loads them; the config checks (`checks.validate`) and the study
 read these facts without importing the loaders. See `datasets` for what each
 dataset holds.
 

@@ -11,7 +11,7 @@ argument names, e.g. `LossConfig.k` is `--rescaled_mse_k`).
 This module imports nothing from the library. `TrainConfig.validate` checks
 what a config alone can tell (ranges, required fields, consistency); names of
 datasets, encoders, interactions, losses, metrics and strategies are checked
-by each kind's own lookup when `training.validate` runs, before anything is
+by each kind's own lookup when `checks.validate` runs, before anything is
 written.
 
 >>> config = TrainConfig.create(loss="approx_ndcg", rescaled_mse_k=2.0)
@@ -299,7 +299,7 @@ class TrainConfig:
   def validate(self) -> None:
     """Checks what the config alone can tell. Runs no TensorFlow op (a
     multi-worker strategy must be created before the first one); names are
-    checked by `training.validate`.
+    checked by `checks.validate`.
 
     Raises:
       ValueError: one line naming the flag, its value and what is valid.

@@ -26,8 +26,9 @@ import math
 import os
 import shutil
 import signal
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
+from absl import logging
 import tensorflow as tf
 
 # Flags that may differ between the runs that write one model_dir: they
@@ -220,3 +221,57 @@ class StopOnSignal(_StepCallback):
     if self._previous is not None:
       signal.signal(signal.SIGTERM, self._previous)
       self._previous = None
+
+
+BACKUP_DIR = "backup"  # Keras' BackupAndRestore folder in a model_dir.
+
+
+def unreadable(prefix: str) -> Optional[str]:
+  """Why checkpoint `prefix` cannot be read in full (None: it can): every
+  tensor is read, so a truncated or damaged data file is found here rather
+  than half-way through a restore."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except Exception as e:  # pylint: disable=broad-except
+    return str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+  return None
+
+
+def recover_backup(model_dir: str) -> Optional[Tuple[str, int]]:
+  """Handles a backup that cannot be read.
+
+  The backup is moved aside to `backup.unreadable/` (one line in the log
+  names the file and the error), and the run resumes from the newest intact
+  per-validation checkpoint, `checkpoints/ckpt-NNNN` (weights and optimizer
+  state), losing only the steps after it; with none, it starts afresh.
+
+  Returns:
+    (checkpoint, its epoch) to resume from, or None: the backup is
+    readable, absent, or no checkpoint is intact.
+  """
+  folder = os.path.join(model_dir, BACKUP_DIR)
+  backup = tf.train.latest_checkpoint(os.path.join(folder, "chief"))
+  if not backup:
+    return None
+  error = unreadable(backup)
+  if error is None:
+    return None
+  aside = folder + ".unreadable"
+  if tf.io.gfile.exists(aside):
+    tf.io.gfile.rmtree(aside)
+  tf.io.gfile.rename(folder, aside)
+  candidates = sorted(tf.io.gfile.glob(
+      os.path.join(model_dir, "checkpoints", "ckpt-*.index")), reverse=True)
+  for index in candidates:
+    prefix = index[:-len(".index")]
+    if unreadable(prefix) is None:
+      epoch = int(os.path.basename(prefix)[len("ckpt-"):])
+      logging.warning("%s cannot be read (%s): moved to %s; resuming from "
+                      "%s (epoch %d).", backup, error, aside, prefix, epoch)
+      return prefix, epoch
+  logging.warning("%s cannot be read (%s): moved to %s; no intact "
+                  "checkpoint in checkpoints/: starting afresh.", backup,
+                  error, aside)
+  return None

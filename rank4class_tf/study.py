@@ -44,6 +44,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import catalog
 from rank4class_tf import interactions
@@ -215,7 +216,7 @@ def check_settings(base: config_lib.TrainConfig, grid: Grid) -> None:
                        "study takes ranking metrics (top<k>_accuracy, "
                        "ndcg@<k>, ndcg, mrr, precision@<k>).")
   for run in grid.runs():
-    training.validate(run_config(base, run, "unused"))
+    checks.validate(run_config(base, run, "unused"))
 
 
 def open_study(study_dir: str, base: config_lib.TrainConfig,
@@ -396,7 +397,7 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
   check_settings(base, grid)
   data = training.load_data(base)
   for loss in grid.losses:
-    training.check_files(base.replace(loss=loss), data)
+    checks.check_files(base.replace(loss=loss), data)
   whole = open_study(study_dir, base, grid)
   todo = [run for run in grid.runs() if not is_finished(study_dir, run)]
   done = len(grid.runs()) - len(todo)

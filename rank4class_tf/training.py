@@ -30,13 +30,12 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
-from rank4class_tf import catalog
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import distribute
 from rank4class_tf import encoders
 from rank4class_tf import inputs as inputs_lib
-from rank4class_tf import interactions
 from rank4class_tf import label_attention
 from rank4class_tf import losses
 from rank4class_tf import metrics
@@ -45,9 +44,8 @@ from rank4class_tf import pretrained
 from rank4class_tf import run_guard
 from rank4class_tf import serving
 from rank4class_tf import text
-from rank4class_tf.sorting import sorters
 
-BACKUP_DIR = "backup"
+BACKUP_DIR = run_guard.BACKUP_DIR
 BEST_RECORD = "best.json"
 
 
@@ -380,57 +378,6 @@ def resume_epoch(model_dir: str) -> int:
   return max(int(saved) + 1, 0)
 
 
-def unreadable(prefix: str) -> Optional[str]:
-  """Why checkpoint `prefix` cannot be read in full (None: it can): every
-  tensor is read, so a truncated or damaged data file is found here rather
-  than half-way through a restore."""
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-    for name in reader.get_variable_to_shape_map():
-      reader.get_tensor(name)
-  except Exception as e:  # pylint: disable=broad-except
-    return str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
-  return None
-
-
-def recover_backup(model_dir: str) -> Optional[Tuple[str, int]]:
-  """Handles a backup that cannot be read.
-
-  The backup is moved aside to `backup.unreadable/` (one line in the log
-  names the file and the error), and the run resumes from the newest intact
-  per-validation checkpoint, `checkpoints/ckpt-NNNN` (weights and optimizer
-  state), losing only the steps after it; with none, it starts afresh.
-
-  Returns:
-    (checkpoint, its epoch) to resume from, or None: the backup is
-    readable, absent, or no checkpoint is intact.
-  """
-  folder = os.path.join(model_dir, BACKUP_DIR)
-  backup = tf.train.latest_checkpoint(os.path.join(folder, "chief"))
-  if not backup:
-    return None
-  error = unreadable(backup)
-  if error is None:
-    return None
-  aside = folder + ".unreadable"
-  if tf.io.gfile.exists(aside):
-    tf.io.gfile.rmtree(aside)
-  tf.io.gfile.rename(folder, aside)
-  candidates = sorted(tf.io.gfile.glob(
-      os.path.join(model_dir, "checkpoints", "ckpt-*.index")), reverse=True)
-  for index in candidates:
-    prefix = index[:-len(".index")]
-    if unreadable(prefix) is None:
-      epoch = int(os.path.basename(prefix)[len("ckpt-"):])
-      logging.warning("%s cannot be read (%s): moved to %s; resuming from "
-                      "%s (epoch %d).", backup, error, aside, prefix, epoch)
-      return prefix, epoch
-  logging.warning("%s cannot be read (%s): moved to %s; no intact "
-                  "checkpoint in checkpoints/: starting afresh.", backup,
-                  error, aside)
-  return None
-
-
 def vocab_file(config: config_lib.ModelConfig) -> str:
   """The run's WordPiece vocabulary (see `ModelConfig.vocab_file`)."""
   if config.vocab_file:
@@ -526,13 +473,13 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   """
   trainer = config.trainer
   distribute.configure_devices(trainer.cpu_devices)  # Before any TF op.
-  validate(config)
+  checks.validate(config)
   # Also before any op: a multi-worker strategy's collectives.
   strategy = distribute.get_strategy(trainer.strategy, trainer.tpu)
   if trainer.deterministic:
     tf.config.experimental.enable_op_determinism()
   data = load_data(config)
-  check_files(config, data)
+  checks.check_files(config, data)
   model_dir = trainer.model_dir
   chief = distribute.is_chief(strategy)
   if chief:
@@ -554,7 +501,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
       run_guard.clear_state(model_dir)
       pipeline = build_pipeline(config, data, strategy)  # Nothing to resume.
     elif chief:
-      start = recover_backup(model_dir)
+      start = run_guard.recover_backup(model_dir)
       if start:
         pipeline = build_pipeline(config, data, strategy, start)
     logging.info(
@@ -641,117 +588,6 @@ def final_checkpoint(config: config_lib.TrainConfig) -> Optional[str]:
   path = os.path.join(trainer.model_dir, "checkpoints",
                       f"ckpt-{trainer.train_steps // trainer.eval_every:04d}")
   return path if tf.io.gfile.exists(path + ".index") else None
-
-
-def _check_choice(flag: str, value: str, valid) -> None:
-  if value not in valid:
-    raise ValueError(f"--{flag}={value!r} is not valid; choose one of: "
-                     f"{', '.join(valid)}.")
-
-
-def validate(config: config_lib.TrainConfig) -> None:
-  """Checks a config: `TrainConfig.validate`, then every name against its
-  kind's lookup and the combinations the kinds allow. Runs no TensorFlow op.
-
-  Raises:
-    ValueError: one line naming the flag, its value and what is valid.
-  """
-  data, model, loss, trainer = (config.data, config.model, config.loss,
-                                config.trainer)
-  _check_choice("dataset", data.dataset, catalog.DATASET_NAMES)
-  _check_choice("encoder", model.encoder, encoders.ENCODER_NAMES)
-  _check_choice("interaction", model.interaction, interactions.ALL_NAMES)
-  _check_choice("loss", loss.name, losses.LOSS_NAMES)
-  config.validate()
-  distribute.check_name(trainer.strategy)
-  if model.encoder in encoders.TEXT_ENCODERS:
-    _check_choice("encoder_size", model.encoder_size, pretrained.SIZES)
-  text_data = data.dataset in catalog.TEXT_DATASETS
-  if text_data != (model.encoder in encoders.TEXT_ENCODERS):
-    kind = "text" if text_data else "numeric"
-    valid = (encoders.TEXT_ENCODERS if text_data else
-             tuple(e for e in encoders.ENCODER_NAMES
-                   if e not in encoders.TEXT_ENCODERS))
-    raise ValueError(f"--encoder={model.encoder!r} cannot read the {kind} "
-                     f"dataset {data.dataset!r}; choose one of: "
-                     f"{', '.join(valid)}.")
-  if (model.encoder in encoders.IMAGE_ENCODERS and
-      data.dataset not in catalog.IMAGE_DATASETS):
-    raise ValueError(f"--encoder={model.encoder!r} reads colour images; "
-                     "choose --dataset from: "
-                     f"{', '.join(catalog.IMAGE_DATASETS)}.")
-  _validate_images(config)
-  if loss.name.startswith("sodeep_"):
-    _check_choice("sorter", loss.sorter, sorters.SORTER_NAMES)
-  _validate_label_attention(config)
-  for name in tuple(trainer.metrics) + (trainer.best_metric,):
-    try:
-      metrics.check_name(name)
-    except ValueError as e:
-      raise ValueError(f"--metrics/--best_metric: {e}") from None
-  if trainer.best_metric not in trainer.metrics:
-    raise ValueError(f"--best_metric={trainer.best_metric!r} must be one of "
-                     f"--metrics ({', '.join(trainer.metrics)}).")
-  whole_split = [m for m in tuple(trainer.metrics)
-                 if m in metrics.WHOLE_SPLIT_METRICS]
-  if whole_split and trainer.strategy != "default":
-    raise ValueError(f"--metrics: {', '.join(whole_split)} needs every "
-                     "score of the validation split on one replica; use "
-                     "--strategy=default, or compute it afterwards with "
-                     "pipelines.evaluate.")
-
-
-def _validate_label_attention(config: config_lib.TrainConfig) -> None:
-  """The label_attention and MulCon flags."""
-  model = config.model
-  sequence = model.interaction in interactions.SEQUENCE_INTERACTIONS
-  if sequence and model.encoder not in encoders.SEQUENCE_ENCODERS:
-    raise ValueError(
-        f"--interaction={model.interaction} attends over token or "
-        f"position features; --encoder={model.encoder!r} has none (use "
-        f"one of {', '.join(encoders.SEQUENCE_ENCODERS)}).")
-  if config.loss.contrastive_weight > 0 and not sequence:
-    raise ValueError("--contrastive_weight > 0 (MulCon's label-level "
-                     "contrastive loss) needs "
-                     "--interaction=label_attention.")
-
-
-def _validate_images(config: config_lib.TrainConfig) -> None:
-  """The image flags: download, image_size, init_checkpoint."""
-  data, model = config.data, config.model
-  if data.download and data.dataset not in catalog.TFDS_DATASETS:
-    raise ValueError(f"--download reads TFDS datasets only "
-                     f"({', '.join(catalog.TFDS_DATASETS)}), not "
-                     f"{data.dataset!r}.")
-  if (data.image_size is not None and
-      data.dataset not in catalog.RESIZED_DATASETS):
-    raise ValueError(f"--image_size={data.image_size!r}: only "
-                     f"{', '.join(catalog.RESIZED_DATASETS)} images "
-                     "are resized.")
-  if model.init_checkpoint:
-    readers = encoders.TEXT_ENCODERS + ("resnet50",)
-    if model.encoder not in readers:
-      raise ValueError(f"--init_checkpoint is read by {', '.join(readers)} "
-                       f"only, not --encoder={model.encoder!r}.")
-    if model.encoder == "resnet50" and (
-        model.init_checkpoint == "minilm" or
-        model.init_checkpoint.endswith(".safetensors")):
-      raise ValueError(f"--init_checkpoint={model.init_checkpoint!r} is a "
-                       "text checkpoint; --encoder=resnet50 takes a Model "
-                       "Garden ResNet-50 checkpoint.")
-
-
-def check_files(config: config_lib.TrainConfig,
-                data: datasets.ClassificationData) -> None:
-  """Checks the files a run reads besides its data (raises ValueError).
-
-  The init checkpoint, and the shipped sorter of a `sodeep_*` loss for the
-  class count: `train` checks them before writing anything.
-  """
-  if config.model.init_checkpoint:
-    pretrained.check_init_checkpoint(config.model.init_checkpoint)
-  if config.loss.name.startswith("sodeep_"):
-    sorters.check_available(config.loss.sorter, data.num_classes)
 
 
 def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:

@@ -5,10 +5,10 @@ import json
 import tensorflow as tf
 from absl.testing import parameterized
 
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import encoders
 from rank4class_tf import losses
-from rank4class_tf import training
 
 
 def loss_kwargs(**kwargs):
@@ -24,7 +24,7 @@ def good(**kwargs):
 class ConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_defaults_are_valid(self):
-    training.validate(good())
+    checks.validate(good())
 
   @parameterized.parameters(
       ("dataset", "mnist", r"--dataset='mnist' is not valid; choose one of: "
@@ -55,15 +55,15 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_bad_value_names_the_flag(self, field, value, message):
     with self.assertRaisesRegex(ValueError, message):
-      training.validate(good(**{field: value}))
+      checks.validate(good(**{field: value}))
 
   def test_text_flags(self):
-    training.validate(good(dataset="goemotions", encoder="electra"))
+    checks.validate(good(dataset="goemotions", encoder="electra"))
     with self.assertRaisesRegex(ValueError, "--encoder_size='huge' is not "
                                 "valid; choose one of: minilm_l6"):
-      training.validate(good(dataset="mind", encoder="bert", encoder_size="huge"))
+      checks.validate(good(dataset="mind", encoder="bert", encoder_size="huge"))
     with self.assertRaisesRegex(ValueError, "--max_seq_length=2 must be >= 3"):
-      training.validate(good(dataset="goemotions", encoder="bert", max_seq_length=2))
+      checks.validate(good(dataset="goemotions", encoder="bert", max_seq_length=2))
 
   def test_encoder_kwargs(self):
     self.assertEqual(encoders.config_kwargs(good().model), {"dim": 128, "dropout": 0.1})

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from pipelines import train as train_binary  # pylint: disable=unused-import
 from pipelines import train_flags
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import distribute
@@ -279,7 +280,7 @@ class RunIntegrityTest(tf.test.TestCase):
     self.assertEqual(proc.stderr.strip().splitlines()[-1],
                      f"train: cannot write {record}: No space left on device; "
                      "the checkpoints and exports written before are intact.")
-    self.assertIsNone(training.unreadable(
+    self.assertIsNone(run_guard.unreadable(
         os.path.join(model_dir, "checkpoints", "ckpt-0001")))
     self.assertFalse(os.path.exists(os.path.join(model_dir, "export")))
 
@@ -502,7 +503,7 @@ class EveryFlagTest(tf.test.TestCase, parameterized.TestCase):
       FLAGS.unparse_flags()
       FLAGS(argv)
       with self.assertRaises(ValueError):
-        training.validate(train_flags.config_from_flags())
+        checks.validate(train_flags.config_from_flags())
     self.assertFalse(os.path.exists("/tmp/never_written"))
 
   @parameterized.parameters("--batch_size=abc", "--learning_rate=fast",

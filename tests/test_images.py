@@ -13,8 +13,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 from absl.testing import parameterized
 
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
-from rank4class_tf import training
 from rank4class_tf import datasets
 from rank4class_tf import encoders
 from rank4class_tf import images
@@ -279,11 +279,11 @@ def good(**kwargs):
 class ImageConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_valid(self):
-    training.validate(good(dataset="imagenet2012", encoder="resnet50", image_size=64,
+    checks.validate(good(dataset="imagenet2012", encoder="resnet50", image_size=64,
          init_checkpoint="/ckpt", download=True, mixed_precision=True,
          jit_compile=True))
-    training.validate(good(dataset="cifar10", encoder="vgg16"))
-    training.validate(good(dataset="digits32", encoder="small_cnn"))
+    checks.validate(good(dataset="cifar10", encoder="vgg16"))
+    checks.validate(good(dataset="digits32", encoder="small_cnn"))
     self.assertEqual(
         encoders.config_kwargs(good(dataset="imagenet2012",
                                     encoder="resnet50",
@@ -311,7 +311,7 @@ class ImageConfigTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_bad_value_names_the_flag(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message) as e:
-      training.validate(good(**kwargs))
+      checks.validate(good(**kwargs))
     self.assertLen(str(e.exception).splitlines(), 1)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import images
@@ -353,12 +354,12 @@ def good(**kwargs):
 class ConfigTest(tf.test.TestCase):
 
   def test_image_size_and_download_for_the_new_datasets(self):
-    training.validate(good(dataset="voc2007", image_size=448, download=True))
-    training.validate(good(dataset="coco2017", encoder="resnet50", image_size=64))
+    checks.validate(good(dataset="voc2007", image_size=448, download=True))
+    checks.validate(good(dataset="coco2017", encoder="resnet50", image_size=64))
     with self.assertRaisesRegex(
         ValueError, "--image_size=64: only imagenet2012, coco2017, voc2007 "
         "images are resized"):
-      training.validate(good(dataset="cifar10", image_size=64))
+      checks.validate(good(dataset="cifar10", image_size=64))
 
 
 class TrainingTest(tf.test.TestCase):

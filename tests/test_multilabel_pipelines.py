@@ -15,6 +15,7 @@ import pytest
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import losses
 from rank4class_tf import metrics
@@ -179,7 +180,7 @@ class MultiLabelFaultsTest(tf.test.TestCase):
     ]
     for overrides, message in cases:
       with self.assertRaisesRegex(ValueError, message):
-        training.validate(
+        checks.validate(
             config_lib.TrainConfig.create(**dict(base, **overrides)))
 
 

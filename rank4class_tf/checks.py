@@ -1,0 +1,129 @@
+"""The checks a run passes before it writes anything.
+
+`validate(config)` runs `TrainConfig.validate` (what the config alone can
+tell), then checks every name against its kind's lookup (datasets,
+encoders, interactions, losses, metrics, sorters, strategies) and the
+combinations the kinds allow. `check_files` checks the files a run reads
+besides its data. Both run no TensorFlow op: a multi-worker strategy must
+be created before the first one.
+"""
+
+from rank4class_tf import catalog
+from rank4class_tf import config as config_lib
+from rank4class_tf import distribute
+from rank4class_tf import encoders
+from rank4class_tf import interactions
+from rank4class_tf import losses
+from rank4class_tf import metrics
+from rank4class_tf import pretrained
+from rank4class_tf.sorting import sorters
+
+
+def _check_choice(flag: str, value: str, valid) -> None:
+  if value not in valid:
+    raise ValueError(f"--{flag}={value!r} is not valid; choose one of: "
+                     f"{', '.join(valid)}.")
+
+
+def validate(config: config_lib.TrainConfig) -> None:
+  """Checks a config: `TrainConfig.validate`, then every name against its
+  kind's lookup and the combinations the kinds allow. Runs no TensorFlow op.
+
+  Raises:
+    ValueError: one line naming the flag, its value and what is valid.
+  """
+  data, model, loss, trainer = (config.data, config.model, config.loss,
+                                config.trainer)
+  _check_choice("dataset", data.dataset, catalog.DATASET_NAMES)
+  _check_choice("encoder", model.encoder, encoders.ENCODER_NAMES)
+  _check_choice("interaction", model.interaction, interactions.ALL_NAMES)
+  _check_choice("loss", loss.name, losses.LOSS_NAMES)
+  config.validate()
+  distribute.check_name(trainer.strategy)
+  if model.encoder in encoders.TEXT_ENCODERS:
+    _check_choice("encoder_size", model.encoder_size, pretrained.SIZES)
+  text_data = data.dataset in catalog.TEXT_DATASETS
+  if text_data != (model.encoder in encoders.TEXT_ENCODERS):
+    kind = "text" if text_data else "numeric"
+    valid = (encoders.TEXT_ENCODERS if text_data else
+             tuple(e for e in encoders.ENCODER_NAMES
+                   if e not in encoders.TEXT_ENCODERS))
+    raise ValueError(f"--encoder={model.encoder!r} cannot read the {kind} "
+                     f"dataset {data.dataset!r}; choose one of: "
+                     f"{', '.join(valid)}.")
+  if (model.encoder in encoders.IMAGE_ENCODERS and
+      data.dataset not in catalog.IMAGE_DATASETS):
+    raise ValueError(f"--encoder={model.encoder!r} reads colour images; "
+                     "choose --dataset from: "
+                     f"{', '.join(catalog.IMAGE_DATASETS)}.")
+  _validate_images(config)
+  if loss.name.startswith("sodeep_"):
+    _check_choice("sorter", loss.sorter, sorters.SORTER_NAMES)
+  _validate_label_attention(config)
+  for name in tuple(trainer.metrics) + (trainer.best_metric,):
+    try:
+      metrics.check_name(name)
+    except ValueError as e:
+      raise ValueError(f"--metrics/--best_metric: {e}") from None
+  if trainer.best_metric not in trainer.metrics:
+    raise ValueError(f"--best_metric={trainer.best_metric!r} must be one of "
+                     f"--metrics ({', '.join(trainer.metrics)}).")
+  whole_split = [m for m in tuple(trainer.metrics)
+                 if m in metrics.WHOLE_SPLIT_METRICS]
+  if whole_split and trainer.strategy != "default":
+    raise ValueError(f"--metrics: {', '.join(whole_split)} needs every "
+                     "score of the validation split on one replica; use "
+                     "--strategy=default, or compute it afterwards with "
+                     "pipelines.evaluate.")
+
+
+def _validate_label_attention(config: config_lib.TrainConfig) -> None:
+  """The label_attention and MulCon flags."""
+  model = config.model
+  sequence = model.interaction in interactions.SEQUENCE_INTERACTIONS
+  if sequence and model.encoder not in encoders.SEQUENCE_ENCODERS:
+    raise ValueError(
+        f"--interaction={model.interaction} attends over token or "
+        f"position features; --encoder={model.encoder!r} has none (use "
+        f"one of {', '.join(encoders.SEQUENCE_ENCODERS)}).")
+  if config.loss.contrastive_weight > 0 and not sequence:
+    raise ValueError("--contrastive_weight > 0 (MulCon's label-level "
+                     "contrastive loss) needs "
+                     "--interaction=label_attention.")
+
+
+def _validate_images(config: config_lib.TrainConfig) -> None:
+  """The image flags: download, image_size, init_checkpoint."""
+  data, model = config.data, config.model
+  if data.download and data.dataset not in catalog.TFDS_DATASETS:
+    raise ValueError(f"--download reads TFDS datasets only "
+                     f"({', '.join(catalog.TFDS_DATASETS)}), not "
+                     f"{data.dataset!r}.")
+  if (data.image_size is not None and
+      data.dataset not in catalog.RESIZED_DATASETS):
+    raise ValueError(f"--image_size={data.image_size!r}: only "
+                     f"{', '.join(catalog.RESIZED_DATASETS)} images "
+                     "are resized.")
+  if model.init_checkpoint:
+    readers = encoders.TEXT_ENCODERS + ("resnet50",)
+    if model.encoder not in readers:
+      raise ValueError(f"--init_checkpoint is read by {', '.join(readers)} "
+                       f"only, not --encoder={model.encoder!r}.")
+    if model.encoder == "resnet50" and (
+        model.init_checkpoint == "minilm" or
+        model.init_checkpoint.endswith(".safetensors")):
+      raise ValueError(f"--init_checkpoint={model.init_checkpoint!r} is a "
+                       "text checkpoint; --encoder=resnet50 takes a Model "
+                       "Garden ResNet-50 checkpoint.")
+
+
+def check_files(config: config_lib.TrainConfig, data) -> None:
+  """Checks the files a run reads besides its data (raises ValueError).
+
+  The init checkpoint, and the shipped sorter of a `sodeep_*` loss for the
+  class count: `train` checks them before writing anything.
+  """
+  if config.model.init_checkpoint:
+    pretrained.check_init_checkpoint(config.model.init_checkpoint)
+  if config.loss.name.startswith("sodeep_"):
+    sorters.check_available(config.loss.sorter, data.num_classes)
