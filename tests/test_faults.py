@@ -190,14 +190,21 @@ class ResumeTest(tf.test.TestCase):
     broken = os.path.join(tempfile.mkdtemp(), "truncated")
     _, epochs = self.interrupt(broken, signal.SIGKILL)
     # A crash during the backup's write (or a full disk) leaves it short.
-    (data,) = glob.glob(os.path.join(broken, "backup", "chief",
-                                     "*.data-00000-of-00001"))
+    # The backup's newest checkpoint (a kill during a save may leave an
+    # older or a temporary one beside it).
+    data = tf.train.latest_checkpoint(os.path.join(
+        broken, "backup", "chief")) + ".data-00000-of-00001"
     with open(data, "r+b") as f:
       f.truncate(os.path.getsize(data) // 2)
     restarted = run(train_cmd(broken, *self.STEPS))
     self.assertIn("cannot be read", restarted.stderr)
-    self.assertIn(f"resuming from {broken}/checkpoints/ckpt-{epochs:04d} "
-                  f"(epoch {epochs})", restarted.stderr)
+    resumed = re.search(re.escape(f"resuming from {broken}/checkpoints/") +
+                        r"ckpt-(\d{4}) \(epoch (\d+)\)", restarted.stderr)
+    self.assertIsNotNone(resumed, restarted.stderr[-2000:])
+    # The backup's epoch, or the next one when the kill fell between that
+    # epoch's checkpoint and its backup.
+    self.assertIn(int(resumed[2]), (epochs, epochs + 1))
+    self.assertEqual(int(resumed[1]), int(resumed[2]))
     self.assertTrue(os.path.isdir(os.path.join(broken, "backup.unreadable")))
     self.assert_equals_whole(broken)
 
