@@ -23,6 +23,7 @@ written.
 
 import dataclasses
 import json
+import typing
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 DEFAULT_METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
@@ -78,7 +79,6 @@ def flag_fields(cls) -> Iterator[FlagField]:
 
 
 def _type_hints(cls) -> Dict[str, Any]:
-  import typing  # pylint: disable=g-import-not-at-top
   return typing.get_type_hints(cls)
 
 

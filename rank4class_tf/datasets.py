@@ -199,7 +199,7 @@ class ClassificationData:
     return tf.data.Dataset.from_tensor_slices((x, y))
 
 
-def ranking_features(instance_inputs: inputs_lib.InstanceInputs,
+def ranking_features(instance_inputs: features_lib.InstanceInputs,
                      num_classes: int) -> Callable:
   """Returns a map fn: batched (instance, label) -> (features, labels)."""
 
@@ -218,7 +218,7 @@ def ranking_dataset(data: ClassificationData,
                     batch_size: int,
                     training: bool,
                     seed: int = 0,
-                    instance_inputs: Optional[inputs_lib.InstanceInputs] = None
+                    instance_inputs: Optional[features_lib.InstanceInputs] = None
                    ) -> tf.data.Dataset:
   """Batched ranking examples of `split`.
 

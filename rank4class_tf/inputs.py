@@ -20,8 +20,6 @@ from rank4class_tf import features
 from rank4class_tf import images
 from rank4class_tf import text
 
-InstanceInputs = features.InstanceInputs
-
 
 class RawInputs:
   """A numeric instance passed to the encoder as it is.
@@ -106,7 +104,7 @@ class TextInputs:
     return {name: context[name] for name in text.BERT_INPUTS}
 
 
-def default_inputs(data) -> InstanceInputs:
+def default_inputs(data) -> features.InstanceInputs:
   """The inputs of a numeric dataset (`datasets.ClassificationData`): the raw
   instance itself, or for image datasets with a preprocessing the
   preprocessed image (`images.ImageInputs`, whose serving signature takes raw

@@ -161,7 +161,7 @@ class Rank4ClassScorer(tfr.keras.model.Scorer):
     projections: also return the label-level projections.
   """
 
-  def __init__(self, instance_inputs: inputs_lib.InstanceInputs,
+  def __init__(self, instance_inputs: features.InstanceInputs,
                num_classes: int, encoder_fn, interaction_fn,
                class_dim: Optional[int] = None,
                label_attention: bool = False, projections: bool = False):
@@ -218,7 +218,7 @@ class ContrastiveModelBuilder(tfr.keras.model.AbstractModelBuilder):
 
 def build_model_builder(data,
                         instance_inputs: Optional[
-                            inputs_lib.InstanceInputs] = None,
+                            features.InstanceInputs] = None,
                         encoder: str = "small_cnn",
                         encoder_kwargs: Optional[Dict[str, Any]] = None,
                         interaction: str = "dot",

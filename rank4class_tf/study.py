@@ -181,14 +181,6 @@ def _read_json(path: str):
     return json.load(f)
 
 
-def _write_json(path: str, value) -> None:
-  """Writes JSON atomically: a kill leaves the old file or the new one."""
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(value, f, indent=1, sort_keys=True)
-  os.replace(tmp, path)
-
-
 def load_study(study_dir: str) -> Tuple[Dict[str, object], Grid]:
   """(shared settings, grid so far) of an existing study."""
   path = os.path.join(study_dir, STUDY_FILE)
@@ -247,7 +239,7 @@ def open_study(study_dir: str, base: config_lib.TrainConfig,
     raise ValueError(f"--study_dir={study_dir} is not empty and holds no "
                      f"{STUDY_FILE}; choose a new or empty folder.")
   os.makedirs(os.path.join(study_dir, RUNS_DIR), exist_ok=True)
-  _write_json(path, {"shared": shared, "grid": dataclasses.asdict(grid)})
+  training.write_json_atomically(path, {"shared": shared, "grid": dataclasses.asdict(grid)})
   return grid
 
 
@@ -376,7 +368,7 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
                   resumed_at_step=resumed_at,
                   validation_curve=_validation_curves(folder, eval_every))
   np.savez(os.path.join(folder, TEST_FILE), **arrays)
-  _write_json(os.path.join(folder, RESULT_FILE), record)
+  training.write_json_atomically(os.path.join(folder, RESULT_FILE), record)
   tf.keras.backend.clear_session()
   return record
 

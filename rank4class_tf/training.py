@@ -35,6 +35,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import distribute
 from rank4class_tf import encoders
+from rank4class_tf import features
 from rank4class_tf import inputs as inputs_lib
 from rank4class_tf import label_attention
 from rank4class_tf import losses
@@ -64,7 +65,7 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
   """
 
   def __init__(self, data: datasets.ClassificationData,
-               instance_inputs: inputs_lib.InstanceInputs, batch_size: int,
+               instance_inputs: features.InstanceInputs, batch_size: int,
                seed: int, top_k: int, skip_batches: int = 0):
     self._data = data
     self._inputs = instance_inputs
@@ -141,7 +142,7 @@ def write_json_atomically(path: str, value: Any) -> None:
   crash mid-write leaves the previous file, never a truncated one."""
   tmp = path + ".tmp"
   with tf.io.gfile.GFile(tmp, "w") as f:
-    json.dump(value, f)
+    json.dump(value, f, indent=1, sort_keys=True)
   tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
@@ -394,7 +395,7 @@ def vocab_file(config: config_lib.ModelConfig) -> str:
 
 def build_inputs(config: config_lib.TrainConfig,
                  data: datasets.ClassificationData
-                ) -> inputs_lib.InstanceInputs:
+                ) -> features.InstanceInputs:
   """Raw numeric inputs, or in-graph tokenization for text datasets."""
   if not data.is_text:
     return inputs_lib.default_inputs(data)
@@ -417,8 +418,9 @@ def build_pipeline(config: config_lib.TrainConfig,
   model, loss, trainer = config.model, config.loss, config.trainer
   # Where training starts: Keras' backup, or a per-validation checkpoint
   # when the backup was unreadable (`recover_backup`).
+  # An --overwrite run starts afresh whatever the folder holds.
   checkpoint, start_epoch = start_checkpoint or (
-      None, resume_epoch(trainer.model_dir))
+      None, 0 if trainer.overwrite else resume_epoch(trainer.model_dir))
   instance_inputs = build_inputs(config, data)
   model_builder = model_lib.build_model_builder(
       data,
@@ -499,7 +501,6 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   with run_guard.RunLock(model_dir) if chief else contextlib.nullcontext():
     if chief and trainer.overwrite:
       run_guard.clear_state(model_dir)
-      pipeline = build_pipeline(config, data, strategy)  # Nothing to resume.
     elif chief:
       start = run_guard.recover_backup(model_dir)
       if start:

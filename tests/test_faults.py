@@ -16,6 +16,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from unittest import mock
 
 import pytest
 from absl import flags
@@ -254,15 +255,11 @@ class RunIntegrityTest(tf.test.TestCase):
     data = datasets.get("digits")
     nan_scores = lambda ranker, data, split, batch_size: (
         np.zeros(3, np.int64), np.full([3, 10], np.nan, np.float32))
-    with flagsaver.flagsaver():
-      original, serving.split_scores = serving.split_scores, nan_scores
-      try:
-        with self.assertRaisesRegex(
-            ValueError, r"best_model_by_metric gives non-finite scores \(NaN "
-            r"or Inf\) to 3 of 3 test instances: the model diverged"):
-          serving.evaluate(model_dir, data, "test")
-      finally:
-        serving.split_scores = original
+    with mock.patch.object(serving, "split_scores", nan_scores):
+      with self.assertRaisesRegex(
+          ValueError, r"best_model_by_metric gives non-finite scores \(NaN "
+          r"or Inf\) to 3 of 3 test instances: the model diverged"):
+        serving.evaluate(model_dir, data, "test")
 
   def test_diverged_run_stops_without_export(self):
     model_dir = os.path.join(tempfile.mkdtemp(), "nan")
