@@ -33,8 +33,9 @@ flags.DEFINE_list("metrics", None,
                   "Metrics to compute (default: the run's --metrics), e.g. "
                   "map_class,map_sample,cf1,of1 for multi-label runs.")
 flags.DEFINE_float("threshold", 0.5,
-                   "Multi-label cp/cr/cf1/op/or/of1/macro_f1: a class is "
-                   "predicted when sigmoid(score) >= threshold.")
+                   "Multi-label cp/cr/cf1/op/or/of1/macro_f1 and their "
+                   "_top<k> forms: a class is predicted when sigmoid(score) "
+                   ">= threshold (_top<k>: and it is among the k best).")
 
 FLAGS = flags.FLAGS
 

@@ -29,7 +29,8 @@ from rank4class_tf.sorting import training
 
 flags.DEFINE_integer("seq_len", 100, "d, the length of the score vector.")
 flags.DEFINE_list("sorters", ["handcrafted", "lstm", "cnn"],
-                  "Sorters to draw: handcrafted, lstm, cnn.")
+                  "Sorters to draw: handcrafted, handcrafted_adaptive, lstm, "
+                  "cnn.")
 flags.DEFINE_integer("seed", 0, "Seed of the fixed vector.")
 flags.DEFINE_string("output", None, "Path of the PNG to write.")
 

@@ -12,7 +12,8 @@ For every method and seed, trains an MLP on scikit-learn's load_diabetes
 Spearman correlation; then one summary line per method (mean and standard
 deviation over seeds). --output also receives everything as one JSON file.
 With sodeep_spearman, --batch_size is the sorter's d (a shipped lstm/cnn
-sorter must exist for it; handcrafted works for any d).
+sorter must exist for it; handcrafted and handcrafted_adaptive work for any
+d).
 """
 
 import json

@@ -15,6 +15,7 @@ from rank4class_tf import encoders
 from rank4class_tf import interactions
 from rank4class_tf import losses
 from rank4class_tf import metrics
+from rank4class_tf import multilabel_ops
 from rank4class_tf import pretrained
 from rank4class_tf.sorting import sorters
 
@@ -90,6 +91,9 @@ def _validate_label_attention(config: config_lib.TrainConfig) -> None:
     raise ValueError("--contrastive_weight > 0 (MulCon's label-level "
                      "contrastive loss) needs "
                      "--interaction=label_attention.")
+  _check_choice("contrastive_normalization",
+                config.loss.contrastive_normalization,
+                multilabel_ops.CONTRASTIVE_NORMALIZATIONS)
 
 
 def _validate_images(config: config_lib.TrainConfig) -> None:

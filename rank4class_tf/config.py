@@ -200,8 +200,9 @@ class LossConfig:
   m: float = field(1.0, "rescaled_mse: target M of the true class "
                    "(ImageNet: 30).", flag="rescaled_mse_m")
   sorter: str = field(
-      "lstm", "sodeep_* losses: handcrafted, lstm, cnn (lstm/cnn: shipped "
-      "for d = the class count: 10, 28, 100; frozen).")
+      "lstm", "sodeep_* losses: handcrafted (lambda 10), "
+      "handcrafted_adaptive (SoDeep code's lambda = 6.8 / std), lstm, cnn "
+      "(lstm/cnn: shipped for d = the class count: 10, 28, 100; frozen).")
   parallel_loss: str = field(
       "", "sodeep_*: Keras loss added to the rank loss (mae, l1, mse or a "
       "Keras loss class name); empty for none.")
@@ -218,6 +219,14 @@ class LossConfig:
       0.0, "MulCon: gamma of the label-level contrastive loss added to the "
       "loss (needs --interaction=label_attention; 0: off).")
   contrastive_temperature: float = field(0.2, "MulCon: its tau.")
+  contrastive_normalization: str = field(
+      "mulcon", "MulCon: what the LLCL's sum over anchors (relevant labels "
+      "of the batch) is divided by: mulcon (every anchor, one without "
+      "positive adding 0: MulCon's code) or positive_anchors (the anchors "
+      "that have a positive).")
+  contrastive_base_temperature: float = field(
+      0.2, "MulCon: SupCon's base temperature; the LLCL is scaled by "
+      "--contrastive_temperature / this (MulCon: 0.2 and 0.2, a factor 1).")
   contrastive_start_step: int = field(
       0, "MulCon's two steps: the loss alone until this step, then loss + "
       "gamma * LLCL (a multiple of --eval_every; 0: from the start).")
@@ -244,7 +253,8 @@ class TrainerConfig:
   metrics: Tuple[str, ...] = field(
       DEFAULT_METRICS, "Metrics: top<k>_accuracy, ndcg@<k>, ndcg, mrr, "
       "precision@<k>; multi-label map_class, map_sample, cp, cr, cf1, op, "
-      "or, of1, their _top3 forms, macro_f1.")
+      "or, of1, macro_f1, their _top3 forms (of the 3 best classes, those "
+      "over the threshold: ML-GCN) and _best3 forms (the 3 best classes).")
   strategy: str = field(
       "default", "default, mirrored, multi_worker_mirrored, "
       "parameter_server, tpu (see docs/distributed.md).")
@@ -272,7 +282,8 @@ _POSITIVE = ("encoder_dim", "mlp_units", "cpu_devices", "sample_size",
              "learning_rate", "gumbel_temperature", "rescaled_mse_k",
              "label_dim", "label_heads", "projection_dim",
              "two_way_positive_temperature",
-             "two_way_negative_temperature", "contrastive_temperature")
+             "two_way_negative_temperature", "contrastive_temperature",
+             "contrastive_base_temperature")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,9 @@ fraction of relevant classes among the k best-scored ones; an instance without
 a relevant class counts as 0 in all of them. The multi-label metrics of
 `multilabel_metrics` are also accepted here (`MULTILABEL_METRICS`):
 `map_class`, `map_sample`, `cp`, `cr`, `cf1`, `op`, `or`, `of1`, `macro_f1`
-and the `_top{k}` variants of the count statistics (`cf1_top3`...).
+and the `_top{k}` variants of the count statistics (`cf1_top3`...: the k best
+classes that pass the threshold, ML-GCN's rule) and `_best{k}` ones (the k
+best classes whatever their scores).
 
 Names use `@` in results (`ndcg@5`); Keras metric objects are named with `_`
 (`ndcg_5`, `precision_3`) because `@` is not allowed in TensorFlow name
@@ -93,7 +95,8 @@ def _parse(name: str):
                    "ndcg@<k>, ndcg, mrr, precision@<k>, map_class, "
                    "map_sample, cp, cr, cf1, op, or, of1, macro_f1, and "
                    "cp_top<k>, cr_top<k>, cf1_top<k>, op_top<k>, or_top<k>, "
-                   "of1_top<k>, macro_f1_top<k> (k a positive integer).")
+                   "of1_top<k>, macro_f1_top<k>, the same with _best<k> "
+                   "(k a positive integer).")
 
 
 def check_name(name: str) -> None:
@@ -115,11 +118,11 @@ def get(name: str, num_classes: Optional[int] = None,
     name: `top{k}_accuracy`, `ndcg@{k}`, `ndcg` (whole list), `mrr`,
       `precision@{k}`, k >= 1, or a multi-label metric (`map_class`,
       `map_sample`, `cp`, `cr`, `cf1`, `op`, `or`, `of1`, `macro_f1`, or one
-      of the count statistics with `_top{k}`).
+      of the count statistics with `_top{k}` or `_best{k}`).
     num_classes: optional; lets the multi-label metrics build their weights
       now instead of at their first update (ignored by the others).
-    threshold: probability threshold of the thresholded multi-label count
-      statistics (ignored by the others).
+    threshold: probability threshold of the thresholded and `_top{k}`
+      multi-label count statistics (ignored by the others).
 
   Returns:
     A Keras metric named `keras_name(name)`: TF-Ranking's for the ranking
@@ -218,8 +221,8 @@ def evaluate_scores(labels, scores,
     scores: [batch_size, num_classes] scores (logits).
     metric_names: names as accepted by `get`; default top1_accuracy,
       top5_accuracy, ndcg@5, mrr.
-    threshold: probability threshold of the thresholded multi-label count
-      statistics.
+    threshold: probability threshold of the thresholded and `_top{k}`
+      multi-label count statistics.
 
   Returns:
     A dict {name: Python float} with exactly the names given.

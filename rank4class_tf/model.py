@@ -196,18 +196,25 @@ class ContrastiveModelBuilder(tfr.keras.model.AbstractModelBuilder):
     temperature: tau of the label-level contrastive loss.
     weight: gamma at the start of training (a `ContrastiveSchedule`
       callback may change it).
+    normalization: what the loss's sum over anchors is divided by
+      (`multilabel_losses.LabelContrastiveLoss`; "mulcon": every anchor).
+    base_temperature: the loss is scaled by temperature / base_temperature.
   """
 
   def __init__(self, model_builder: tfr.keras.model.AbstractModelBuilder,
-               temperature: float = 0.2, weight: float = 0.0):
+               temperature: float = 0.2, weight: float = 0.0,
+               normalization: str = "mulcon", base_temperature: float = 0.2):
     self._model_builder = model_builder
-    self._temperature = temperature
     self._weight = weight
+    # Built (and so checked) now; the model of `build` holds it.
+    self._loss = multilabel_losses.LabelContrastiveLoss(
+        temperature, normalization=normalization,
+        base_temperature=base_temperature)
 
   def build(self) -> tf.keras.Model:
     network = self._model_builder.build()
     model = label_attention.ContrastiveRankingModel(
-        network, multilabel_losses.LabelContrastiveLoss(self._temperature),
+        network, self._loss,
         contrastive_weight=self._weight, name="rank4class_mulcon")
     # Builds the model on the network's symbolic inputs: its train and test
     # steps call the network directly, and Keras saves only a model whose
@@ -228,7 +235,9 @@ def build_model_builder(data,
                         label_heads: int = 4,
                         projection_dim: int = 128,
                         contrastive_temperature: Optional[float] = None,
-                        contrastive_weight: float = 0.0
+                        contrastive_weight: float = 0.0,
+                        contrastive_normalization: str = "mulcon",
+                        contrastive_base_temperature: float = 0.2
                        ) -> tfr.keras.model.AbstractModelBuilder:
   """A TF-Ranking `ModelBuilder` of the Rank4Class model for `data`.
 
@@ -249,6 +258,10 @@ def build_model_builder(data,
       alone; a temperature builds MulCon's `ContrastiveRankingModel`, which
       adds the label-level contrastive loss.
     contrastive_weight: its gamma at the start of training.
+    contrastive_normalization: its normalization ("mulcon": the sum over
+      anchors divided by their number, MulCon's code; "positive_anchors").
+    contrastive_base_temperature: its base temperature (the loss is scaled
+      by contrastive_temperature / this).
 
   Returns:
     A model builder; `.build()` returns a Keras model taking the context
@@ -298,6 +311,8 @@ def build_model_builder(data,
       mask_feature_name=features.MASK,
       name="rank4class")
   if contrastive:
-    return ContrastiveModelBuilder(builder, contrastive_temperature,
-                                   contrastive_weight)
+    return ContrastiveModelBuilder(
+        builder, contrastive_temperature, contrastive_weight,
+        normalization=contrastive_normalization,
+        base_temperature=contrastive_base_temperature)
   return builder

@@ -33,8 +33,16 @@ macro_f1 = mean_c 2 Nc / (Np + Ng)
 
 Every ratio is 0 where its denominator is 0 (scikit-learn's
 `zero_division=0`), and every class counts in the class means. A class is
-predicted positive iff sigmoid(score) >= threshold, or, for top-k
-predictions, iff it is among the k best-scored classes of its instance.
+predicted positive by one of three rules (`predictions`):
+
+* threshold: iff sigmoid(score) >= threshold;
+* top-k (`top_k_rule="top"`, the `_top{k}` metrics): iff it is among the k
+  best-scored classes of its instance **and** sigmoid(score) >= threshold,
+  ML-GCN's `AveragePrecisionMeter.overall_topk` (also in MulCon's code), the
+  rule behind the published "top-3" CP/CR/CF1/OP/OR/OF1 on COCO and VOC: an
+  instance predicts at most k classes, fewer when fewer pass the threshold;
+* best-k (`top_k_rule="best"`, the `_best{k}` metrics): iff it is among the
+  k best-scored classes, whatever its score: exactly k per instance.
 """
 
 import math
@@ -44,6 +52,10 @@ import tensorflow as tf
 
 # The keys of `statistics_from_counts`, in order.
 COUNT_STATISTICS = ("cp", "cr", "cf1", "op", "or", "of1", "macro_f1")
+# How a top-k prediction treats the threshold (see `predictions`): "top"
+# keeps only the k best classes that also pass it (ML-GCN), "best" keeps the
+# k best classes whatever their scores.
+TOP_K_RULES = ("top", "best")
 
 
 # ------------------------------------------------------ average precision ----
@@ -267,32 +279,68 @@ def top_k_predictions(scores, top_k: int, mask=None) -> tf.Tensor:
   return tf.reduce_max(tf.one_hot(ids, num_classes), axis=-2) > 0.
 
 
+def check_top_k_rule(top_k_rule: str) -> None:
+  """Raises ValueError unless `top_k_rule` is one of `TOP_K_RULES`."""
+  if top_k_rule not in TOP_K_RULES:
+    raise ValueError(f"top_k_rule={top_k_rule!r} is not valid; choose one "
+                     f"of: {', '.join(TOP_K_RULES)}.")
+
+
 def predictions(labels, scores, threshold: float = 0.5,
-                top_k: Optional[int] = None) -> tf.Tensor:
-  """Thresholded or top-k predictions, never on padded entries.
+                top_k: Optional[int] = None,
+                top_k_rule: str = "top") -> tf.Tensor:
+  """Thresholded, top-k or best-k predictions, never on padded entries.
+
+  ```
+  threshold (top_k None):  sigmoid(s) >= threshold
+  top-k ("top"):           c in k best classes  and  sigmoid(s) >= threshold
+  best-k ("best"):         c in k best classes
+  ```
+
+  The k best classes are those of `top_k_predictions` among the valid ones
+  (ties: the lower class id first; padded classes never). "top" is ML-GCN's
+  `overall_topk` (the top k scores per instance, then `score >= 0` on the
+  logits, i.e. sigmoid >= 0.5): an instance with fewer than k classes over
+  the threshold predicts only those, and a class tied with the k-th best but
+  of a higher id is not predicted even when it passes the threshold (ML-GCN's
+  `torch.topk` leaves the order of ties unspecified; ours is fixed).
 
   Args:
     labels: [batch_size, num_classes] labels; only their padding (< 0) is
       used.
     scores: [batch_size, num_classes] logits.
-    threshold: probability threshold (ignored when `top_k` is set).
-    top_k: None for `threshold_predictions`, else `top_k_predictions` among
-      the valid classes.
+    threshold: probability threshold (used unless `top_k` is set with
+      `top_k_rule="best"`).
+    top_k: None to threshold alone, else predict among the k best valid
+      classes of each instance.
+    top_k_rule: with `top_k`, "top" (also pass the threshold) or "best"
+      (whatever the score); see `TOP_K_RULES`.
 
   Returns:
     [batch_size, num_classes] bool, False on padded entries.
 
+  Raises:
+    ValueError: for an unknown `top_k_rule`, or `top_k` < 1.
+
   Example:
 
-  >>> predictions([[0., -1., 1.]], [[1., 5., 0.]], top_k=1).numpy()
-  array([[ True, False, False]])
+  >>> labels, scores = [[0., -1., 1., 0.]], [[1., 5., 0., -2.]]
+  >>> predictions(labels, scores, top_k=3).numpy()  # -2 fails the threshold
+  array([[ True, False,  True, False]])
+  >>> predictions(labels, scores, top_k=3, top_k_rule="best").numpy()
+  array([[ True, False,  True,  True]])
   """
+  check_top_k_rule(top_k_rule)
   _, valid = relevance_and_mask(labels)
+  valid = valid > 0.
   if top_k is None:
     predicted = threshold_predictions(scores, threshold)
   else:
-    predicted = top_k_predictions(scores, top_k, mask=valid > 0.)
-  return tf.logical_and(predicted, valid > 0.)
+    predicted = top_k_predictions(scores, top_k, mask=valid)
+    if top_k_rule == "top":
+      predicted = tf.logical_and(predicted,
+                                 threshold_predictions(scores, threshold))
+  return tf.logical_and(predicted, valid)
 
 
 # ------------------------------------------------------- count statistics ----
@@ -357,7 +405,8 @@ def statistics_from_counts(true_positives: tf.Tensor,
 
 
 def count_statistics(labels, scores, threshold: float = 0.5,
-                     top_k: Optional[int] = None) -> Dict[str, tf.Tensor]:
+                     top_k: Optional[int] = None,
+                     top_k_rule: str = "top") -> Dict[str, tf.Tensor]:
   """All count statistics of one prediction rule, float32 scalars.
 
   `statistics_from_counts(*class_counts(labels, predictions(...)))`.
@@ -365,12 +414,15 @@ def count_statistics(labels, scores, threshold: float = 0.5,
   Args:
     labels: [batch_size, num_classes] multi-hot labels, < 0 padding.
     scores: [batch_size, num_classes] logits.
-    threshold: probability threshold (ignored when `top_k` is set).
-    top_k: None to threshold, else predict the k best classes per instance.
+    threshold: probability threshold (ignored by the "best" top-k rule).
+    top_k: None to threshold, else predict among the k best classes per
+      instance.
+    top_k_rule: with `top_k`, "top" or "best" (see `predictions`).
 
   Returns:
     {statistic: float32 scalar} for every name of `COUNT_STATISTICS`.
   """
-  counts = class_counts(labels, predictions(labels, scores, threshold, top_k))
+  counts = class_counts(labels, predictions(labels, scores, threshold, top_k,
+                                            top_k_rule))
   return {statistic: tf.cast(value, tf.float32)
           for statistic, value in statistics_from_counts(*counts).items()}

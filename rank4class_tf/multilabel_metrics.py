@@ -38,18 +38,28 @@ class means of cp, cr and macro_f1, even one without any positive or
 prediction (as in scikit-learn), while map_class skips classes without a
 positive. A class is predicted positive iff sigmoid(score) >= `threshold`
 (default 0.5), computed as score >= log(threshold / (1 - threshold)) so that
-no rounding of the sigmoid moves a score across the threshold. The `_top{k}`
-variants (`cp_top3`, `of1_top3`...) predict instead the k best-scored classes
-of each instance (ties: the lower class id first, `tf.math.top_k` order;
-padded classes are never chosen while a valid one remains).
+no rounding of the sigmoid moves a score across the threshold. Two
+variants restrict the predictions to the k best-scored classes of each
+instance (ties: the lower class id first, `tf.math.top_k` order; padded
+classes are never chosen):
+
+* `_top{k}` (`cp_top3` ... `of1_top3`, `macro_f1_top3`): among its k best
+  classes, an instance predicts those that also pass the threshold. This is
+  ML-GCN's `AveragePrecisionMeter.overall_topk` (MulCon's code evaluates with
+  it too), the definition behind every published CF1 / OF1 "top-3" figure
+  on COCO and VOC: at most k classes per instance, fewer when fewer pass.
+* `_best{k}` (`cp_best3` ... `of1_best3`): the k best classes whatever
+  their scores, exactly k per instance (this package's `_top{k}` before
+  issue 15).
 
 Example:
 
 >>> labels = [[1., 0., 1.], [0., 1., 0.]]
 >>> scores = [[2., -1., -3.], [0.5, 1., -2.]]
->>> values = multilabel_scores(labels, scores, ("map_class", "cf1", "of1_top1"))
+>>> names = ("map_class", "cf1", "of1_top2", "of1_best2")
+>>> values = multilabel_scores(labels, scores, names)
 >>> {name: round(value, 3) for name, value in values.items()}
-{'map_class': 0.833, 'cf1': 0.571, 'of1_top1': 0.8}
+{'map_class': 0.833, 'cf1': 0.571, 'of1_top2': 0.667, 'of1_best2': 0.571}
 """
 
 import re
@@ -69,28 +79,39 @@ MULTILABEL_METRICS = (MAP_METRICS + COUNT_STATISTICS +
                             for s in COUNT_STATISTICS if s != "macro_f1"))
 
 _COUNT_NAME = re.compile(
-    r"^(cp|cr|cf1|op|or|of1|macro_f1)(?:_top([1-9][0-9]*))?$")
+    r"^(cp|cr|cf1|op|or|of1|macro_f1)(?:_(top|best)([1-9][0-9]*))?$")
+_VALID_NAMES = (f"{', '.join(MAP_METRICS + COUNT_STATISTICS)}, or a count "
+                "statistic with _top<k> (the k best classes over the "
+                "threshold) or _best<k> (the k best classes), k >= 1")
 
 
 # ---------------------------------------------------------------- names ----
 
-def parse_name(name: str) -> Optional[Tuple[str, Optional[int]]]:
-  """Splits a multi-label metric name into (statistic, top_k).
+def parse_name(name: str
+               ) -> Optional[Tuple[str, Optional[int], Optional[str]]]:
+  """Splits a multi-label metric name into (statistic, top_k, top_k_rule).
 
   Args:
     name: `map_class`, `map_sample`, one of `COUNT_STATISTICS`, or a count
-      statistic followed by `_top{k}`, k >= 1 (`cf1_top3`).
+      statistic followed by `_top{k}` or `_best{k}`, k >= 1 (`cf1_top3`).
 
   Returns:
-    (`map_class` | `map_sample` | a count statistic, k or None), or None when
-    `name` is not a multi-label metric name.
+    (`map_class` | `map_sample` | a count statistic, k or None, "top" |
+    "best" | None), or None when `name` is not a multi-label metric name.
+
+  Example:
+
+  >>> parse_name("cf1_top3"), parse_name("of1_best2"), parse_name("cp")
+  (('cf1', 3, 'top'), ('of1', 2, 'best'), ('cp', None, None))
   """
   if name in MAP_METRICS:
-    return name, None
+    return name, None, None
   match = _COUNT_NAME.match(name)
   if not match:
     return None
-  return match.group(1), int(match.group(2)) if match.group(2) else None
+  if not match.group(2):
+    return match.group(1), None, None
+  return match.group(1), int(match.group(3)), match.group(2)
 
 
 def is_multilabel_name(name: str) -> bool:
@@ -98,30 +119,36 @@ def is_multilabel_name(name: str) -> bool:
   return parse_name(name) is not None
 
 
-def metric_name(statistic: str, top_k: Optional[int] = None) -> str:
-  """The result key of a count statistic: `cf1`, or `cf1_top3` for top_k=3."""
-  return statistic if top_k is None else f"{statistic}_top{top_k}"
+def metric_name(statistic: str, top_k: Optional[int] = None,
+                top_k_rule: str = "top") -> str:
+  """The result key of a count statistic: `cf1`; `cf1_top3` for top_k=3;
+  `cf1_best3` for top_k=3 and top_k_rule="best"."""
+  return statistic if top_k is None else f"{statistic}_{top_k_rule}{top_k}"
 
 
 # ------------------------------------------------- a whole split by name ----
 
 def count_metrics(labels, scores, threshold: float = 0.5,
-                  top_k: Optional[int] = None) -> Dict[str, tf.Tensor]:
+                  top_k: Optional[int] = None,
+                  top_k_rule: str = "top") -> Dict[str, tf.Tensor]:
   """All count statistics of one prediction rule, float32 scalars.
 
   Args:
     labels: [batch_size, num_classes] multi-hot labels, < 0 padding.
     scores: [batch_size, num_classes] logits.
-    threshold: probability threshold (ignored when `top_k` is set).
-    top_k: None to threshold, else predict the k best classes per instance.
+    threshold: probability threshold (ignored by the "best" rule).
+    top_k: None to threshold, else predict among the k best classes per
+      instance.
+    top_k_rule: with `top_k`, "top" (the k best that pass the threshold) or
+      "best" (the k best); see `multilabel_metric_ops.predictions`.
 
   Returns:
-    {key: value} with keys `COUNT_STATISTICS`, suffixed with `_top{k}` when
-    `top_k` is set (`cp_top3`...).
+    {key: value} with keys `COUNT_STATISTICS`, suffixed with `_top{k}` or
+    `_best{k}` when `top_k` is set (`cp_top3`...).
   """
-  statistics = multilabel_metric_ops.count_statistics(labels, scores,
-                                                      threshold, top_k)
-  return {metric_name(s, top_k): v for s, v in statistics.items()}
+  statistics = multilabel_metric_ops.count_statistics(
+      labels, scores, threshold, top_k, top_k_rule)
+  return {metric_name(s, top_k, top_k_rule): v for s, v in statistics.items()}
 
 
 def metric_tensors(labels, scores, names: Iterable[str],
@@ -141,18 +168,19 @@ def metric_tensors(labels, scores, names: Iterable[str],
     parsed[name] = parse_name(name)
     if parsed[name] is None:
       raise ValueError(f"Unknown multi-label metric {name!r}; valid names: "
-                       f"{', '.join(MAP_METRICS + COUNT_STATISTICS)}, or a "
-                       "count statistic with _top<k> (k >= 1).")
+                       f"{_VALID_NAMES}.")
   results, counted = {}, {}
-  for name, (statistic, top_k) in parsed.items():
+  for name, (statistic, top_k, rule) in parsed.items():
     if statistic == "map_class":
       results[name] = multilabel_metric_ops.map_class(labels, scores)
     elif statistic == "map_sample":
       results[name] = multilabel_metric_ops.map_sample(labels, scores)
     else:
-      if top_k not in counted:
-        counted[top_k] = count_metrics(labels, scores, threshold, top_k)
-      results[name] = counted[top_k][name]
+      key = (top_k, rule)
+      if key not in counted:
+        counted[key] = count_metrics(labels, scores, threshold, top_k,
+                                     rule or "top")
+      results[name] = counted[key][name]
   return results
 
 
@@ -164,7 +192,8 @@ def multilabel_scores(labels, scores, names: Iterable[str] = MULTILABEL_METRICS,
     labels: [num_instances, num_classes] multi-hot labels, < 0 padding.
     scores: [num_instances, num_classes] logits.
     names: names as accepted by `parse_name`; default `MULTILABEL_METRICS`.
-    threshold: probability threshold of the thresholded count metrics.
+    threshold: probability threshold of the thresholded and `_top{k}` count
+      metrics.
 
   Returns:
     A dict with exactly the names given, in their order.
@@ -222,36 +251,46 @@ class MultiLabelCountMetric(tf.keras.metrics.Metric):
 
   Example:
 
-  >>> metric = MultiLabelCountMetric("cf1", top_k=3)   # named cf1_top3
-  >>> metric.update_state([[1., 0., 0., 1.]], [[3., 2., 1., 0.]])
+  >>> # Top 3: classes 0, 1, 2, of which only class 0 has sigmoid >= 0.5.
+  >>> metric = MultiLabelCountMetric("op", top_k=3)   # named op_top3
+  >>> metric.update_state([[1., 0., 0., 1.]], [[3., -1., -2., -3.]])
   >>> float(metric.result())
-  0.25
+  1.0
+  >>> metric = MultiLabelCountMetric("op", top_k=3, top_k_rule="best")
+  >>> metric.update_state([[1., 0., 0., 1.]], [[3., -1., -2., -3.]])
+  >>> metric.name, round(float(metric.result()), 4)
+  ('op_best3', 0.3333)
 
   Args:
     statistic: one of `COUNT_STATISTICS`.
-    threshold: predicted positive iff sigmoid(score) >= threshold (ignored
-      when `top_k` is set).
-    top_k: None to threshold, else the k best-scored classes are predicted.
+    threshold: predicted positive iff sigmoid(score) >= threshold (with
+      `top_k`: only for the "top" rule).
+    top_k: None to threshold, else predict among the k best-scored classes.
+    top_k_rule: with `top_k`, "top" (the k best that pass the threshold,
+      ML-GCN) or "best" (the k best whatever their scores).
     num_classes: builds the weights now; otherwise they are built at the
       first update from the static last dimension of the scores.
-    name: defaults to `metric_name(statistic, top_k)`.
+    name: defaults to `metric_name(statistic, top_k, top_k_rule)`.
     dtype: dtype of the result.
   """
 
   def __init__(self, statistic: str = "cf1", threshold: float = 0.5,
-               top_k: Optional[int] = None, num_classes: Optional[int] = None,
+               top_k: Optional[int] = None, top_k_rule: str = "top",
+               num_classes: Optional[int] = None,
                name: Optional[str] = None, dtype=None, **kwargs):
     if statistic not in COUNT_STATISTICS:
       raise ValueError(f"Unknown statistic {statistic!r}; valid ones: "
                        f"{', '.join(COUNT_STATISTICS)}.")
     multilabel_metric_ops.threshold_logit(threshold)  # Validates it.
+    multilabel_metric_ops.check_top_k_rule(top_k_rule)
     if top_k is not None and top_k < 1:
       raise ValueError(f"top_k must be >= 1, got {top_k}.")
-    super().__init__(name=name or metric_name(statistic, top_k), dtype=dtype,
-                     **kwargs)
+    super().__init__(name=name or metric_name(statistic, top_k, top_k_rule),
+                     dtype=dtype, **kwargs)
     self._statistic = statistic
     self._threshold = float(threshold)
     self._top_k = top_k
+    self._top_k_rule = top_k_rule
     self._num_classes = None
     if num_classes is not None:
       self._build(int(num_classes))
@@ -269,8 +308,8 @@ class MultiLabelCountMetric(tf.keras.metrics.Metric):
     """Adds the counts of a batch [batch_size, num_classes]."""
     labels, scores = _prepare_and_build(self, y_true, y_pred, sample_weight)
     nc, npred, ng = multilabel_metric_ops.class_counts(
-        labels, multilabel_metric_ops.predictions(labels, scores,
-                                                  self._threshold, self._top_k))
+        labels, multilabel_metric_ops.predictions(
+            labels, scores, self._threshold, self._top_k, self._top_k_rule))
     return tf.group(self.true_positives.assign_add(nc),
                     self.predicted_positives.assign_add(npred),
                     self.label_positives.assign_add(ng))
@@ -290,7 +329,8 @@ class MultiLabelCountMetric(tf.keras.metrics.Metric):
   def get_config(self):
     config = super().get_config()
     config.update({"statistic": self._statistic, "threshold": self._threshold,
-                   "top_k": self._top_k, "num_classes": self._num_classes})
+                   "top_k": self._top_k, "top_k_rule": self._top_k_rule,
+                   "num_classes": self._num_classes})
     return config
 
 
@@ -398,9 +438,11 @@ def get(name: str, num_classes: Optional[int] = None,
   """Builds the Keras metric called `name` (see `parse_name`).
 
   Args:
-    name: `map_class`, `map_sample`, a count statistic, or one with `_top{k}`.
+    name: `map_class`, `map_sample`, a count statistic, or one with `_top{k}`
+      or `_best{k}`.
     num_classes: optional; builds the weights at once.
-    threshold: probability threshold of the thresholded count statistics.
+    threshold: probability threshold of the thresholded and `_top{k}` count
+      statistics.
 
   Returns:
     The metric, named `name`.
@@ -411,12 +453,12 @@ def get(name: str, num_classes: Optional[int] = None,
   parsed = parse_name(name)
   if parsed is None:
     raise ValueError(f"Unknown multi-label metric {name!r}; valid names: "
-                     f"{', '.join(MAP_METRICS + COUNT_STATISTICS)}, or a "
-                     "count statistic with _top<k> (k >= 1).")
-  statistic, top_k = parsed
+                     f"{_VALID_NAMES}.")
+  statistic, top_k, rule = parsed
   if statistic == "map_class":
     return ClassMeanAveragePrecision(num_classes=num_classes, name=name)
   if statistic == "map_sample":
     return SampleMeanAveragePrecision(name=name)
   return MultiLabelCountMetric(statistic, threshold=threshold, top_k=top_k,
+                               top_k_rule=rule or "top",
                                num_classes=num_classes, name=name)

@@ -25,17 +25,27 @@ T_P = T_N = 1 and adds a margin epsilon inside the softplus.
 
 Label-level contrastive loss (MulCon, Dao et al. 2021, eq. 8). With z the
 L2-normalised projections of the label-level embeddings [batch_size,
-num_classes, dim], the anchors are the embeddings z_{b,c} of relevant labels
-(y_{b,c} = 1); the positives of an anchor are the embeddings of the same class
-in the other instances where it is relevant; the contrast set is every other
-anchor of the batch:
+num_classes, dim], the anchors A are the embeddings z_{b,c} of relevant labels
+(y_{b,c} = 1); the positives P(a) of an anchor are the embeddings of the same
+class in the other instances where it is relevant; the contrast set is every
+other anchor of the batch:
 
 ```
-  LLCL = mean_{anchors a with P(a) != {}}  -1/|P(a)| sum_{p in P(a)}
-         log( exp(z_a . z_p / tau) / sum_{q in A \ {a}} exp(z_a . z_q / tau) ),
+  l(a) = -1/|P(a)| sum_{p in P(a)}
+         log( exp(z_a . z_p / tau) / sum_{q in A \ {a}} exp(z_a . z_q / tau) )
+         (0 when P(a) is empty)
+  LLCL = (tau / tau_base) * sum_{a in A} l(a) / N
 ```
 
-tau = 0.2 (MulCon's value). MulCon trains with BCE + gamma * LLCL.
+with N = |A|, every anchor (`normalization="mulcon"`, the default), or N =
+|{a : P(a) != {}}|, the anchors that have a positive
+(`normalization="positive_anchors"`). The default is MulCon's code
+(`models/networks.py` `SupConLoss.loss_log`, called with `len_pos` = the
+number of relevant labels of the batch: an anchor whose class is relevant in
+no other instance adds 0 but counts in N), which adapts SupCon's
+(Khosla et al. 2020) loss; `tau / tau_base` is SupCon's `temperature /
+base_temperature` factor, 1 in MulCon (tau = tau_base = 0.2). MulCon trains
+with BCE + gamma * LLCL.
 
 Every function runs eagerly, inside `tf.function` and under XLA (masks, not
 gathers, so shapes stay static), and gives finite values and gradients
@@ -45,6 +55,10 @@ whatever the logits of padded or unselected entries.
 from typing import Tuple
 
 import tensorflow as tf
+
+# What `label_contrastive_loss` divides its sum over anchors by: every anchor
+# (MulCon's code), or the anchors that have a positive.
+CONTRASTIVE_NORMALIZATIONS = ("mulcon", "positive_anchors")
 
 
 def masked_logsumexp(x: tf.Tensor, mask: tf.Tensor, axis: int
@@ -188,14 +202,28 @@ def two_way_loss(labels: tf.Tensor, logits: tf.Tensor,
                                                           class_kept)
 
 
+def check_contrastive_normalization(normalization: str) -> None:
+  """Raises ValueError unless `normalization` is one of
+  `CONTRASTIVE_NORMALIZATIONS`."""
+  if normalization not in CONTRASTIVE_NORMALIZATIONS:
+    raise ValueError(f"normalization={normalization!r} is not valid; choose "
+                     f"one of: {', '.join(CONTRASTIVE_NORMALIZATIONS)}.")
+
+
 def label_contrastive_loss(labels: tf.Tensor, projections: tf.Tensor,
-                           temperature: float = 0.2) -> tf.Tensor:
+                           temperature: float = 0.2,
+                           normalization: str = "mulcon",
+                           base_temperature: float = 0.2) -> tf.Tensor:
   r"""MulCon's label-level contrastive loss (eq. 8), see the module doc.
 
   ```
-  LLCL = mean_{a: P(a) != {}} -1/|P(a)| sum_{p in P(a)}
+  l(a) = -1/|P(a)| sum_{p in P(a)}
          log(exp(z_a . z_p / tau) / sum_{q in A \ {a}} exp(z_a . z_q / tau))
+  LLCL = (tau / base_temperature) * sum_{a in A} l(a) / N
   ```
+
+  l(a) = 0 for an anchor without positive; N = |A| for "mulcon" (MulCon's
+  code), the number of anchors with a positive for "positive_anchors".
 
   The work is O((batch_size * num_classes)^2 * dim): every pair of label
   embeddings of the batch, as in the paper; the entries of irrelevant labels
@@ -207,19 +235,29 @@ def label_contrastive_loss(labels: tf.Tensor, projections: tf.Tensor,
     projections: [batch_size, num_classes, dim] L2-normalised label-level
       projections z.
     temperature: tau.
+    normalization: "mulcon" or "positive_anchors" (see above).
+    base_temperature: SupCon's base temperature; the loss is scaled by
+      tau / base_temperature (MulCon: 0.2 = tau, a factor 1).
 
   Returns:
-    A float32 scalar: the mean over anchors that have a positive (0 when none
-    has).
+    A float32 scalar; 0 when N = 0 (MulCon's code would divide 0 by 0).
+
+  Raises:
+    ValueError: for an unknown `normalization`.
 
   Example:
 
   >>> # Class 0 relevant in both instances, with equal embeddings; the other
-  >>> # anchor (0, 1) is orthogonal: -log(e^5 / (e^5 + e^0)) for each anchor.
+  >>> # anchor (0, 1) is orthogonal: -log(e^5 / (e^5 + e^0)) for each of the
+  >>> # anchors of class 0; anchor (0, 1) has no positive.
   >>> z = tf.constant([[[1., 0.], [0., 1.]], [[1., 0.], [0., 1.]]])
-  >>> label_contrastive_loss([[1., 1.], [1., 0.]], z).numpy()
+  >>> label_contrastive_loss([[1., 1.], [1., 0.]], z).numpy()  # 2 * l / 3
+  0.0044768653
+  >>> label_contrastive_loss([[1., 1.], [1., 0.]], z,
+  ...                        normalization="positive_anchors").numpy()
   0.0067152977
   """
+  check_contrastive_normalization(normalization)
   z = tf.cast(projections, tf.float32)
   labels = tf.convert_to_tensor(labels, tf.float32)
   batch_size, num_classes = tf.shape(z)[0], tf.shape(z)[1]
@@ -237,7 +275,9 @@ def label_contrastive_loss(labels: tf.Tensor, projections: tf.Tensor,
   log_prob = logits - log_norm[:, tf.newaxis]
   positive_f = tf.cast(positive, tf.float32)
   num_positive = tf.reduce_sum(positive_f, axis=1)
-  per_anchor = -tf.math.divide_no_nan(
+  per_anchor = -(temperature / base_temperature) * tf.math.divide_no_nan(
       tf.reduce_sum(tf.where(positive, log_prob, tf.zeros_like(log_prob)),
                     axis=1), num_positive)
+  if normalization == "mulcon":
+    return _mean_over(per_anchor, active)
   return _mean_over(per_anchor, num_positive > 0)

@@ -435,7 +435,9 @@ def build_pipeline(config: config_lib.TrainConfig,
       contrastive_temperature=(loss.contrastive_temperature
                                if loss.contrastive_weight > 0 else None),
       contrastive_weight=(loss.contrastive_weight
-                          if loss.contrastive_start_step == 0 else 0.0))
+                          if loss.contrastive_start_step == 0 else 0.0),
+      contrastive_normalization=loss.contrastive_normalization,
+      contrastive_base_temperature=loss.contrastive_base_temperature)
   dataset_builder = Rank4ClassDatasetBuilder(
       data, instance_inputs, trainer.batch_size, trainer.seed, trainer.top_k,
       skip_batches=start_epoch * trainer.eval_every)

@@ -52,6 +52,13 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
        "dataset 'goemotions'; choose one of: bert, electra"),
       ("encoder", "bert", "--encoder='bert' cannot read the numeric dataset "
        "'digits'; choose one of: small_cnn, mlp"),
+      ("contrastive_normalization", "mean",
+       r"^--contrastive_normalization='mean' is not valid; choose one of: "
+       r"mulcon, positive_anchors\.$"),
+      ("contrastive_base_temperature", 0.0,
+       "--contrastive_base_temperature=0.0 must be > 0"),
+      ("contrastive_base_temperature", -0.2,
+       "--contrastive_base_temperature=-0.2 must be > 0"),
   )
   def test_bad_value_names_the_flag(self, field, value, message):
     with self.assertRaisesRegex(ValueError, message):
@@ -103,7 +110,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     fields = list(config_lib.flag_fields(config_lib.TrainConfig))
     flags = [f.flag for f in fields]
     self.assertLen(flags, len(set(flags)))
-    self.assertLen(flags, 50)
+    self.assertLen(flags, 52)
     for field in fields:
       self.assertTrue(field.help.strip(), field.flag)
     renamed = {f.flag: f.name for f in fields if f.flag != f.name}
@@ -136,6 +143,23 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     config = config_lib.TrainConfig.from_json(flat)
     self.assertEqual((config.loss.name, config.trainer.metrics),
                      ("mse", ("mrr",)))
+
+  def test_reads_a_config_json_without_the_newer_fields(self):
+    # A run written before contrastive_normalization and
+    # contrastive_base_temperature existed: they take their defaults.
+    values = json.loads(good(contrastive_temperature=0.3).to_json())
+    del values["loss"]["contrastive_normalization"]
+    del values["loss"]["contrastive_base_temperature"]
+    config = config_lib.TrainConfig.from_json(json.dumps(values))
+    self.assertEqual((config.loss.contrastive_temperature,
+                      config.loss.contrastive_normalization,
+                      config.loss.contrastive_base_temperature),
+                     (0.3, "mulcon", 0.2))
+    flat = good().flat()
+    del flat["contrastive_normalization"]
+    self.assertEqual(config_lib.TrainConfig.from_json(json.dumps(flat)),
+                     good())
+    checks.validate(config)
 
   def test_json_round_trip(self):
     config = good(loss="approx_ndcg", metrics=("mrr", "ndcg@3"),

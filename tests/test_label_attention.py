@@ -7,10 +7,12 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
+from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import label_attention as la
 from rank4class_tf import model as model_lib
 from rank4class_tf import multilabel_losses
+from rank4class_tf import training
 
 
 def np_layer_norm(x, layer):
@@ -217,6 +219,37 @@ class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
     model.save(path, include_optimizer=False)
     served = tf.saved_model.load(path)(features, training=False)
     self.assertAllClose(served, model(features), rtol=1e-5, atol=1e-6)
+
+  def test_contrastive_settings_reach_the_loss(self):
+    data, _, _ = digits_batch(2)
+    model = build(data, contrastive_temperature=0.3,
+                  contrastive_normalization="positive_anchors",
+                  contrastive_base_temperature=0.1)
+    config = model.contrastive_loss.get_config()
+    self.assertEqual((config["temperature"], config["normalization"],
+                      config["base_temperature"]),
+                     (0.3, "positive_anchors", 0.1))
+    # MulCon's normalization and a factor 1 by default.
+    config = build(data, contrastive_temperature=0.2).contrastive_loss \
+        .get_config()
+    self.assertEqual((config["normalization"], config["base_temperature"]),
+                     ("mulcon", 0.2))
+    with self.assertRaisesRegex(ValueError, "normalization='all' is not "
+                                "valid; choose one of: mulcon, "
+                                "positive_anchors"):
+      build(data, contrastive_temperature=0.2,
+            contrastive_normalization="all")
+    # The training binary's path: config fields -> the model's loss.
+    run = config_lib.TrainConfig.create(
+        model_dir=tempfile.mkdtemp(), interaction="label_attention",
+        encoder_dim=16, label_dim=8, label_heads=2, projection_dim=4,
+        contrastive_weight=1.0, contrastive_normalization="positive_anchors",
+        contrastive_base_temperature=0.05, train_steps=1, eval_every=1)
+    model = training.build_pipeline(run, data)._model_builder.build()
+    config = model.contrastive_loss.get_config()
+    self.assertEqual((config["temperature"], config["normalization"],
+                      config["base_temperature"]),
+                     (0.2, "positive_anchors", 0.05))
 
   def test_schedule_switches_weight_and_learning_rate(self):
     data, _, _ = digits_batch(2)

@@ -46,8 +46,9 @@ def np_two_way(labels, logits, tp=4., tn=1., margin=0.):
   return mean(sample) + mean(klass)
 
 
-def np_llcl(labels, z, tau=0.2):
-  """Independent reference of MulCon eq. 8 with explicit anchor loops."""
+def np_llcl(labels, z, tau=0.2, base_tau=0.2):
+  """Independent reference of MulCon eq. 8 with explicit anchor loops,
+  averaged over the anchors that have a positive ("positive_anchors")."""
   labels = np.asarray(labels)
   z = np.asarray(z, np.float64)
   anchors = [(b, c) for b in range(labels.shape[0])
@@ -61,7 +62,38 @@ def np_llcl(labels, z, tau=0.2):
     sims = {q: z[a] @ z[q] / tau for q in others}
     log_norm = _lse([sims[q] for q in others])
     per_anchor.append(-np.mean([sims[p] - log_norm for p in positives]))
-  return float(np.mean(per_anchor)) if per_anchor else 0.
+  mean = float(np.mean(per_anchor)) if per_anchor else 0.
+  return tau / base_tau * mean
+
+
+def np_supcon_mulcon(labels, z, tau=0.2, base_tau=0.2):
+  """MulCon's `SupConLoss.loss_log` (models/networks.py), in numpy matrices.
+
+  As MulCon's stage-two model calls it: the features are the projections of
+  the relevant labels (instance-major order), each with a one-hot label of
+  its class; mask = L L^T without the diagonal; the log-softmax runs over
+  every other feature; an anchor without positive gets the mean over 1
+  (its mask row is empty, so 0); the sum over anchors is scaled by
+  -tau / base_tau and divided by len_pos, the number of relevant labels.
+  """
+  labels = np.asarray(labels)
+  rows, classes = np.nonzero(labels > 0)
+  features = np.asarray(z, np.float64)[rows, classes]  # [len_pos, dim]
+  len_pos = len(rows)
+  if not len_pos:
+    return 0.  # MulCon divides 0 by 0 here.
+  one_hot = np.eye(labels.shape[1])[classes]
+  logits_mask = 1. - np.eye(len_pos)
+  mask = one_hot @ one_hot.T * logits_mask
+  anchor_dot_contrast = features @ features.T / tau
+  logits = anchor_dot_contrast - anchor_dot_contrast.max(1, keepdims=True)
+  exp_logits = np.exp(logits) * logits_mask
+  log_prob = logits - np.log(exp_logits.sum(1, keepdims=True))
+  average = mask.sum(1)
+  average[average == 0] = 1
+  mean_log_prob_pos = (mask * log_prob).sum(1) / average
+  loss = -(tau / base_tau) * mean_log_prob_pos
+  return float(loss.sum() / len_pos)
 
 
 def _random_case(seed, batch=6, classes=5):
@@ -175,18 +207,36 @@ class TwoWayLossTest(tf.test.TestCase, parameterized.TestCase):
 
 class LabelContrastiveLossTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.parameters(0, 1, 2)
-  def test_value_matches_numpy(self, seed):
+  @parameterized.parameters((0, 0.2, 0.2), (1, 0.5, 0.2), (2, 0.1, 0.07))
+  def test_value_matches_numpy(self, seed, tau, base_tau):
     rng = np.random.RandomState(seed)
     labels = (rng.uniform(size=(5, 4)) < 0.5).astype(np.float32)
     labels[0, 3] = 1.  # Class 3 active once: an anchor without positives
     labels[1:, 3] = 0.  # that still sits in the others' denominators.
+    labels[2, :3] = 1.  # Classes 0-2 have positives.
+    labels[3, :3] = 1.
     z = rng.normal(size=(5, 4, 3)).astype(np.float32)
     z /= np.linalg.norm(z, axis=-1, keepdims=True)
-    self.assertAllClose(ops.label_contrastive_loss(labels, z),
-                        np_llcl(labels, z), rtol=1e-5)
-    self.assertAllClose(ml.LabelContrastiveLoss(temperature=0.5)(labels, z),
-                        np_llcl(labels, z, 0.5), rtol=1e-5)
+    mulcon = np_supcon_mulcon(labels, z, tau, base_tau)
+    by_positives = np_llcl(labels, z, tau, base_tau)
+    self.assertAllClose(
+        ops.label_contrastive_loss(labels, z, tau,
+                                   base_temperature=base_tau),
+        mulcon, rtol=1e-5)
+    self.assertAllClose(
+        ops.label_contrastive_loss(labels, z, tau, "positive_anchors",
+                                   base_tau), by_positives, rtol=1e-5)
+    self.assertAllClose(
+        ml.LabelContrastiveLoss(tau, base_temperature=base_tau)(labels, z),
+        mulcon, rtol=1e-5)
+    self.assertAllClose(
+        ml.LabelContrastiveLoss(tau, "positive_anchors", base_tau)(labels, z),
+        by_positives, rtol=1e-5)
+    # The two differ by (anchors with a positive) / (all anchors).
+    anchors = labels.sum()
+    with_positive = anchors - 1.  # Only the class-3 anchor lacks one.
+    self.assertAllClose(mulcon, by_positives * with_positive / anchors,
+                        rtol=1e-6)
 
   def test_hand_value(self):
     # Two instances sharing class 0, instance 0 also has class 1. Anchor
@@ -196,16 +246,41 @@ class LabelContrastiveLossTest(tf.test.TestCase, parameterized.TestCase):
     z[0, 1] = [0., 1.]
     labels = [[1., 1.], [1., 0.]]
     tau = 0.2
-    # Anchors (0,0) and (1,0) are symmetric: -log(e^5 / (e^5 + e^0)).
-    expected = -np.log(np.exp(1 / tau) / (np.exp(1 / tau) + 1.))
-    self.assertAllClose(ops.label_contrastive_loss(labels, z), expected)
+    # Anchors (0,0) and (1,0) are symmetric: -log(e^5 / (e^5 + e^0));
+    # anchor (0, 1) has no positive: 0, over 3 anchors for "mulcon".
+    one = -np.log(np.exp(1 / tau) / (np.exp(1 / tau) + 1.))
+    self.assertAllClose(ops.label_contrastive_loss(labels, z), 2. * one / 3.)
+    self.assertAllClose(
+        ops.label_contrastive_loss(labels, z,
+                                   normalization="positive_anchors"), one)
+    # base_temperature 0.1 doubles both (tau / base = 2).
+    self.assertAllClose(
+        ops.label_contrastive_loss(labels, z, base_temperature=0.1),
+        4. * one / 3.)
+    self.assertAllClose(
+        ops.label_contrastive_loss(labels, z, 0.2, "positive_anchors", 0.1),
+        2. * one)
 
-  def test_no_positive_pair_gives_zero_and_no_nan(self):
+  @parameterized.parameters("mulcon", "positive_anchors")
+  def test_no_positive_pair_gives_zero_and_no_nan(self, normalization):
     z = tf.Variable(tf.math.l2_normalize(tf.ones([2, 3, 4]), -1))
-    with tf.GradientTape() as tape:
-      value = ops.label_contrastive_loss([[1., 0., 0.], [0., 1., 0.]], z)
-    self.assertEqual(float(value), 0.)
-    self.assertTrue(np.all(np.isfinite(tape.gradient(value, z).numpy())))
+    for labels in ([[1., 0., 0.], [0., 1., 0.]], [[0., 0., 0.]] * 2):
+      with tf.GradientTape() as tape:
+        value = ops.label_contrastive_loss(labels, z,
+                                           normalization=normalization)
+      self.assertEqual(float(value), 0.)
+      self.assertTrue(np.all(np.isfinite(tape.gradient(value, z).numpy())))
+
+  def test_bad_settings(self):
+    with self.assertRaisesRegex(ValueError, "normalization='mean' is not "
+                                "valid; choose one of: mulcon, "
+                                "positive_anchors"):
+      ml.LabelContrastiveLoss(normalization="mean")
+    with self.assertRaisesRegex(ValueError, "normalization='mean'"):
+      ops.label_contrastive_loss([[1.]], tf.ones([1, 1, 2]),
+                                 normalization="mean")
+    with self.assertRaisesRegex(ValueError, "base_temperature must be > 0"):
+      ml.LabelContrastiveLoss(base_temperature=0.)
 
 
 class SerializationTest(tf.test.TestCase, parameterized.TestCase):
@@ -214,13 +289,25 @@ class SerializationTest(tf.test.TestCase, parameterized.TestCase):
       (ml.TwoWayLoss, {"positive_temperature": 2., "negative_temperature":
                        0.5}),
       (ml.TwoWayMarginLoss, {"epsilon": 0.3}),
-      (ml.LabelContrastiveLoss, {"temperature": 0.1}))
+      (ml.LabelContrastiveLoss, {"temperature": 0.1}),
+      (ml.LabelContrastiveLoss, {"temperature": 0.1, "normalization":
+                                 "positive_anchors", "base_temperature":
+                                 0.07}))
   def test_from_config(self, cls, kwargs):
     loss = cls(**kwargs)
     restored = tf.keras.losses.deserialize(tf.keras.losses.serialize(loss))
     self.assertIsInstance(restored, cls)
+    self.assertEqual(restored.get_config(), loss.get_config())
     for key, value in kwargs.items():
       self.assertEqual(getattr(restored, key), value)
+
+  def test_label_contrastive_config_of_an_older_version(self):
+    # A config saved before `normalization` and `base_temperature` existed
+    # loads with the defaults: MulCon's normalization, a factor 1.
+    restored = ml.LabelContrastiveLoss.from_config(
+        {"temperature": 0.3, "name": "label_contrastive", "reduction": "auto"})
+    self.assertEqual((restored.temperature, restored.normalization,
+                      restored.base_temperature), (0.3, "mulcon", 0.2))
 
   def test_two_way_in_saved_model(self):
     inputs = tf.keras.Input([3])

@@ -77,6 +77,29 @@ class PredictionsTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "top_k must be >= 1"):
       ops.top_k_predictions(scores, 0)
 
+  def test_top_rule_also_needs_the_threshold(self):
+    # ML-GCN's overall_topk: the k best classes, then score >= 0 (logits).
+    labels = np.array([[0., 0., 1., 0., 0.], [1., 0., -1., 0., 0.]],
+                      np.float32)
+    scores = np.array([[0., 2., 0., 0., -1.],  # Tie of 0, 2, 3 at 0.
+                       [-1., -2., 7., 0.5, -3.]], np.float32)
+    best = [[True, True, True, False, False],  # Class 3: tied, higher id.
+            [True, True, False, True, False]]  # Class 2 is padding.
+    top = [[True, True, True, False, False],  # 0 >= 0: on the threshold.
+           [False, False, False, True, False]]  # Only 0.5 passes.
+    self.assertAllEqual(
+        ops.predictions(labels, scores, top_k=3, top_k_rule="best"), best)
+    self.assertAllEqual(ops.predictions(labels, scores, top_k=3), top)
+    self.assertAllEqual(
+        ops.predictions(labels, scores, threshold=0.1, top_k=3),
+        best)  # logit(0.1) = -2.2: every class of the 3 best passes.
+    # Fewer than k valid classes: all of them are candidates.
+    self.assertAllEqual(ops.predictions([[0., 0.]], [[-1., 1.]], top_k=3),
+                        [[False, True]])
+    with self.assertRaisesRegex(ValueError, "top_k_rule='any' is not valid; "
+                                "choose one of: top, best"):
+      ops.predictions(labels, scores, top_k=3, top_k_rule="any")
+
 
 class CountsTest(tf.test.TestCase):
 
@@ -113,6 +136,11 @@ class CountsTest(tf.test.TestCase):
     self.assertEqual(stats["op"].dtype, tf.float32)
     # Top-1 predicts classes 0 and 1: 2 true positives of 3 label positives.
     self.assertAllClose([stats["op"], stats["or"]], [1., 2. / 3.])
+    # Top-2 adds class 1 of row 0 to best-2 (score -1 < 0: not in top-2).
+    top2 = ops.count_statistics(labels, scores, top_k=2)
+    best2 = ops.count_statistics(labels, scores, top_k=2, top_k_rule="best")
+    self.assertAllClose([top2["op"], top2["or"]], [2. / 3., 2. / 3.])
+    self.assertAllClose([best2["op"], best2["or"]], [2. / 4., 2. / 3.])
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from rank4class_tf import multilabel_metrics as mm
 COUNT_NAMES = ("cp", "cr", "cf1", "op", "or", "of1", "macro_f1")
 TOP3_NAMES = ("cp_top3", "cr_top3", "cf1_top3", "op_top3", "or_top3",
               "of1_top3", "macro_f1_top3")
+BEST3_NAMES = tuple(name.replace("_top3", "_best3") for name in TOP3_NAMES)
 
 
 def random_split(seed, num_instances=48, num_classes=7, padding=True):
@@ -84,13 +85,57 @@ def np_top_k_predictions(labels, scores, k):
   return predicted
 
 
+def mlgcn_overall_topk(labels, scores, k):
+  """ML-GCN's util.py `AveragePrecisionMeter.overall_topk(k)`, in numpy.
+
+  As there: every entry starts at -1; each of the k best entries of a row
+  becomes 1 if its score (a logit) is >= 0, else -1; `evaluation` then
+  counts the entries >= 0 as predicted, with Np = 0 replaced by 1 in CP.
+  Beyond ML-GCN: padded entries (label < 0) are never among the k best and
+  count nowhere, ties go to the lower class id (torch.topk leaves them
+  unspecified), a ratio over Ng = 0 (or an F1 of 0 + 0) is 0, not NaN, and
+  OP divides by the true sum of Np: ML-GCN sums Np after replacing its
+  zeros by 1, which lowers OP by one per class that is never predicted.
+
+  Returns:
+    ({statistic_top{k}: value} for the six ML-GCN statistics, the
+    [n, c] bool predictions).
+  """
+  n, c = scores.shape
+  marked = np.zeros((n, c)) - 1.
+  for i in range(n):
+    ids = np.flatnonzero(labels[i] >= 0)
+    top = ids[np.lexsort((ids, -scores[i, ids]))][:k]
+    for ind in top:
+      marked[i, ind] = 1. if scores[i, ind] >= 0 else -1.
+  valid = labels >= 0
+  targets = np.where(labels >= 1, 1., 0.)
+  nc, npred, ng = np.zeros(c), np.zeros(c), np.zeros(c)
+  for j in range(c):
+    keep = valid[:, j]
+    ng[j] = np.sum(targets[keep, j] == 1)
+    npred[j] = np.sum(marked[keep, j] >= 0)
+    nc[j] = np.sum(targets[keep, j] * (marked[keep, j] >= 0))
+  op = np.sum(nc) / np.sum(npred)
+  npred[npred == 0] = 1
+  ratio = lambda a, b: np.where(b > 0, a / np.maximum(b, 1), 0.)
+  orr = ratio(np.sum(nc), np.sum(ng))
+  cp = np.sum(nc / npred) / c
+  cr = np.sum(ratio(nc, ng)) / c
+  values = {"op": op, "or": orr, "of1": np_f1(op, orr),
+            "cp": cp, "cr": cr, "cf1": np_f1(cp, cr)}
+  return ({f"{key}_top{k}": float(v) for key, v in values.items()},
+          (marked >= 0) & valid)
+
+
 def np_reference(labels, scores, threshold=0.5):
   want = {"map_class": sklearn_map_class(labels, scores),
           "map_sample": sklearn_map_sample(labels, scores)}
   want.update(sklearn_counts(
       labels, np_threshold_predictions(scores, threshold)))
+  want.update(mlgcn_overall_topk(labels, scores, 3)[0])
   want.update(sklearn_counts(
-      labels, np_top_k_predictions(labels, scores, 3), "_top3"))
+      labels, np_top_k_predictions(labels, scores, 3), "_best3"))
   return want
 
 
@@ -111,11 +156,35 @@ HAND_VALUES = {
     # score >= 0: Nc = [2, 1, 2, 0], Np = [3, 2, 4, 2], Ng = [2, 1, 2, 0].
     "cp": 5. / 12., "cr": 3. / 4., "cf1": 15. / 28.,
     "op": 5. / 11., "or": 1., "of1": 5. / 8., "macro_f1": 8. / 15.,
-    # Top-2, tie of classes 1 and 2 in row 0 goes to class 1:
+    # Best 2, tie of classes 1 and 2 in row 0 goes to class 1:
     # Nc = [2, 0, 1, 0], Np = [3, 1, 3, 1], Ng = [2, 1, 2, 0].
-    "cp_top2": 1. / 4., "cr_top2": 3. / 8., "cf1_top2": 3. / 10.,
-    "op_top2": 3. / 8., "or_top2": 3. / 5., "of1_top2": 6. / 13.,
-    "macro_f1_top2": 3. / 10.,
+    "cp_best2": 1. / 4., "cr_best2": 3. / 8., "cf1_best2": 3. / 10.,
+    "op_best2": 3. / 8., "or_best2": 3. / 5., "of1_best2": 6. / 13.,
+    "macro_f1_best2": 3. / 10.,
+    # Every one of those has a score >= 0 (row 3: class 3 scores 0), so
+    # top 2 (also over the threshold) predicts the same.
+    "cp_top2": 1. / 4., "of1_top2": 6. / 13.,
+}
+
+# Top 3 against best 3: 5 classes, a tie at the boundary, a row with one
+# class over the threshold and one with none.
+TOP3_LABELS = np.array([[1, 0, 1, 0, 0],
+                        [0, 1, 0, 0, 1],
+                        [1, 1, 0, 0, 0]], np.float32)
+TOP3_SCORES = np.array([[2., 1., 1., 1., -1.],  # 1, 2, 3 tied: 3 left out.
+                        [-1., .5, -2., -3., -.5],  # Only class 1 >= 0.
+                        [-2., -1., -3., -4., -5.]], np.float32)  # None.
+TOP3_VALUES = {
+    # Predicted {0, 1, 2}, {1}, {}: Nc = [1, 1, 1, 0, 0],
+    # Np = [1, 2, 1, 0, 0], Ng = [2, 2, 1, 0, 1].
+    "cp_top3": 1. / 2., "cr_top3": 2. / 5., "cf1_top3": 4. / 9.,
+    "op_top3": 3. / 4., "or_top3": 1. / 2., "of1_top3": 3. / 5.,
+    "macro_f1_top3": 13. / 30.,
+    # Predicted {0, 1, 2}, {1, 4, 0}, {1, 0, 2}: Nc = [2, 2, 1, 0, 1],
+    # Np = [3, 3, 2, 0, 1], Ng = [2, 2, 1, 0, 1].
+    "cp_best3": 17. / 30., "cr_best3": 4. / 5., "cf1_best3": 136. / 205.,
+    "op_best3": 2. / 3., "or_best3": 1., "of1_best3": 4. / 5.,
+    "macro_f1_best3": 49. / 75.,
 }
 
 
@@ -127,10 +196,44 @@ class PureFunctionTest(tf.test.TestCase, parameterized.TestCase):
     for name, value in HAND_VALUES.items():
       self.assertAllClose(got[name], value, rtol=1e-6, atol=0, msg=name)
 
+  def test_top3_and_best3_hand_values(self):
+    got = mm.multilabel_scores(TOP3_LABELS, TOP3_SCORES, list(TOP3_VALUES))
+    for name, value in TOP3_VALUES.items():
+      self.assertAllClose(got[name], value, rtol=1e-6, atol=0, msg=name)
+    # The same numbers from the ML-GCN reference and its predictions.
+    want, predicted = mlgcn_overall_topk(TOP3_LABELS, TOP3_SCORES, 3)
+    self.assertAllEqual(predicted, [[1, 1, 1, 0, 0], [0, 1, 0, 0, 0],
+                                    [0, 0, 0, 0, 0]])
+    for name, value in want.items():
+      self.assertAllClose(value, TOP3_VALUES[name], rtol=1e-12, msg=name)
+    # Padded entries scoring highest are never among the 3 best (both are
+    # negatives outside the 3 best unpadded).
+    labels, scores = TOP3_LABELS.copy(), TOP3_SCORES.copy()
+    labels[0, 4] = labels[2, 3] = -1.
+    scores[0, 4] = scores[2, 3] = 9.
+    padded = mm.multilabel_scores(labels, scores, list(TOP3_VALUES))
+    for name, value in TOP3_VALUES.items():
+      self.assertAllClose(padded[name], value, rtol=1e-6, atol=0, msg=name)
+
+  @parameterized.parameters(0.3, 0.8)
+  def test_top3_uses_the_threshold(self, threshold):
+    # At another threshold, top 3 keeps the 3 best classes over it.
+    labels, scores = random_split(11)
+    over = np_threshold_predictions(scores, threshold)
+    predicted = np_top_k_predictions(labels, scores, 3) & over
+    want = sklearn_counts(labels, predicted, "_top3")
+    got = mm.multilabel_scores(labels, scores, TOP3_NAMES,
+                               threshold=threshold)
+    for name in TOP3_NAMES:
+      self.assertAllClose(got[name], want[name], rtol=1e-5, msg=name)
+
   @parameterized.parameters((0, True), (1, True), (2, False))
-  def test_matches_sklearn(self, seed, padding):
+  def test_matches_sklearn_and_mlgcn(self, seed, padding):
     labels, scores = random_split(seed, padding=padding)
     want = np_reference(labels, scores)
+    # macro_f1_top3 (not in ML-GCN): scikit-learn on ML-GCN's predictions.
+    want["macro_f1_top3"] = sklearn_counts(
+        labels, mlgcn_overall_topk(labels, scores, 3)[1])["macro_f1"]
     got = mm.multilabel_scores(labels, scores, list(want))
     self.assertEqual(list(got), list(want))
     for name in want:
@@ -196,8 +299,9 @@ class PureFunctionTest(tf.test.TestCase, parameterized.TestCase):
   def test_top_k_skips_padded_classes(self):
     labels = np.array([[-1., 1., 0., -1.]], np.float32)
     scores = np.array([[5., 1., 0., 5.]], np.float32)
-    predicted = ops.predictions(labels, scores, top_k=2)
-    self.assertAllEqual(predicted, [[False, True, True, False]])
+    for rule in ("top", "best"):
+      predicted = ops.predictions(labels, scores, top_k=2, top_k_rule=rule)
+      self.assertAllEqual(predicted, [[False, True, True, False]])
 
   def test_inside_tf_function(self):
     labels, scores = random_split(7)
@@ -210,17 +314,20 @@ class PureFunctionTest(tf.test.TestCase, parameterized.TestCase):
     want = mm.multilabel_scores(labels, scores)
     self.assertAllClose(got, want)
 
-  @parameterized.parameters("map", "f1", "cp_top0", "cp_top", "or_", "")
+  @parameterized.parameters("map", "f1", "cp_top0", "cp_top", "or_", "",
+                            "cp_best0", "cp_bottom3", "map_class_top3")
   def test_unknown_names(self, name):
     self.assertIsNone(mm.parse_name(name))
     with self.assertRaisesRegex(ValueError, "valid names"):
       mm.get(name)
 
   def test_parse_name(self):
-    self.assertEqual(mm.parse_name("cf1_top3"), ("cf1", 3))
-    self.assertEqual(mm.parse_name("macro_f1"), ("macro_f1", None))
-    self.assertEqual(mm.parse_name("or_top12"), ("or", 12))
-    self.assertEqual(mm.parse_name("map_class"), ("map_class", None))
+    self.assertEqual(mm.parse_name("cf1_top3"), ("cf1", 3, "top"))
+    self.assertEqual(mm.parse_name("cf1_best3"), ("cf1", 3, "best"))
+    self.assertEqual(mm.parse_name("macro_f1"), ("macro_f1", None, None))
+    self.assertEqual(mm.parse_name("or_top12"), ("or", 12, "top"))
+    self.assertEqual(mm.parse_name("map_class"), ("map_class", None, None))
+    self.assertEqual(mm.metric_name("of1", 3, "best"), "of1_best3")
 
 
 def batches(labels, scores, sizes=(10, 17, 21)):
@@ -232,7 +339,8 @@ def batches(labels, scores, sizes=(10, 17, 21)):
 
 class KerasMetricTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.parameters(*(mm.MULTILABEL_METRICS + ("macro_f1_top3",)))
+  @parameterized.parameters(*(mm.MULTILABEL_METRICS + ("macro_f1_top3",) +
+                              BEST3_NAMES))
   def test_streams_exactly(self, name):
     labels, scores = random_split(8)
     metric = mm.get(name)
@@ -253,6 +361,8 @@ class KerasMetricTest(tf.test.TestCase, parameterized.TestCase):
   def test_from_config(self, num_classes):
     labels, scores = random_split(9)
     for metric in (mm.get("cf1_top3", num_classes=num_classes),
+                   mm.get("of1_top3", num_classes=num_classes, threshold=0.3),
+                   mm.get("of1_best3", num_classes=num_classes),
                    mm.get("cp", num_classes=num_classes, threshold=0.3),
                    mm.get("map_class", num_classes=num_classes),
                    mm.get("map_sample")):
@@ -264,8 +374,15 @@ class KerasMetricTest(tf.test.TestCase, parameterized.TestCase):
       restored.update_state(labels, scores)
       self.assertAllClose(restored.result(), metric.result(), msg=metric.name)
     config = mm.get("cf1_top3").get_config()
-    self.assertEqual((config["statistic"], config["top_k"], config["name"]),
-                     ("cf1", 3, "cf1_top3"))
+    self.assertEqual((config["statistic"], config["top_k"],
+                      config["top_k_rule"], config["name"]),
+                     ("cf1", 3, "top", "cf1_top3"))
+    config = mm.get("cf1_best3").get_config()
+    self.assertEqual((config["top_k_rule"], config["name"]),
+                     ("best", "cf1_best3"))
+    with self.assertRaisesRegex(ValueError, "top_k_rule='all' is not valid; "
+                                "choose one of: top, best"):
+      mm.MultiLabelCountMetric("cf1", top_k=3, top_k_rule="all")
 
   def test_refuses_sample_weight_and_wrong_classes(self):
     metric = mm.get("cp", num_classes=3)
@@ -383,7 +500,8 @@ class RankingMetricsOnMultiHotTest(tf.test.TestCase, parameterized.TestCase):
         metrics.evaluate_scores(np.eye(8)[ids], self.scores, names))
 
   def test_names(self):
-    for name in mm.MULTILABEL_METRICS + ("precision@3", "macro_f1_top5"):
+    for name in mm.MULTILABEL_METRICS + ("precision@3", "macro_f1_top5",
+                                         "cf1_best3"):
       metrics.check_name(name)
       self.assertEqual(metrics.get(name).name, metrics.keras_name(name))
     self.assertEqual(metrics.get("precision@3").name, "precision_3")

@@ -27,6 +27,26 @@ def numpy_handcrafted(y, lam):
   return out
 
 
+def numpy_sodeep_exact(y):
+  """The SoDeep reference code's handcrafted sorter, `sorter_exact` of
+  technicolor-research/sodeep's model.py, in numpy: one vector at a time,
+  upper-triangle difference matrices with their zeros, torch.std's
+  unbiased std (ddof=1), lambda = 6.8 / std."""
+  out = []
+  for v in np.asarray(y, np.float64):
+    d = len(v)
+    repeated = np.tile(v, (d, 1))
+    in_mat1 = np.triu(repeated, 1)
+    in_mat2 = np.triu(repeated.T, 1)
+    comp_first = in_mat1 - in_mat2
+    comp_second = in_mat2 - in_mat1
+    std1, std2 = comp_first.std(ddof=1), comp_second.std(ddof=1)
+    comp_first = np.triu(1. / (1. + np.exp(-comp_first * 6.8 / std1)), 1)
+    comp_second = np.triu(1. / (1. + np.exp(-comp_second * 6.8 / std2)), 1)
+    out.append((comp_first.sum(1) + comp_second.sum(0) + 1) / d)
+  return np.array(out)
+
+
 class ExactRankTest(parameterized.TestCase):
 
   def test_hand_computed(self):
@@ -79,6 +99,67 @@ class HandcraftedRankTest(parameterized.TestCase):
     g = tape.gradient(out, y).numpy()
     self.assertTrue(np.all(np.isfinite(g)))
     self.assertGreater(np.abs(g).sum(), 0.)
+
+
+class AdaptiveHandcraftedRankTest(parameterized.TestCase, tf.test.TestCase):
+
+  def test_hand_computed_lambda(self):
+    # y = [3, 2, 1]: D holds -1, -2, -1 above the diagonal and 6 zeros, so
+    # mean -4/9, sum of squared deviations 6 - 9 (4/9)^2 = 38/9, variance
+    # (38/9) / 8 = 19/36: lambda = 6.8 * 6 / sqrt(19). Per vector: 2y halves it.
+    self.assertAllClose(
+        ops.adaptive_regularization([[3., 2., 1.], [6., 4., 2.]]),
+        [40.8 / np.sqrt(19.), 20.4 / np.sqrt(19.)], rtol=1e-6)
+
+  @parameterized.parameters((4, 5), (3, 28), (2, 100))
+  def test_matches_the_reference_code(self, batch, d):
+    rng = np.random.RandomState(d)
+    y = rng.uniform(-1, 1, (batch, d)).astype(np.float32)
+    y[0] *= 20.  # Each vector gets its own lambda.
+    np.testing.assert_allclose(ops.handcrafted_rank(y, "adaptive").numpy(),
+                               numpy_sodeep_exact(y), rtol=1e-5, atol=1e-7)
+    upper = [np.triu(np.tile(v, (d, 1)) - np.tile(v, (d, 1)).T, 1)
+             for v in y.astype(np.float64)]
+    np.testing.assert_allclose(ops.adaptive_regularization(y).numpy(),
+                               [6.8 / m.std(ddof=1) for m in upper],
+                               rtol=1e-5)
+
+  def test_ties_count_half_as_in_the_reference(self):
+    y = np.array([[0.5, 2., 0.5, -1.]], np.float32)
+    np.testing.assert_allclose(ops.handcrafted_rank(y, "adaptive").numpy(),
+                               numpy_sodeep_exact(y), rtol=1e-6)
+
+  def test_scale_free_and_constant_vectors(self):
+    y = np.random.RandomState(5).randn(3, 12).astype(np.float32)
+    self.assertAllClose(ops.handcrafted_rank(y, "adaptive"),
+                        ops.handcrafted_rank(7. * y - 3., "adaptive"),
+                        atol=1e-5)
+    # Equal scores (the reference divides by a zero std): all tied.
+    z = tf.Variable(tf.fill([2, 4], 1.5))
+    with tf.GradientTape() as tape:
+      ranks = ops.handcrafted_rank(z, "adaptive")
+    self.assertAllClose(ranks, np.full([2, 4], (1. + 1.5) / 4.))
+    self.assertTrue(np.all(np.isfinite(tape.gradient(ranks, z).numpy())))
+    self.assertAllClose(ops.handcrafted_rank([[2.]], "adaptive"), [[1.]])
+
+  def test_lambda_carries_no_gradient(self):
+    # As the reference's `.item()`: the gradient is that of a fixed lambda.
+    y = tf.constant(np.random.RandomState(6).randn(1, 9), tf.float32)
+    lam = float(ops.adaptive_regularization(y)[0])
+    grads = []
+    for regularization in ("adaptive", lam):
+      with tf.GradientTape() as tape:
+        tape.watch(y)
+        out = tf.reduce_sum(ops.handcrafted_rank(y, regularization) *
+                            tf.range(9.))
+      grads.append(tape.gradient(out, y))
+    self.assertAllClose(grads[0], grads[1], rtol=1e-5, atol=1e-7)
+
+  @parameterized.parameters("auto", 0., -1.)
+  def test_bad_regularization(self, regularization):
+    with self.assertRaisesRegex(ValueError, "choose a number > 0 or "
+                                "'adaptive'"):
+      ops.handcrafted_rank([[1., 2.]], regularization)
 
 
 class LossMathsTest(tf.test.TestCase):

@@ -13,8 +13,8 @@ from rank4class_tf.sorting import sorters
 from rank4class_tf.sorting import synthetic
 from rank4class_tf.sorting import training
 
-SMALL = {"handcrafted": {}, "lstm": {"units": 4, "num_layers": 1},
-         "cnn": {"width": 8}}
+SMALL = {"handcrafted": {}, "handcrafted_adaptive": {},
+         "lstm": {"units": 4, "num_layers": 1}, "cnn": {"width": 8}}
 
 
 def numpy_handcrafted(y, lam=10.):
@@ -50,6 +50,20 @@ class SorterLayerTest(parameterized.TestCase, tf.test.TestCase):
     np.testing.assert_allclose(
         sorters.get("handcrafted", 9)(y).numpy(), numpy_handcrafted(y),
         rtol=1e-5)
+    # handcrafted_adaptive: lambda = 6.8 / the sample std (ddof 1) of the
+    # d x d matrix of y_j - y_i above the diagonal, zeros elsewhere.
+    lams = [6.8 / np.triu(v[None, :] - v[:, None], 1).std(ddof=1)
+            for v in y.astype(np.float64)]
+    want = np.stack([numpy_handcrafted(v[None], lam)[0]
+                     for v, lam in zip(y, lams)])
+    adaptive = sorters.get("handcrafted_adaptive", 9)
+    np.testing.assert_allclose(adaptive(y).numpy(), want, rtol=1e-5)
+    self.assertEqual(adaptive.get_config()["regularization"], "adaptive")
+    np.testing.assert_allclose(
+        sorters.get("handcrafted", 9, regularization="adaptive")(y).numpy(),
+        want, rtol=1e-5)
+    self.assertEqual(sorters.get("handcrafted", 9, regularization=4.)
+                     .regularization, 4.)
 
   def test_cnn_kernels_collapse_the_sequence(self):
     for d in (2, 10, 28, 100):
@@ -64,10 +78,17 @@ class SorterLayerTest(parameterized.TestCase, tf.test.TestCase):
     self.assertAllClose(sorter(y), sorter(10. * y + 3.), atol=1e-4)
 
   def test_get_lists_valid_names(self):
-    with self.assertRaisesRegex(ValueError, "handcrafted, lstm, cnn"):
+    with self.assertRaisesRegex(ValueError, "handcrafted, "
+                                "handcrafted_adaptive, lstm, cnn"):
       sorters.get("bitonic", 4)
     with self.assertRaisesRegex(ValueError, "no hyper-parameter"):
       sorters.get("cnn", 4, units=3)
+    with self.assertRaisesRegex(ValueError, "no hyper-parameter.*"
+                                "regularization; it accepts: none"):
+      sorters.get("handcrafted_adaptive", 4, regularization=3.)
+    with self.assertRaisesRegex(ValueError, "regularization='sharp' is not "
+                                "valid; choose a number > 0 or 'adaptive'"):
+      sorters.get("handcrafted", 4, regularization="sharp")
 
   @parameterized.parameters(*sorters.SORTER_NAMES)
   def test_config_and_saved_model_round_trip(self, name):
@@ -126,6 +147,9 @@ class ShippedSortersTest(parameterized.TestCase, tf.test.TestCase):
   def test_missing_weights_name_the_shipped_ones(self):
     sorters.check_available("lstm", 10)
     sorters.check_available("handcrafted", 7)
+    sorters.check_available("handcrafted_adaptive", 7)
+    self.assertEqual(sorters.load_sorter("handcrafted_adaptive", 7)
+                     .regularization, "adaptive")
     with self.assertRaisesRegex(ValueError, "shipped: .*lstm_d10"):
       sorters.check_available("cnn", 7)
     with self.assertRaisesRegex(ValueError, "No trained 'lstm' sorter for "

@@ -1,8 +1,8 @@
 """Rank-based Keras losses on a SoDeep sorter, looked up by name.
 
 Every loss ranks the scores of each group with a sorter f (a shipped trained
-`lstm`/`cnn`, or `handcrafted`; frozen by default) and compares the ranks with
-the labels:
+`lstm`/`cnn`, or `handcrafted` / `handcrafted_adaptive`; frozen by default)
+and compares the ranks with the labels:
 
 * `sodeep_spearman` (paper eq. 4): 1/d ||f(y) - rk(y*)||^2;
 * `sodeep_map` (eq. 7): <f(y), y*> / <1, y*>, the mean rank of the relevant

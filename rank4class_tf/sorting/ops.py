@@ -11,9 +11,22 @@ functions here give the exact ground truth, the handcrafted differentiable
 approximation of the paper (eq. 11-12) and the rank-based losses (eq. 4, 7,
 9-10) that take any sorter's output. The Keras wrappers live in `sorters.py`
 and `losses.py` of this package.
+
+Ties. `exact_rank` breaks them by index (stable sort) and `average_rank` gives
+tied entries their mean rank; the SoDeep reference code's ground truth
+(`utils.get_rank`, two `torch.argsort`) orders them as its unstable argsort
+happens to. The handcrafted sorter counts a tie as half a score above, here
+as in the reference (sigmoid(0) = 1/2).
 """
 
+from typing import Union
+
 import tensorflow as tf
+
+# The SoDeep reference code's handcrafted sorter (`model.py`,
+# `sorter_exact.comp`): lambda = ADAPTIVE_SCALE / std of the vector's
+# pairwise differences (`adaptive_regularization`).
+ADAPTIVE_SCALE = 6.8
 
 
 def exact_rank(y: tf.Tensor) -> tf.Tensor:
@@ -63,7 +76,60 @@ def average_rank(y: tf.Tensor) -> tf.Tensor:
   return tf.stop_gradient((greater + (equal + 1.) / 2.) / d)
 
 
-def handcrafted_rank(y: tf.Tensor, regularization: float = 10.0) -> tf.Tensor:
+def adaptive_regularization(y: tf.Tensor) -> tf.Tensor:
+  r"""The SoDeep reference code's lambda of each vector: 6.8 / std(D).
+
+  ```
+  D_ij = y_j - y_i  for j > i,   0 for j <= i      [d, d] per vector
+  lambda = 6.8 / std(D),  std over all d^2 entries, with d^2 - 1 degrees
+           of freedom (torch.std's default)
+  ```
+
+  so the d (d + 1) / 2 zeros of the diagonal and lower triangle count, as in
+  `sorter_exact.comp` of technicolor-research/sodeep (its `model.py`), which
+  computes it for each vector separately and takes it out of the gradient
+  (`.item()`); so does this function (`tf.stop_gradient`). Scaling y by c
+  divides lambda by c, so the handcrafted ranks do not depend on the scale.
+  A vector of equal scores (std 0; the reference divides by 0 there) or of
+  one score gets lambda = 0: every pair is a tie, whatever lambda.
+
+  Args:
+    y: [batch_size, d] scores.
+
+  Returns:
+    [batch_size] float32 lambdas; no gradient.
+
+  Example:
+
+  >>> # D holds -1, -2, -1 above the diagonal and 6 zeros: std = 0.7265.
+  >>> adaptive_regularization([[3., 2., 1.], [6., 4., 2.]]).numpy()
+  array([9.360..., 4.680...], dtype=float32)
+  """
+  y = tf.cast(tf.convert_to_tensor(y), tf.float32)
+  d = tf.shape(y)[-1]
+  upper = tf.linalg.band_part(y[:, None, :] - y[:, :, None], 0, -1)
+  n = tf.cast(d * d, tf.float32)
+  mean = tf.reduce_sum(upper, axis=[1, 2], keepdims=True) / n
+  variance = tf.math.divide_no_nan(
+      tf.reduce_sum(tf.square(upper - mean), axis=[1, 2]), n - 1.)
+  return tf.stop_gradient(
+      tf.math.divide_no_nan(ADAPTIVE_SCALE, tf.sqrt(variance)))
+
+
+def check_regularization(regularization: Union[float, str]) -> None:
+  """Raises ValueError unless `regularization` is a number > 0 or
+  "adaptive"."""
+  if isinstance(regularization, str):
+    if regularization != "adaptive":
+      raise ValueError(f"regularization={regularization!r} is not valid; "
+                       "choose a number > 0 or 'adaptive'.")
+  elif not regularization > 0:
+    raise ValueError(f"regularization={regularization!r} is not valid; "
+                     "choose a number > 0 or 'adaptive'.")
+
+
+def handcrafted_rank(y: tf.Tensor,
+                     regularization: Union[float, str] = 10.0) -> tf.Tensor:
   r"""The paper's handcrafted differentiable rank (eq. 11-12), normalised.
 
   ```
@@ -71,20 +137,38 @@ def handcrafted_rank(y: tf.Tensor, regularization: float = 10.0) -> tf.Tensor:
   ```
 
   Each sigmoid softly counts one score above y_i; lambda -> infinity gives
-  the exact rank (without ties). lambda = 10 in the paper. O(d^2) per row.
+  the exact rank (without ties; a tie counts 1/2). O(d^2) per row.
 
   Args:
     y: [batch_size, d] scores.
-    regularization: lambda, the sharpness of the soft comparisons.
+    regularization: lambda, the sharpness of the soft comparisons: a number
+      (the `handcrafted` sorter's 10), or "adaptive" for the SoDeep reference
+      code's lambda = 6.8 / std of each vector's pairwise differences
+      (`adaptive_regularization`; the `handcrafted_adaptive` sorter).
 
   Returns:
     [batch_size, d] approximate ranks, differentiable in y.
+
+  Raises:
+    ValueError: for a regularization that is neither > 0 nor "adaptive".
+
+  Example:
+
+  >>> handcrafted_rank([[0.3, -1., 2.]]).numpy()  # exact: 2/3, 1, 1/3
+  array([[0.6666..., 0.9999..., 0.3333...]], dtype=float32)
+  >>> handcrafted_rank([[0.3, -1., 2.]], "adaptive").numpy()  # lambda 5.49
+  array([[0.6669..., 0.9997..., 0.3333...]], dtype=float32)
   """
+  check_regularization(regularization)
   y = tf.convert_to_tensor(y)
   y = tf.cast(y, tf.float32)
   d = tf.cast(tf.shape(y)[-1], tf.float32)
+  if regularization == "adaptive":
+    lam = adaptive_regularization(y)[:, None, None]
+  else:
+    lam = float(regularization)
   diff = y[:, None, :] - y[:, :, None]  # [batch, i, j] = y_j - y_i
-  soft_greater = tf.sigmoid(regularization * diff)
+  soft_greater = tf.sigmoid(lam * diff)
   # The diagonal term is sigmoid(0) = 1/2; drop it.
   count = tf.reduce_sum(soft_greater, axis=-1) - 0.5
   return (1. + count) / d
