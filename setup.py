@@ -10,7 +10,7 @@ setuptools.setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.11,<3.12",
+    python_requires=">=3.11,<3.14",
     packages=[
         *setuptools.find_packages(
             include=["rank4class_tf", "rank4class_tf.*", "pipelines"]),
@@ -24,16 +24,29 @@ setuptools.setup(
     package_data={"rank4class_tf": ["sorting/pretrained/*",
                                    "paper_tables/*.json"],
                   "rank4class_tf.data": ["README.md", "goemotions/*"]},
-    # Exact versions live in constraints.txt; install with
-    # `pip install -r requirements.txt -c constraints.txt`.
+    # Two stacks (README, "Two stacks"): the reference one on Python 3.11
+    # and the current one on 3.12+. Exact versions live in constraints.txt and
+    # constraints-current.txt; install with
+    # `pip install -r requirements.txt -c <constraints file>` (the Makefile).
     install_requires=[
-        "tensorflow==2.15.1",
-        "tensorflow-ranking==0.5.5",
-        "tf-models-official==2.15.0",
-        "tensorflow-text==2.15.0",
-        "tensorflow-datasets==4.9.4",
-        "tensorflow-metadata==1.15.0",
-        "protobuf>=4.25,<4.26",
+        'tensorflow==2.15.1; python_version < "3.12"',
+        'tensorflow-ranking==0.5.5; python_version < "3.12"',
+        'tf-models-official==2.15.0; python_version < "3.12"',
+        'tensorflow-text==2.15.0; python_version < "3.12"',
+        'tensorflow-datasets==4.9.4; python_version < "3.12"',
+        'tensorflow-metadata==1.15.0; python_version < "3.12"',
+        'protobuf>=4.25,<4.26; python_version < "3.12"',
+        # Current stack. TF-Ranking 0.5.5 is not declared here: its stale
+        # tensorflow<2.16 pin would make pip refuse TensorFlow 2.20; install
+        # it with `pip install --no-deps tensorflow-ranking==0.5.5`
+        # (rank4class_tf/compat.py says so if it is missing).
+        'tensorflow>=2.20,<2.21; python_version >= "3.12"',
+        'tf-keras>=2.20,<2.21; python_version >= "3.12"',
+        'tf-models-official>=2.20,<2.21; python_version >= "3.12"',
+        'tensorflow-text>=2.20,<2.21; python_version >= "3.12"',
+        'tensorflow-datasets>=4.9.9; python_version >= "3.12"',
+        'tensorboard>=2.20,<2.21; python_version >= "3.12"',
+        'importlib-resources; python_version >= "3.12"',  # tfds 4.9.10
         "absl-py",
         "scikit-learn",
         "safetensors",

@@ -11,3 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # end of life on every import.
 warnings.filterwarnings("ignore", category=FutureWarning,
                         module="google.api_core")
+
+# Before any binary imports TensorFlow: Keras 2 and the Estimator stand-in on
+# TensorFlow 2.16+ (rank4class_tf/compat.py).
+import rank4class_tf  # pylint: disable=unused-import,g-import-not-at-top
