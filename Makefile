@@ -8,9 +8,9 @@
 # python3.12 (tools/find_python). `STACK=current make test` skips 3.11;
 # `PYTHON=/path/to/python3.12 make test` names one.
 ifndef PYTHON
-PYTHON := $(shell tools/find_python)
+PYTHON := $(shell tools/find_python 2>/dev/null)
 ifeq ($(PYTHON),)
-$(error no Python for rank4class_tf (see above))
+$(error $(shell tools/find_python 2>&1))
 endif
 endif
 PYVER := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
