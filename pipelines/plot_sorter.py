@@ -7,7 +7,8 @@ Example (the end-to-end test runs it):
 
 y_1 moves in steps of 0.001 inside a fixed seeded vector of --seq_len
 uniform[-1, 1] scores; the PNG shows the exact rank (a staircase) and each
-sorter's prediction (lstm and cnn are the shipped sorters for --seq_len).
+sorter's prediction (lstm, cnn and pairwise are the shipped sorters for
+--seq_len).
 Also prints, per sorter, the mean absolute rank error along the sweep as one
 JSON line.
 """
@@ -30,7 +31,7 @@ from rank4class_tf.sorting import training
 flags.DEFINE_integer("seq_len", 100, "d, the length of the score vector.")
 flags.DEFINE_list("sorters", ["handcrafted", "lstm", "cnn"],
                   "Sorters to draw: handcrafted, handcrafted_adaptive, lstm, "
-                  "cnn.")
+                  "cnn, pairwise.")
 flags.DEFINE_integer("seed", 0, "Seed of the fixed vector.")
 flags.DEFINE_string("output", None, "Path of the PNG to write.")
 

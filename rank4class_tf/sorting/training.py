@@ -43,15 +43,21 @@ class SorterConfig:
   field's `help` (also its flag's help in `pipelines.train_sorter`)."""
   # Sorter.
   sorter: str = config_lib.field(
-      "lstm", "Sorter to train: lstm, cnn (`sorters.TRAINABLE_SORTERS`).")
+      "lstm", "Sorter to train: lstm, cnn, pairwise "
+      "(`sorters.TRAINABLE_SORTERS`).")
   seq_len: int = config_lib.field(
       100, "d, the length of the score vectors.")
-  units: int = config_lib.field(64, "lstm: units per direction.")
+  units: int = config_lib.field(
+      64, "lstm: units per direction; pairwise: units per hidden layer.")
   num_layers: int = config_lib.field(
-      2, "lstm: stacked bidirectional layers.")
+      2, "lstm: stacked bidirectional layers; pairwise: hidden layers of "
+      "its MLP.")
   projection: str = config_lib.field(
       "shared", "lstm: final projection, full (reference) or shared.")
   width: int = config_lib.field(32, "cnn: channels of the first blocks.")
+  max_sharpness: float = config_lib.field(
+      60.0, "pairwise: bound of the learned sharpness of each comparison "
+      "(0: none; the sorter then learns an exact sort).")
   # Training.
   batch_size: int = config_lib.field(512, "Vectors per step (paper: 512).")
   learning_rate: float = config_lib.field(
@@ -68,7 +74,8 @@ class SorterConfig:
   init_from: str = config_lib.field(
       "", "A finished run whose sorter weights start this one (to continue "
       "with a new learning-rate schedule, or to start an lstm with the "
-      "shared projection from one trained for another d).")
+      "shared projection or a pairwise sorter from one trained for another "
+      "d).")
   threads: int = config_lib.field(
       0, "TensorFlow intra-op threads (0: all); only takes effect before "
       "TensorFlow runs its first op in the process.")
@@ -78,7 +85,8 @@ class SorterConfig:
   def sorter_kwargs(self) -> Dict[str, Any]:
     """The sorter's hyper-parameters, named as `sorters.get` takes them."""
     candidates = {"units": self.units, "num_layers": self.num_layers,
-                  "projection": self.projection, "width": self.width}
+                  "projection": self.projection, "width": self.width,
+                  "max_sharpness": self.max_sharpness}
     return {k: candidates[k] for k in sorters.hyperparameters(self.sorter)
             if k in candidates}
 
@@ -103,6 +111,8 @@ class SorterConfig:
         raise ValueError(f"--{name}={getattr(self, name)!r} must be > 0.")
     if self.seq_len < 2:
       raise ValueError(f"--seq_len={self.seq_len} must be >= 2.")
+    if self.max_sharpness < 0:
+      raise ValueError(f"--max_sharpness={self.max_sharpness} must be >= 0.")
     if self.threads < 0:
       raise ValueError(f"--threads={self.threads} must be >= 0.")
     if not self.model_dir:
@@ -223,7 +233,7 @@ def train(config: SorterConfig, verbose: int = 0) -> Dict[str, Any]:
       raise ValueError(f"--init_from={config.init_from} trained another "
                        "sorter (name or hyper-parameters differ).")
     # Another seq_len works when the weights do not depend on d (an lstm
-    # with the shared projection): its comparisons transfer.
+    # with the shared projection, pairwise): its comparisons transfer.
     sorters.load_weights(model.get_layer("sorter"),
                          os.path.join(config.init_from, WEIGHTS_FILE))
   model.compile(
