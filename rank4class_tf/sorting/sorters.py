@@ -174,10 +174,11 @@ class PairwiseSorter(tf.keras.layers.Layer):
   only its sharpness is learnt. Permuting the input permutes the output.
   O(d^2 * units^2) per vector.
 
-  `max_sharpness` bounds the gradient: |d rk_i / d x_j| <= max_sharpness /
-  (4 d) for j != i. Trained on the L1 alone, an unbounded sharpness grows
-  until the sorter is an exact sort with (almost) no gradient, which is
-  why the shipped sorters bound it (package README).
+  `max_sharpness` bounds the slope of each soft comparison in its difference,
+  s_ij / 4 (at fixed s_ij; the MLP's own slope adds a term). Trained on the
+  L1 alone, an unbounded sharpness grows until the sorter is an exact sort
+  with (almost) no gradient, which is why the shipped sorters bound it
+  (package README).
 
   Args:
     d: list length (the weights do not depend on it).
