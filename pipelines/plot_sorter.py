@@ -1,13 +1,23 @@
-r"""Draws the paper's Fig. 5: the rank of y_1 as y_1 moves from -1 to 1.
+r"""Draws the paper's Fig. 5 (the rank of y_1 as y_1 moves from -1 to 1), or
+sorters' learning curves.
 
-Example (the end-to-end test runs it):
+Examples (the end-to-end test runs both):
 
   .venv/bin/python -m pipelines.plot_sorter --seq_len=100 \
       --sorters=handcrafted,lstm,cnn --output=runs/fig5_sorters.png
+  .venv/bin/python -m pipelines.plot_sorter \
+      --curves=pairwise_d100,pairwise_d28,pairwise_d10 \
+      --output=runs/sorter_curves.png
+
+With --curves (shipped sorters as `<sorter>_d<d>` keys of
+pretrained/sorters.json, or train_sorter run folders) it draws each one's
+validation L1 against the vectors seen (the --init_from runs' curves first),
+log-scaled, and prints the last point of each as one JSON line.
 
 y_1 moves in steps of 0.001 inside a fixed seeded vector of --seq_len
 uniform[-1, 1] scores; the PNG shows the exact rank (a staircase) and each
-sorter's prediction (lstm and cnn are the shipped sorters for --seq_len).
+sorter's prediction (lstm, cnn and pairwise are the shipped sorters for
+--seq_len).
 Also prints, per sorter, the mean absolute rank error along the sweep as one
 JSON line.
 """
@@ -30,11 +40,42 @@ from rank4class_tf.sorting import training
 flags.DEFINE_integer("seq_len", 100, "d, the length of the score vector.")
 flags.DEFINE_list("sorters", ["handcrafted", "lstm", "cnn"],
                   "Sorters to draw: handcrafted, handcrafted_adaptive, lstm, "
-                  "cnn.")
+                  "cnn, pairwise.")
 flags.DEFINE_integer("seed", 0, "Seed of the fixed vector.")
+flags.DEFINE_list("curves", [],
+                  "Learning curves to draw instead of Fig. 5: shipped keys "
+                  "(pairwise_d100) or train_sorter run folders.")
 flags.DEFINE_string("output", None, "Path of the PNG to write.")
 
 FLAGS = flags.FLAGS
+
+
+def _learning_curves(names, output):
+  """Draws the recorded learning curves; returns each one's last point."""
+  index = sorters.pretrained_index()
+  curves = {}
+  for name in names:
+    record = (index[name] if name in index and not os.path.isdir(name)
+              else training.read_record(name))
+    if not record.get("curve"):
+      raise ValueError(f"{name} has no recorded learning curve (trained "
+                       "before train_sorter recorded one).")
+    curves[name] = record["curve"]
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  for name, curve in curves.items():
+    ax.plot([c["vectors"] for c in curve], [c["val_l1"] for c in curve],
+            marker="o", ms=3, label=name)
+  ax.set_xscale("log")
+  ax.set_yscale("log")
+  ax.set_xlabel("training vectors seen")
+  ax.set_ylabel("validation L1 (2,000 vectors)")
+  ax.set_title("Sorter learning curves")
+  ax.legend()
+  ax.grid(alpha=0.3, which="both")
+  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+  fig.tight_layout()
+  fig.savefig(output, dpi=120)
+  return {name: curve[-1] for name, curve in curves.items()}
 
 
 def main(argv):
@@ -43,6 +84,13 @@ def main(argv):
   if not FLAGS.output:
     sys.exit("plot_sorter: --output must be set.")
   console.quiet()
+  if FLAGS.curves:
+    try:
+      last = _learning_curves(FLAGS.curves, FLAGS.output)
+    except ValueError as e:
+      sys.exit(f"plot_sorter: {e}")
+    print(json.dumps({"output": FLAGS.output, "last_point": last}))
+    return
   try:
     loaded = {name: sorters.load_sorter(name, FLAGS.seq_len)
               for name in FLAGS.sorters}

@@ -11,7 +11,7 @@ For every method and seed, trains an MLP on scikit-learn's load_diabetes
 (80/20 split drawn from the seed) and prints one JSON line with the test
 Spearman correlation; then one summary line per method (mean and standard
 deviation over seeds). --output also receives everything as one JSON file.
-With sodeep_spearman, --batch_size is the sorter's d (a shipped lstm/cnn
+With sodeep_spearman, --batch_size is the sorter's d (a shipped lstm/cnn/pairwise
 sorter must exist for it; handcrafted and handcrafted_adaptive work for any
 d).
 """

@@ -1,4 +1,4 @@
-r"""Pretrains a SoDeep sorter (lstm or cnn) on synthetic score vectors.
+r"""Pretrains a SoDeep sorter (lstm, cnn or pairwise) on synthetic score vectors.
 
 Example (the end-to-end test runs this command with fewer vectors):
 

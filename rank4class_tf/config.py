@@ -201,8 +201,9 @@ class LossConfig:
                    "(ImageNet: 30).", flag="rescaled_mse_m")
   sorter: str = field(
       "lstm", "sodeep_* losses: handcrafted (lambda 10), "
-      "handcrafted_adaptive (SoDeep code's lambda = 6.8 / std), lstm, cnn "
-      "(lstm/cnn: shipped for d = the class count: 10, 28, 100; frozen).")
+      "handcrafted_adaptive (SoDeep code's lambda = 6.8 / std), lstm, cnn, "
+      "pairwise (shipped for d = the class count: 10, 28, 100 (cnn: 100); "
+      "frozen).")
   parallel_loss: str = field(
       "", "sodeep_*: Keras loss added to the rank loss (mae, l1, mse or a "
       "Keras loss class name); empty for none.")

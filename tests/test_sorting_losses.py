@@ -79,8 +79,9 @@ class SoDeepLossTest(parameterized.TestCase, tf.test.TestCase):
     # -> (2 + 3)/8; mean over classes.
     self.assertAllClose(loss(y_true, y_pred), (3 / 8 + 5 / 8) / 2, atol=1e-5)
 
-  def test_gradient_reaches_scores_through_trained_sorter(self):
-    loss = losses.get("sodeep_spearman", sorter="lstm", d=10)
+  @parameterized.parameters("lstm", "pairwise")
+  def test_gradient_reaches_scores_through_trained_sorter(self, sorter):
+    loss = losses.get("sodeep_spearman", sorter=sorter, d=10)
     self.assertFalse(loss.sorter.trainable)
     y_pred = tf.Variable(np.random.RandomState(1).randn(4, 10), dtype=tf.float32)
     y_true = np.tile(np.arange(10, dtype=np.float32), [4, 1])
@@ -96,13 +97,14 @@ class SoDeepLossTest(parameterized.TestCase, tf.test.TestCase):
     self.assertEmpty(frozen.sorter.trainable_weights)
     self.assertNotEmpty(tuned.sorter.trainable_weights)
 
-  def test_trained_sorter_loss_tracks_exact_spearman(self):
+  @parameterized.parameters(("lstm", 0.01), ("pairwise", 0.001))
+  def test_trained_sorter_loss_tracks_exact_spearman(self, sorter, atol):
     rng = np.random.RandomState(2)
     y_pred = rng.randn(64, 10).astype(np.float32)
     y_true = rng.randn(64, 10).astype(np.float32)
     exact = np.mean(ops.spearman_loss(ops.exact_rank(y_pred), y_true))
-    loss = losses.get("sodeep_spearman", sorter="lstm", d=10)
-    self.assertAllClose(loss(y_true, y_pred), exact, atol=0.01)
+    loss = losses.get("sodeep_spearman", sorter=sorter, d=10)
+    self.assertAllClose(loss(y_true, y_pred), exact, atol=atol)
 
   def test_get_lists_valid_names(self):
     with self.assertRaisesRegex(ValueError, "sodeep_spearman, sodeep_map, "

@@ -79,6 +79,21 @@ class SorterPipelinesTest(unittest.TestCase):
       self.assertEqual(set(last_json(out)["mean_abs_rank_error"]),
                        {"handcrafted", "lstm"})
 
+  def test_plot_sorter_curves(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      path = os.path.join(tmp, "curves.png")
+      code, out, err = run("pipelines.plot_sorter",
+                           "--curves=pairwise_d100,pairwise_d10",
+                           f"--output={path}")
+      self.assertEqual(code, 0, err)
+      self.assertGreater(os.path.getsize(path), 1000)
+      self.assertEqual(set(last_json(out)["last_point"]),
+                       {"pairwise_d100", "pairwise_d10"})
+      code, _, err = run("pipelines.plot_sorter", "--curves=lstm_d100",
+                         f"--output={path}")
+      self.assertEqual(code, 1)
+      self.assertIn("lstm_d100 has no recorded learning curve", err)
+
   def test_spearman_regression(self):
     with tempfile.TemporaryDirectory() as tmp:
       path = os.path.join(tmp, "r.json")

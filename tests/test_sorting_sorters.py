@@ -14,7 +14,8 @@ from rank4class_tf.sorting import synthetic
 from rank4class_tf.sorting import training
 
 SMALL = {"handcrafted": {}, "handcrafted_adaptive": {},
-         "lstm": {"units": 4, "num_layers": 1}, "cnn": {"width": 8}}
+         "lstm": {"units": 4, "num_layers": 1}, "cnn": {"width": 8},
+         "pairwise": {"units": 4, "num_layers": 1}}
 
 
 def numpy_handcrafted(y, lam=10.):
@@ -22,6 +23,25 @@ def numpy_handcrafted(y, lam=10.):
   diff = y[:, None, :] - y[:, :, None]
   s = 1. / (1. + np.exp(-lam * diff))
   return (1. + s.sum(-1) - 0.5) / d
+
+
+def numpy_pairwise(y, kernels, biases, max_sharpness):
+  """The pairwise sorter in numpy: an MLP on (x_i, x_j - x_i) gives m_ij,
+  s_ij = max_sharpness * sigmoid(m_ij) (or exp(m_ij) without a bound) and
+  rk_i = (1 + sum_{j != i} sigmoid(s_ij (x_j - x_i))) / d."""
+  y = y.astype(np.float64)
+  d = y.shape[1]
+  x = (y - y.mean(1, keepdims=True)) / (y.std(1, keepdims=True) + 1e-6)
+  delta = x[:, None, :] - x[:, :, None]
+  h = np.stack([np.broadcast_to(x[:, :, None], delta.shape), delta], -1)
+  for w, b in zip(kernels[:-1], biases[:-1]):
+    h = np.maximum(h @ w + b, 0.)
+  m = (h @ kernels[-1] + biases[-1])[..., 0]
+  sharpness = (max_sharpness / (1. + np.exp(-m)) if max_sharpness
+               else np.exp(m))
+  soft = 1. / (1. + np.exp(-sharpness * delta))
+  soft[:, np.arange(d), np.arange(d)] = 0.
+  return (1. + soft.sum(-1)) / d
 
 
 class SorterLayerTest(parameterized.TestCase, tf.test.TestCase):
@@ -65,6 +85,53 @@ class SorterLayerTest(parameterized.TestCase, tf.test.TestCase):
     self.assertEqual(sorters.get("handcrafted", 9, regularization=4.)
                      .regularization, 4.)
 
+  @parameterized.parameters(0., 60.)
+  def test_pairwise_matches_numpy(self, max_sharpness):
+    rng = np.random.RandomState(4)
+    sorter = sorters.get("pairwise", 7, units=5, num_layers=2,
+                         max_sharpness=max_sharpness)
+    sorter(tf.zeros([1, 7]))
+    shapes = [(2, 5), (5,), (5, 5), (5,), (5, 1), (1,)]
+    weights = [rng.normal(0., 0.5, shape) for shape in shapes]
+    sorter.set_weights(weights)
+    y = rng.randn(3, 7).astype(np.float32)
+    np.testing.assert_allclose(
+        sorter(y).numpy(),
+        numpy_pairwise(y, weights[0::2], weights[1::2], max_sharpness),
+        rtol=1e-5)
+
+  @parameterized.parameters(0., 60.)
+  def test_untrained_pairwise_is_handcrafted_on_standardized_scores(
+      self, max_sharpness):
+    y = np.random.RandomState(5).randn(4, 9).astype(np.float32)
+    x = ops.standardize(y).numpy()
+    sorter = sorters.get("pairwise", 9, initial_sharpness=7.,
+                         max_sharpness=max_sharpness)
+    np.testing.assert_allclose(sorter(y).numpy(), numpy_handcrafted(x, 7.),
+                               rtol=1e-5)
+    self.assertEqual(sorter.get_config()["initial_sharpness"], 7.)
+    self.assertEqual(sorter.get_config()["max_sharpness"], max_sharpness)
+
+  def test_pairwise_checks_its_sharpness(self):
+    with self.assertRaisesRegex(ValueError, "initial_sharpness=0.0 must be"):
+      sorters.get("pairwise", 9, initial_sharpness=0.)
+    with self.assertRaisesRegex(ValueError, "max_sharpness=5.0 must be 0 "
+                                r"\(no bound\) or > initial_sharpness=7.0"):
+      sorters.get("pairwise", 9, max_sharpness=5.)
+
+  @parameterized.parameters(5, 12)
+  def test_pairwise_is_permutation_equivariant(self, d):
+    tf.keras.utils.set_random_seed(d)
+    sorter = sorters.get("pairwise", d, units=6, num_layers=2)
+    sorter(tf.zeros([1, d]))
+    rng = np.random.RandomState(d)
+    sorter.set_weights([rng.normal(0., 0.5, w.shape)
+                        for w in sorter.get_weights()])
+    y = rng.randn(3, d).astype(np.float32)
+    perm = rng.permutation(d)
+    self.assertAllClose(sorter(y[:, perm]), tf.gather(sorter(y), perm,
+                                                      axis=1), atol=1e-6)
+
   def test_cnn_kernels_collapse_the_sequence(self):
     for d in (2, 10, 28, 100):
       self.assertEqual(sum(k - 1 for k in sorters.cnn_kernel_sizes(d)), d - 1)
@@ -72,14 +139,15 @@ class SorterLayerTest(parameterized.TestCase, tf.test.TestCase):
     sorter(tf.zeros([1, 28]))
     self.assertEqual(sorter.blocks[-1][0].filters, 28)
 
-  def test_standardize_makes_learned_sorters_scale_free(self):
-    sorter = sorters.get("lstm", 7, units=3, num_layers=1)
+  @parameterized.parameters("lstm", "pairwise")
+  def test_standardize_makes_learned_sorters_scale_free(self, name):
+    sorter = sorters.get(name, 7, units=3, num_layers=1)
     y = np.random.RandomState(1).randn(2, 7).astype(np.float32)
     self.assertAllClose(sorter(y), sorter(10. * y + 3.), atol=1e-4)
 
   def test_get_lists_valid_names(self):
     with self.assertRaisesRegex(ValueError, "handcrafted, "
-                                "handcrafted_adaptive, lstm, cnn"):
+                                "handcrafted_adaptive, lstm, cnn, pairwise"):
       sorters.get("bitonic", 4)
     with self.assertRaisesRegex(ValueError, "no hyper-parameter"):
       sorters.get("cnn", 4, units=3)
@@ -121,7 +189,8 @@ class ShippedSortersTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_ships_d100_10_28(self):
     index = sorters.pretrained_index()
-    for key in ("lstm_d100", "cnn_d100", "lstm_d10", "lstm_d28"):
+    for key in ("lstm_d100", "cnn_d100", "lstm_d10", "lstm_d28",
+                "pairwise_d100", "pairwise_d10", "pairwise_d28"):
       self.assertIn(key, index)
       self.assertTrue(os.path.exists(os.path.join(
           sorters.PRETRAINED_DIR, index[key]["weights"])))

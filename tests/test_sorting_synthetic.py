@@ -1,5 +1,9 @@
 """Tests of rank4class_tf.sorting.synthetic."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import tensorflow as tf
 
@@ -24,6 +28,23 @@ class SyntheticTest(tf.test.TestCase):
     c, _ = synthetic.fixed_set(50, 10, 4)
     self.assertAllEqual(a, b)
     self.assertNotAllClose(a, c)
+
+  def test_same_set_whatever_the_thread_count(self):
+    # The thread count is fixed before TensorFlow starts: one process each.
+    code = ("import sys, tensorflow as tf; "
+            "tf.config.threading.set_intra_op_parallelism_threads("
+            "int(sys.argv[1])); "
+            "from rank4class_tf.sorting import synthetic; "
+            "x, _ = synthetic.fixed_set(2000, 10, 5); "
+            "print(repr(x.numpy().astype('float64').sum()), "
+            "repr((x.numpy() ** 2).astype('float64').sum()))")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=repo, TF_CPP_MIN_LOG_LEVEL="3")
+    sums = [subprocess.run([sys.executable, "-c", code, str(threads)],
+                           capture_output=True, text=True, env=env,
+                           check=True).stdout.split()[-2:]
+            for threads in (1, 2)]
+    self.assertEqual(sums[0], sums[1])
 
   def test_families_appear(self):
     scores = synthetic.sample_scores(2000, 30, [0, 0]).numpy()

@@ -28,12 +28,22 @@ class SorterTrainingTest(tf.test.TestCase):
         self.assertTrue(os.path.exists(os.path.join(tmp, name)), name)
       self.assertEqual(record["train_vectors"], 128)
       self.assertBetween(record["l1"], 0., 1.)
+      # The learning curve: one point per epoch, with the learning rate of
+      # its last step (steps 1 and 3; halved every 2 steps).
+      self.assertEqual([c["vectors"] for c in record["curve"]], [64, 128])
+      self.assertAllClose([c["learning_rate"] for c in record["curve"]],
+                          [1e-3, 5e-4])
+      for point in record["curve"]:
+        self.assertBetween(point["val_l1"], 0., 1.)
       with open(os.path.join(tmp, "progress.json")) as f:
         self.assertEqual(json.load(f)["epochs_done"], 2)
       # Same directory, more vectors: resumes at epoch 3.
       training.train(tiny_config(tmp, train_vectors=192))
       with open(os.path.join(tmp, "progress.json")) as f:
         self.assertEqual(json.load(f)["epochs_done"], 3)
+      with open(os.path.join(tmp, "sorter.json")) as f:
+        self.assertEqual([c["vectors"] for c in json.load(f)["curve"]],
+                         [64, 128, 192])
       # A finished run of the same config is not retrained.
       again = training.train(tiny_config(tmp, train_vectors=192))
       with open(os.path.join(tmp, "progress.json")) as f:
@@ -63,6 +73,18 @@ class SorterTrainingTest(tf.test.TestCase):
       record = training.train(config)
       self.assertEqual(record["train_vectors"], 128)
       self.assertEqual(record["init_from"], first)
+      # The curve goes on from the first run's; a new schedule restarts.
+      self.assertEqual([c["vectors"] for c in record["curve"]], [64, 128])
+      self.assertAllClose([c["learning_rate"] for c in record["curve"]],
+                          [1e-3, 1e-4])
+      # --continue_schedule: the schedule goes on after the first run's 2
+      # steps: the second run's last step is step 3 of the schedule.
+      config = tiny_config(os.path.join(tmp, "continued"), train_vectors=64)
+      config.init_from = first
+      config.continue_schedule = True
+      record = training.train(config)
+      self.assertAllClose([c["learning_rate"] for c in record["curve"]],
+                          [1e-3, 5e-4])
       config = tiny_config(os.path.join(tmp, "third"))
       config.width = 3
       config.init_from = first
@@ -86,6 +108,11 @@ class SorterTrainingTest(tf.test.TestCase):
     schedule = training.learning_rate_schedule(config)
     self.assertAllClose([schedule(0), schedule(1), schedule(2), schedule(4)],
                         [1e-3, 1e-3, 5e-4, 2.5e-4])
+    # 64 vectors = 2 steps of 32 already seen: one halving done.
+    shifted = training.learning_rate_schedule(config, offset_vectors=64)
+    self.assertAllClose([shifted(0), shifted(2)], [5e-4, 2.5e-4])
+    clone = training.ShiftedSchedule.from_config(shifted.get_config())
+    self.assertAllClose(clone(1), shifted(1))
 
   def test_validate_names_the_flag(self):
     config = tiny_config("x")
@@ -95,6 +122,11 @@ class SorterTrainingTest(tf.test.TestCase):
       config.validate()
     with self.assertRaisesRegex(ValueError, "--model_dir"):
       tiny_config("").validate()
+    config = tiny_config("x")
+    config.continue_schedule = True
+    with self.assertRaisesRegex(ValueError, "--continue_schedule needs "
+                                "--init_from"):
+      config.validate()
 
   def test_evaluate_l1_of_exact_sorter_is_zero(self):
     from rank4class_tf.sorting import ops  # pylint: disable=g-import-not-at-top

@@ -1,8 +1,8 @@
 """Rank-based Keras losses on a SoDeep sorter, looked up by name.
 
 Every loss ranks the scores of each group with a sorter f (a shipped trained
-`lstm`/`cnn`, or `handcrafted` / `handcrafted_adaptive`; frozen by default)
-and compares the ranks with the labels:
+`lstm`/`cnn`/`pairwise`, or `handcrafted` / `handcrafted_adaptive`; frozen by
+default) and compares the ranks with the labels:
 
 * `sodeep_spearman` (paper eq. 4): 1/d ||f(y) - rk(y*)||^2;
 * `sodeep_map` (eq. 7): <f(y), y*> / <1, y*>, the mean rank of the relevant
@@ -64,8 +64,8 @@ class _SoDeepLoss(tf.keras.losses.Loss):
   """Shared plumbing: the sorter, the grouping and the parallel loss.
 
   Args:
-    sorter: sorter name (`sorters.SORTER_NAMES`); lstm/cnn load the shipped
-      weights for d (`sorters.load_sorter`).
+    sorter: sorter name (`sorters.SORTER_NAMES`); lstm/cnn/pairwise load the
+      shipped weights for d (`sorters.load_sorter`).
     d: group size the sorter ranks (num_classes, or batch_size with
       `rank_over_batch`).
     trainable: fine-tune the sorter's weights. A Keras loss owns no

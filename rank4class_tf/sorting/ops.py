@@ -174,6 +174,36 @@ def handcrafted_rank(y: tf.Tensor,
   return (1. + count) / d
 
 
+def pairwise_soft_rank(logits: tf.Tensor) -> tf.Tensor:
+  r"""Normalised ranks from soft pairwise comparisons ("j beats i" logits).
+
+  ```
+  rk_i = (1 + sum_{j != i} sigmoid(logits_ij)) / d
+  ```
+
+  The handcrafted sorter is logits_ij = lambda (y_j - y_i); the `pairwise`
+  sorter learns them. The diagonal is left out whatever it holds.
+
+  Args:
+    logits: [batch_size, d, d]; logits[b, i, j] > 0 says y_j is above y_i.
+
+  Returns:
+    [batch_size, d] approximate ranks.
+
+  Example:
+
+  >>> y = tf.constant([[0.3, -1., 2.]])
+  >>> pairwise_soft_rank(100. * (y[:, None, :] - y[:, :, None])).numpy()
+  array([[0.6666..., 1. , 0.3333...]], dtype=float32)
+  """
+  logits = tf.cast(tf.convert_to_tensor(logits), tf.float32)
+  d = tf.cast(tf.shape(logits)[-1], tf.float32)
+  soft_greater = tf.sigmoid(logits)
+  count = (tf.reduce_sum(soft_greater, axis=-1) -
+           tf.linalg.diag_part(soft_greater))
+  return (1. + count) / d
+
+
 def standardize(y: tf.Tensor, epsilon: float = 1e-6) -> tf.Tensor:
   """Per-row (y - mean) / (std + epsilon): changes the scale, keeps the ranks.
 

@@ -33,7 +33,7 @@ class RegressionConfig:
 
   Attributes:
     method: `mse` or `sodeep_spearman`.
-    sorter: sorter of the SoDeep loss (`lstm`, `cnn`, `handcrafted`,
+    sorter: sorter of the SoDeep loss (`lstm`, `cnn`, `pairwise`, `handcrafted`,
       `handcrafted_adaptive`).
     batch_size: patients per step; the sorter's d for `sodeep_spearman`.
     epochs: passes over the training split.

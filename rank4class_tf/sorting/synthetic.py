@@ -12,7 +12,7 @@ distributions, each row of a batch from one of four families (equally likely):
 
 Batches are made with stateless random ops from (seed, batch index), so a
 dataset is reproducible and a fixed test set is the same on every machine and
-run. Ground truth is `ops.exact_rank` (an exact sort).
+run, whatever the number of threads (a test checks 1 against 2). Ground truth is `ops.exact_rank` (an exact sort).
 """
 
 from typing import Tuple
@@ -51,11 +51,16 @@ def sample_scores(batch_size: int, d: int, seed) -> tf.Tensor:
   linspace = low + (high - low) * steps[None, :]
   shuffle = tf.argsort(tf.random.stateless_uniform(shape, seeds[3]), axis=-1)
   linspace = tf.gather(linspace, shuffle, batch_dims=1)
-  # Mixture: per-row Dirichlet(1, 1, 1) proportions, per-entry family.
+  # Mixture: per-row Dirichlet(1, 1, 1) proportions, per-entry family drawn
+  # by inverting their cumulative sum (tf.random.stateless_categorical
+  # draws differently with another number of CPU threads).
   gamma = -tf.math.log(tf.random.stateless_uniform(
       [batch_size, 3], seeds[4], 1e-6, 1.))
-  logits = tf.math.log(gamma / tf.reduce_sum(gamma, axis=-1, keepdims=True))
-  pick = tf.random.stateless_categorical(logits, d, seeds[5])  # [batch, d]
+  cumulative = tf.cumsum(gamma, axis=-1) / tf.reduce_sum(
+      gamma, axis=-1, keepdims=True)
+  draw = tf.random.stateless_uniform(shape, seeds[5])
+  pick = tf.reduce_sum(tf.cast(draw[:, :, None] > cumulative[:, None, :2],
+                               tf.int32), axis=-1)  # [batch, d] in {0, 1, 2}
   stacked = tf.stack([uniform, normal, linspace], axis=-1)  # [batch, d, 3]
   mixture = tf.gather(stacked, pick, batch_dims=2)
   family = tf.random.stateless_uniform([batch_size], seeds[6], 0, 4,

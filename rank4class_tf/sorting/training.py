@@ -12,8 +12,11 @@ A run's model_dir holds:
   backup/                Keras BackupAndRestore state: rerunning the same
                          command resumes from the last finished epoch
   checkpoints/ckpt-NNNN  weights after every epoch
+  progress.json          training seconds, epochs done, the learning curve
   sorter.npz             the final sorter weights (`sorters.load_weights`)
   sorter.json            name, d, hyper-parameters, test L1, training seconds
+                         and the learning curve (validation L1 against
+                         vectors seen, the --init_from runs' curves first)
 """
 
 import dataclasses
@@ -43,15 +46,21 @@ class SorterConfig:
   field's `help` (also its flag's help in `pipelines.train_sorter`)."""
   # Sorter.
   sorter: str = config_lib.field(
-      "lstm", "Sorter to train: lstm, cnn (`sorters.TRAINABLE_SORTERS`).")
+      "lstm", "Sorter to train: lstm, cnn, pairwise "
+      "(`sorters.TRAINABLE_SORTERS`).")
   seq_len: int = config_lib.field(
       100, "d, the length of the score vectors.")
-  units: int = config_lib.field(64, "lstm: units per direction.")
+  units: int = config_lib.field(
+      64, "lstm: units per direction; pairwise: units per hidden layer.")
   num_layers: int = config_lib.field(
-      2, "lstm: stacked bidirectional layers.")
+      2, "lstm: stacked bidirectional layers; pairwise: hidden layers of "
+      "its MLP.")
   projection: str = config_lib.field(
       "shared", "lstm: final projection, full (reference) or shared.")
   width: int = config_lib.field(32, "cnn: channels of the first blocks.")
+  max_sharpness: float = config_lib.field(
+      60.0, "pairwise: bound of the learned sharpness of each comparison "
+      "(0: none; the sorter then learns an exact sort).")
   # Training.
   batch_size: int = config_lib.field(512, "Vectors per step (paper: 512).")
   learning_rate: float = config_lib.field(
@@ -68,7 +77,12 @@ class SorterConfig:
   init_from: str = config_lib.field(
       "", "A finished run whose sorter weights start this one (to continue "
       "with a new learning-rate schedule, or to start an lstm with the "
-      "shared projection from one trained for another d).")
+      "shared projection or a pairwise sorter from one trained for another "
+      "d).")
+  continue_schedule: bool = config_lib.field(
+      False, "With --init_from: the learning-rate schedule starts where the "
+      "init run's vectors (all of its chain) left it, instead of at "
+      "--learning_rate.")
   threads: int = config_lib.field(
       0, "TensorFlow intra-op threads (0: all); only takes effect before "
       "TensorFlow runs its first op in the process.")
@@ -78,7 +92,8 @@ class SorterConfig:
   def sorter_kwargs(self) -> Dict[str, Any]:
     """The sorter's hyper-parameters, named as `sorters.get` takes them."""
     candidates = {"units": self.units, "num_layers": self.num_layers,
-                  "projection": self.projection, "width": self.width}
+                  "projection": self.projection, "width": self.width,
+                  "max_sharpness": self.max_sharpness}
     return {k: candidates[k] for k in sorters.hyperparameters(self.sorter)
             if k in candidates}
 
@@ -103,10 +118,14 @@ class SorterConfig:
         raise ValueError(f"--{name}={getattr(self, name)!r} must be > 0.")
     if self.seq_len < 2:
       raise ValueError(f"--seq_len={self.seq_len} must be >= 2.")
+    if self.max_sharpness < 0:
+      raise ValueError(f"--max_sharpness={self.max_sharpness} must be >= 0.")
     if self.threads < 0:
       raise ValueError(f"--threads={self.threads} must be >= 0.")
     if not self.model_dir:
       raise ValueError("--model_dir must be set.")
+    if self.continue_schedule and not self.init_from:
+      raise ValueError("--continue_schedule needs --init_from.")
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -120,12 +139,41 @@ def build_model(config: SorterConfig) -> tf.keras.Model:
   return tf.keras.Model(scores, sorter(scores), name=f"{config.sorter}_sorter")
 
 
-def learning_rate_schedule(config: SorterConfig):
-  """Adam's learning rate: halved every `halve_every_vectors` vectors."""
-  return tf.keras.optimizers.schedules.ExponentialDecay(
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class ShiftedSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+  """A learning-rate schedule started `offset` steps in: lr(step + offset)."""
+
+  def __init__(self, schedule, offset: int):
+    self.schedule = schedule
+    self.offset = int(offset)
+
+  def __call__(self, step):
+    return self.schedule(step + self.offset)
+
+  def get_config(self) -> Dict[str, Any]:
+    return {"schedule": tf.keras.optimizers.schedules.serialize(
+        self.schedule), "offset": self.offset}
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(tf.keras.optimizers.schedules.deserialize(config["schedule"]),
+               config["offset"])
+
+
+def learning_rate_schedule(config: SorterConfig, offset_vectors: int = 0):
+  """Adam's learning rate: halved every `halve_every_vectors` vectors.
+
+  Args:
+    config: the run's hyper-parameters.
+    offset_vectors: vectors already seen (by --init_from runs, with
+      --continue_schedule): the schedule starts that far in.
+  """
+  schedule = tf.keras.optimizers.schedules.ExponentialDecay(
       config.learning_rate,
       decay_steps=max(1, config.halve_every_vectors // config.batch_size),
       decay_rate=0.5, staircase=True)
+  offset = offset_vectors // config.batch_size
+  return ShiftedSchedule(schedule, offset) if offset else schedule
 
 
 def evaluate_l1(sorter, d: int, size: int = synthetic.TEST_SIZE,
@@ -156,15 +204,20 @@ def evaluate_l1(sorter, d: int, size: int = synthetic.TEST_SIZE,
 
 
 class _TimeKeeper(tf.keras.callbacks.Callback):
-  """Accumulates training wall time over resumed sessions in a JSON file."""
+  """Accumulates training wall time and the learning curve (validation L1
+  and learning rate after each epoch) over resumed sessions in a JSON file."""
 
-  def __init__(self, path: str):
+  def __init__(self, path: str, epoch_vectors: int):
     super().__init__()
     self._path = path
+    self._epoch_vectors = epoch_vectors
     self.total = 0.
+    self.curve = []
     if tf.io.gfile.exists(path):
       with tf.io.gfile.GFile(path) as f:
-        self.total = float(json.load(f)["train_seconds"])
+        stored = json.load(f)
+      self.total = float(stored["train_seconds"])
+      self.curve = stored.get("curve", [])
     self._last = None
 
   def on_epoch_begin(self, epoch, logs=None):
@@ -172,8 +225,17 @@ class _TimeKeeper(tf.keras.callbacks.Callback):
 
   def on_epoch_end(self, epoch, logs=None):
     self.total += time.time() - self._last
+    logs = logs or {}
+    # A resumed session repeats the epochs after the last backup.
+    self.curve = [c for c in self.curve
+                  if c["vectors"] <= epoch * self._epoch_vectors]
+    self.curve.append({"vectors": (epoch + 1) * self._epoch_vectors,
+                       "val_l1": float(logs.get("val_loss", float("nan"))),
+                       "learning_rate": float(logs.get("learning_rate",
+                                                       float("nan")))})
     with tf.io.gfile.GFile(self._path, "w") as f:
-      json.dump({"train_seconds": self.total, "epochs_done": epoch + 1}, f)
+      json.dump({"train_seconds": self.total, "epochs_done": epoch + 1,
+                 "curve": self.curve}, f)
 
 
 class _LearningRateLogger(tf.keras.callbacks.Callback):
@@ -216,6 +278,7 @@ def train(config: SorterConfig, verbose: int = 0) -> Dict[str, Any]:
     f.write(config.to_json())
   tf.keras.utils.set_random_seed(config.seed)
   model = build_model(config)
+  init = None
   if config.init_from:
     init = read_record(config.init_from)
     if (init["sorter"], init["hyperparameters"]) != (
@@ -223,17 +286,21 @@ def train(config: SorterConfig, verbose: int = 0) -> Dict[str, Any]:
       raise ValueError(f"--init_from={config.init_from} trained another "
                        "sorter (name or hyper-parameters differ).")
     # Another seq_len works when the weights do not depend on d (an lstm
-    # with the shared projection): its comparisons transfer.
+    # with the shared projection, pairwise): its comparisons transfer.
     sorters.load_weights(model.get_layer("sorter"),
                          os.path.join(config.init_from, WEIGHTS_FILE))
+  offset = init["train_vectors"] if config.continue_schedule else 0
   model.compile(
-      optimizer=tf.keras.optimizers.Adam(learning_rate_schedule(config)),
+      optimizer=tf.keras.optimizers.Adam(
+          learning_rate_schedule(config, offset)),
       loss=tf.keras.losses.MeanAbsoluteError(name="l1"))
   train_data = synthetic.dataset(config.batch_size, config.seq_len,
                                  seed=config.seed)
   validation = synthetic.fixed_set(VALIDATION_SIZE, config.seq_len,
                                    synthetic.VALIDATION_SEED)
-  timer = _TimeKeeper(os.path.join(config.model_dir, "progress.json"))
+  epoch_vectors = config.steps_per_epoch() * config.batch_size
+  timer = _TimeKeeper(os.path.join(config.model_dir, "progress.json"),
+                      epoch_vectors)
   callbacks = [
       _LearningRateLogger(),
       timer,
@@ -259,10 +326,13 @@ def train(config: SorterConfig, verbose: int = 0) -> Dict[str, Any]:
       "train_vectors": config.num_epochs() * config.steps_per_epoch() *
                        config.batch_size,
       "threads": config.threads,
+      "curve": timer.curve,
   }
-  if config.init_from:
-    init = read_record(config.init_from)
+  if init is not None:
     record["train_seconds"] = round(timer.total + init["train_seconds"], 1)
+    record["curve"] = init.get("curve", []) + [
+        dict(c, vectors=c["vectors"] + init["train_vectors"])
+        for c in timer.curve]
     record["train_vectors"] += init["train_vectors"]
     record["init_from"] = config.init_from
   with tf.io.gfile.GFile(os.path.join(config.model_dir, RECORD_FILE), "w") as f:
