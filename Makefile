@@ -7,14 +7,19 @@
 # The stack follows the Python: python3.11 when it runs, else python3.13 or
 # python3.12 (tools/find_python). `STACK=current make test` skips 3.11;
 # `PYTHON=/path/to/python3.12 make test` names one.
+# STACK is passed on explicitly: make before 4.4 does not export a variable
+# given on its command line (`make test STACK=current`) to $(shell).
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
 ifndef PYTHON
-PYTHON := $(shell tools/find_python 2>/dev/null)
+PYTHON := $(shell STACK='$(STACK)' tools/find_python 2>/dev/null)
 ifeq ($(PYTHON),)
-$(error $(shell tools/find_python 2>&1))
+$(error $(shell STACK='$(STACK)' tools/find_python 2>&1))
 endif
 endif
 PYVER := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
-ifeq ($(PYVER),3.11)
+ifeq ($(PYVER),)
+$(error PYTHON=$(PYTHON) does not run)
+else ifeq ($(PYVER),3.11)
 STACK_OF_PYTHON := reference
 VENV := .venv
 CONSTRAINTS := constraints.txt
@@ -28,6 +33,7 @@ endif
 ifneq ($(STACK),)
 ifneq ($(STACK),$(STACK_OF_PYTHON))
 $(error STACK=$(STACK) but PYTHON=$(PYTHON) is Python $(PYVER), the $(STACK_OF_PYTHON) stack)
+endif
 endif
 endif
 PY := $(VENV)/bin/python

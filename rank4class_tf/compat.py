@@ -21,9 +21,9 @@ two things, before anything imports TF-Ranking (`rank4class_tf/__init__.py` and
 1. Keras 2. TF-Ranking's Keras code is written for Keras 2 (it uses
    `tf.keras.__internal__`, which Keras 3 does not have). On TensorFlow 2.16+
    `tf.keras` is Keras 2 (the `tf-keras` package) only when the environment
-   variable `TF_USE_LEGACY_KERAS=1` is set before `tf.keras` is first used, so
-   it is set here unless the user set it. If `tf.keras` already resolved to
-   Keras 3, the import fails with one line saying what to do.
+   variable `TF_USE_LEGACY_KERAS=1` is set before TensorFlow is imported, so
+   it is set here unless the user set it. If TensorFlow was imported without
+   it, the import fails with one line saying what to do.
 2. A stand-in Estimator. Only when TensorFlow has no Estimator, modules named
    `tensorflow.estimator`, `tensorflow.estimator.export` and
    `tensorflow.compat.v1.estimator` are registered. They carry the one thing
@@ -48,6 +48,13 @@ from typing import Optional, Tuple
 # TensorFlow's first release without tf.estimator and with Keras 3 as tf.keras.
 FIRST_WITHOUT_ESTIMATOR = (2, 16)
 LEGACY_KERAS_VARIABLE = "TF_USE_LEGACY_KERAS"
+# The values TensorFlow 2.16+ reads as "use tf-keras" (anything else, e.g.
+# "TRUE", gives Keras 3).
+LEGACY_KERAS_ON = ("1", "true", "True")
+# Distributions that install the `tensorflow` module.
+TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu",
+                            "tensorflow-intel", "tf-nightly",
+                            "tf-nightly-cpu")
 STAND_IN_MODULES = ("tensorflow.estimator", "tensorflow.estimator.export",
                     "tensorflow.compat.v1.estimator")
 
@@ -76,12 +83,14 @@ def tensorflow_version() -> Optional[Tuple[int, int]]:
   >>> tensorflow_version() >= (2, 15)
   True
   """
-  try:
-    version = importlib.metadata.version("tensorflow")
-  except importlib.metadata.PackageNotFoundError:
-    return None
-  major, minor = version.split(".")[:2]
-  return int(major), int(minor)
+  for distribution in TENSORFLOW_DISTRIBUTIONS:
+    try:
+      version = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+      continue
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+  return None
 
 
 def has_estimator() -> bool:
@@ -125,11 +134,13 @@ def use_legacy_keras() -> None:
   """Makes `tf.keras` Keras 2 (`tf-keras`) on TensorFlow 2.16+, or fails.
 
   Raises:
-    KerasVersionError: `tf-keras` is missing, or TensorFlow already resolved
-      `tf.keras` to Keras 3 (or the user set TF_USE_LEGACY_KERAS=0).
+    KerasVersionError: `tf-keras` is missing, TensorFlow was imported without
+      TF_USE_LEGACY_KERAS=1 (so with Keras 3), or the variable is set to a
+      value that TensorFlow does not read as "on".
   """
+  set_by_user = LEGACY_KERAS_VARIABLE in os.environ
   os.environ.setdefault(LEGACY_KERAS_VARIABLE, "1")
-  if os.environ[LEGACY_KERAS_VARIABLE].lower() not in ("1", "true"):
+  if os.environ[LEGACY_KERAS_VARIABLE] not in LEGACY_KERAS_ON:
     raise KerasVersionError(
         f"rank4class_tf needs Keras 2 but {LEGACY_KERAS_VARIABLE}="
         f"{os.environ[LEGACY_KERAS_VARIABLE]}: unset it or set it to 1.")
@@ -141,14 +152,16 @@ def use_legacy_keras() -> None:
         "tf-keras (the version of your TensorFlow, see "
         "constraints-current.txt).") from None
   if "tensorflow" in sys.modules:
-    # TensorFlow resolves tf.keras on first use; if that happened before
-    # the variable was set, tf.keras is Keras 3 for the rest of the process.
+    # TensorFlow reads the variable when it is imported (it points the
+    # module path `tensorflow.keras` at Keras 2 or 3) and again when tf.keras
+    # is first used; imported before the variable was set, it serves Keras 3
+    # to `from tensorflow.keras import ...` for the rest of the process.
     keras = sys.modules["tensorflow"].keras
-    if not keras.__name__.startswith("tf_keras"):
+    if not set_by_user or not keras.__name__.startswith("tf_keras"):
       raise KerasVersionError(
-          "TensorFlow was imported with Keras 3 as tf.keras "
-          f"({keras.__name__}); rank4class_tf needs Keras 2: import "
-          f"rank4class_tf before using tf.keras, or set "
+          "TensorFlow was imported before rank4class_tf without "
+          f"{LEGACY_KERAS_VARIABLE}=1, so its Keras is Keras 3; rank4class_tf "
+          "needs Keras 2: import rank4class_tf before TensorFlow, or set "
           f"{LEGACY_KERAS_VARIABLE}=1 before importing TensorFlow.")
 
 

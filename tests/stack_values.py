@@ -19,6 +19,8 @@ import tempfile
 from typing import Dict
 
 import numpy as np
+# pylint: disable=g-bad-import-order
+import rank4class_tf  # Before TensorFlow (rank4class_tf/compat.py).
 import tensorflow as tf
 
 from rank4class_tf import losses

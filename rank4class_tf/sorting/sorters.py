@@ -189,8 +189,12 @@ class PairwiseSorter(tf.keras.layers.Layer):
     standardize: standardise each row first.
   """
 
+  # The untrained sorter is the handcrafted one with this lambda.
+  INITIAL_SHARPNESS = 7.0
+
   def __init__(self, d: int, units: int = 16, num_layers: int = 2,
-               max_sharpness: float = 60.0, initial_sharpness: float = 7.0,
+               max_sharpness: float = 60.0,
+               initial_sharpness: float = INITIAL_SHARPNESS,
                standardize: bool = True, **kwargs):
     super().__init__(**kwargs)
     if not initial_sharpness > 0:

@@ -118,8 +118,10 @@ class SorterConfig:
         raise ValueError(f"--{name}={getattr(self, name)!r} must be > 0.")
     if self.seq_len < 2:
       raise ValueError(f"--seq_len={self.seq_len} must be >= 2.")
-    if self.max_sharpness < 0:
-      raise ValueError(f"--max_sharpness={self.max_sharpness} must be >= 0.")
+    initial = sorters.PairwiseSorter.INITIAL_SHARPNESS
+    if self.max_sharpness and not self.max_sharpness > initial:
+      raise ValueError(f"--max_sharpness={self.max_sharpness} must be 0 (no "
+                       f"bound) or > {initial} (the initial sharpness).")
     if self.threads < 0:
       raise ValueError(f"--threads={self.threads} must be >= 0.")
     if not self.model_dir:
