@@ -127,6 +127,12 @@ class SorterTrainingTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "--continue_schedule needs "
                                 "--init_from"):
       config.validate()
+    for bad in (-1., 5.):
+      config = tiny_config("x")
+      config.max_sharpness = bad
+      with self.assertRaisesRegex(ValueError, rf"--max_sharpness={bad} must "
+                                  r"be 0 \(no bound\) or > 7.0"):
+        config.validate()
 
   def test_evaluate_l1_of_exact_sorter_is_zero(self):
     from rank4class_tf.sorting import ops  # pylint: disable=g-import-not-at-top
