@@ -13,6 +13,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf import distribute
 from rank4class_tf import encoders
 from rank4class_tf import interactions
+from rank4class_tf import lookup
 from rank4class_tf import losses
 from rank4class_tf import metrics
 from rank4class_tf import multilabel_ops
@@ -21,9 +22,7 @@ from rank4class_tf.sorting import sorters
 
 
 def _check_choice(flag: str, value: str, valid) -> None:
-  if value not in valid:
-    raise ValueError(f"--{flag}={value!r} is not valid; choose one of: "
-                     f"{', '.join(valid)}.")
+  lookup.check_choice(f"--{flag}", value, valid)
 
 
 def validate(config: config_lib.TrainConfig) -> None:

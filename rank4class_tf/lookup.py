@@ -5,9 +5,23 @@ One implementation behind `losses.get` and `sorting.losses.get` (STYLE.md,
 keyword the class does not accept is refused by name.
 """
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Iterable, Tuple
 
 Table = Dict[str, Tuple[type, Tuple[str, ...]]]
+
+
+def check_choice(what: str, value: Any, valid: Iterable[str]) -> None:
+  """Raises ValueError naming `what`, `value` and the valid choices.
+
+  >>> check_choice("--pooling", "max", ("cls", "mean"))
+  Traceback (most recent call last):
+  ...
+  ValueError: --pooling='max' is not valid; choose one of: cls, mean.
+  """
+  valid = tuple(valid)
+  if value not in valid:
+    raise ValueError(f"{what}={value!r} is not valid; choose one of: "
+                     f"{', '.join(valid)}.")
 
 
 def accepted(table: Table, name: str, kind: str = "loss") -> Tuple[str, ...]:

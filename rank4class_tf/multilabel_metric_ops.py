@@ -50,6 +50,8 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
+from rank4class_tf import lookup
+
 # The keys of `statistics_from_counts`, in order.
 COUNT_STATISTICS = ("cp", "cr", "cf1", "op", "or", "of1", "macro_f1")
 # How a top-k prediction treats the threshold (see `predictions`): "top"
@@ -281,9 +283,7 @@ def top_k_predictions(scores, top_k: int, mask=None) -> tf.Tensor:
 
 def check_top_k_rule(top_k_rule: str) -> None:
   """Raises ValueError unless `top_k_rule` is one of `TOP_K_RULES`."""
-  if top_k_rule not in TOP_K_RULES:
-    raise ValueError(f"top_k_rule={top_k_rule!r} is not valid; choose one "
-                     f"of: {', '.join(TOP_K_RULES)}.")
+  lookup.check_choice("top_k_rule", top_k_rule, TOP_K_RULES)
 
 
 def predictions(labels, scores, threshold: float = 0.5,

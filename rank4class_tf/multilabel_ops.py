@@ -56,6 +56,8 @@ from typing import Tuple
 
 import tensorflow as tf
 
+from rank4class_tf import lookup
+
 # What `label_contrastive_loss` divides its sum over anchors by: every anchor
 # (MulCon's code), or the anchors that have a positive.
 CONTRASTIVE_NORMALIZATIONS = ("mulcon", "positive_anchors")
@@ -205,9 +207,8 @@ def two_way_loss(labels: tf.Tensor, logits: tf.Tensor,
 def check_contrastive_normalization(normalization: str) -> None:
   """Raises ValueError unless `normalization` is one of
   `CONTRASTIVE_NORMALIZATIONS`."""
-  if normalization not in CONTRASTIVE_NORMALIZATIONS:
-    raise ValueError(f"normalization={normalization!r} is not valid; choose "
-                     f"one of: {', '.join(CONTRASTIVE_NORMALIZATIONS)}.")
+  lookup.check_choice("normalization", normalization,
+                      CONTRASTIVE_NORMALIZATIONS)
 
 
 def label_contrastive_loss(labels: tf.Tensor, projections: tf.Tensor,

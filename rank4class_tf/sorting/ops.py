@@ -119,11 +119,9 @@ def adaptive_regularization(y: tf.Tensor) -> tf.Tensor:
 def check_regularization(regularization: Union[float, str]) -> None:
   """Raises ValueError unless `regularization` is a number > 0 or
   "adaptive"."""
-  if isinstance(regularization, str):
-    if regularization != "adaptive":
-      raise ValueError(f"regularization={regularization!r} is not valid; "
-                       "choose a number > 0 or 'adaptive'.")
-  elif not regularization > 0:
+  valid = (regularization == "adaptive" if isinstance(regularization, str)
+           else regularization > 0)
+  if not valid:
     raise ValueError(f"regularization={regularization!r} is not valid; "
                      "choose a number > 0 or 'adaptive'.")
 
