@@ -96,7 +96,8 @@ def tensorflow_version() -> Optional[Tuple[int, int]]:
 def has_estimator() -> bool:
   """Whether the installed TensorFlow still ships `tf.estimator` (<= 2.15).
 
-  >>> has_estimator() == (tensorflow_version() < FIRST_WITHOUT_ESTIMATOR)
+  >>> has_estimator() == (
+  ...     importlib.util.find_spec("tensorflow_estimator") is not None)
   True
   """
   version = tensorflow_version()
