@@ -57,6 +57,7 @@ def validate(config: config_lib.TrainConfig) -> None:
                      "choose --dataset from: "
                      f"{', '.join(catalog.IMAGE_DATASETS)}.")
   _validate_images(config)
+  _validate_text_encoder(config)
   if loss.name.startswith("sodeep_"):
     _check_choice("sorter", loss.sorter, sorters.SORTER_NAMES)
   _validate_label_attention(config)
@@ -93,6 +94,25 @@ def _validate_label_attention(config: config_lib.TrainConfig) -> None:
   _check_choice("contrastive_normalization",
                 config.loss.contrastive_normalization,
                 multilabel_ops.CONTRASTIVE_NORMALIZATIONS)
+
+
+def _validate_text_encoder(config: config_lib.TrainConfig) -> None:
+  """--pooling and --freeze_encoder: text encoders only."""
+  model = config.model
+  text_encoder = model.encoder in encoders.TEXT_ENCODERS
+  if model.pooling:
+    _check_choice("pooling", model.pooling, encoders.POOLINGS)
+    if not text_encoder:
+      raise ValueError(f"--pooling is read by {', '.join(encoders.TEXT_ENCODERS)}"
+                       f" only, not --encoder={model.encoder!r}.")
+  if model.freeze_encoder:
+    if not text_encoder:
+      raise ValueError("--freeze_encoder freezes a pretrained text encoder "
+                       f"({', '.join(encoders.TEXT_ENCODERS)}), not "
+                       f"--encoder={model.encoder!r}.")
+    if not model.init_checkpoint:
+      raise ValueError("--freeze_encoder needs --init_checkpoint: a frozen "
+                       "encoder of random weights learns nothing.")
 
 
 def _validate_images(config: config_lib.TrainConfig) -> None:

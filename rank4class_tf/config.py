@@ -160,6 +160,16 @@ class ModelConfig:
   max_seq_length: int = field(
       32, "Tokens per text instance, [CLS]/[SEP] included (the paper: 32 for "
       "GoEmotions, 128 for MIND).")
+  pooling: str = field(
+      "", "bert / electra: how token vectors become h: pooled (BERT's "
+      "pooler), cls (the [CLS] vector) or mean (masked mean of the tokens); "
+      "empty: the checkpoint's own (mean for minilm and .safetensors "
+      "sentence-transformers files, cls for electra, pooled for Google "
+      "BERT). The run's config.json records the pooling used.")
+  freeze_encoder: bool = field(
+      False, "bert / electra: keep the encoder's initial weights and run it "
+      "in inference mode; only the class encoder and the interaction train "
+      "(with --feature_cache, from the encoder's outputs computed once).")
   dropout: float = field(
       0.1, "Dropout rate on h during training (cifar-vgg's vgg16: 0.5).")
   interaction: str = field(
@@ -267,6 +277,18 @@ class TrainerConfig:
       "(slower).")
   overwrite: bool = field(
       False, "Replace the export of a model_dir that already has one.")
+  feature_cache: bool = field(
+      True, "With --freeze_encoder: train from the encoder's outputs, "
+      "computed once per split and stored under --feature_cache_dir (false: "
+      "run the frozen encoder at every step).")
+  feature_cache_dir: str = field(
+      "", "Folder of the feature caches, one per (dataset, data, encoder, "
+      "checkpoint, pooling, length) key (default: <model_dir>/feature_cache; "
+      "a study: <study_dir>/feature_cache, shared by its runs).")
+  export: bool = field(
+      True, "Write the SavedModels (export/) when training ends; false keeps "
+      "the checkpoints only (pipelines.export writes the SavedModels "
+      "later), e.g. for the many runs of a study.")
   mixed_precision: bool = field(
       False, "Compute in float16 with float32 weights (Keras "
       "mixed_float16; for GPUs).")
@@ -320,7 +342,8 @@ class TrainConfig:
     if self.trainer.optimizer not in OPTIMIZERS:
       raise ValueError(f"--optimizer={self.trainer.optimizer!r} is not "
                        f"valid; choose one of: {', '.join(OPTIMIZERS)}.")
-    for name in ("download", "mixed_precision", "jit_compile"):
+    for name in ("download", "mixed_precision", "jit_compile",
+                 "freeze_encoder", "feature_cache", "export"):
       if not isinstance(values[name], bool):
         raise ValueError(f"--{name}={values[name]!r} must be true or false.")
     if self.model.max_seq_length < 3:

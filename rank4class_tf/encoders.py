@@ -12,9 +12,12 @@ Names:
   fixed-size numeric instance.
 * `bert`, `electra`: the Model Garden BERT encoder (`official.nlp`;
   ELECTRA's discriminator is the same architecture) over BERT inputs
-  {input_word_ids, input_mask, input_type_ids}. h is BERT's pooled output
-  (dense + tanh on [CLS]) for `bert`, and the [CLS] vector itself for
-  `electra`, whose checkpoints have no pooler.
+  {input_word_ids, input_mask, input_type_ids}. `pooling` makes h from the
+  token vectors: BERT's pooled output (dense + tanh on [CLS]), the [CLS]
+  vector itself, or the masked mean of the tokens; by default each
+  checkpoint's own (`default_pooling`: mean for all-MiniLM-L6-v2, trained
+  with it; cls for ELECTRA, whose checkpoints have no pooler; pooled for
+  Google BERT).
   `size` picks the architecture (`pretrained.SIZES`) and `init_checkpoint`
   the weights (`pretrained.init_encoder`: `minilm`, a .safetensors file or a
   Google BERT / ELECTRA TF checkpoint).
@@ -36,7 +39,58 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 
 from official.vision.modeling.backbones import resnet
+from rank4class_tf import lookup
 from rank4class_tf import pretrained
+
+# How the BERT encoders turn token vectors into h (`BertInstanceEncoder`).
+POOLINGS = ("pooled", "cls", "mean")
+
+
+def default_pooling(encoder: str, init_checkpoint: str) -> str:
+  """The pooling a text checkpoint was trained with.
+
+  >>> default_pooling("bert", "minilm"), default_pooling("electra", "")
+  ('mean', 'cls')
+  >>> default_pooling("bert", "/ckpt/uncased_L-12_H-768_A-12")
+  'pooled'
+
+  Args:
+    encoder: `bert` or `electra`.
+    init_checkpoint: the `--init_checkpoint` value.
+
+  Returns:
+    `mean` for the sentence-transformers checkpoints (`minilm`, or a
+    .safetensors file: all-MiniLM-L6-v2's layout), `cls` for ELECTRA,
+    `pooled` for Google BERT checkpoints and random weights.
+  """
+  if encoder == "electra":
+    return "cls"
+  if init_checkpoint == "minilm" or init_checkpoint.endswith(".safetensors"):
+    return "mean"
+  return "pooled"
+
+
+def pool(outputs: Dict[str, tf.Tensor], mask: tf.Tensor,
+         pooling: str) -> tf.Tensor:
+  """h from a Model Garden BERT encoder's outputs.
+
+  Args:
+    outputs: the encoder's {"sequence_output": [batch_size, seq_length,
+      hidden], "pooled_output": [batch_size, hidden]}.
+    mask: input_mask [batch_size, seq_length], 1 on tokens.
+    pooling: one of `POOLINGS`; `mean` is sum_t mask_t x_t / sum_t mask_t.
+
+  Returns:
+    [batch_size, hidden].
+  """
+  if pooling == "pooled":
+    return outputs["pooled_output"]
+  tokens = outputs["sequence_output"]
+  if pooling == "cls":
+    return tokens[:, 0, :]
+  weights = tf.cast(mask, tokens.dtype)[:, :, tf.newaxis]
+  return (tf.reduce_sum(tokens * weights, axis=1) /
+          tf.maximum(tf.reduce_sum(weights, axis=1), 1.0))
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class_tf")
@@ -135,8 +189,17 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
     init_checkpoint: weights to start from (see `pretrained.init_encoder`);
       None starts from random weights.
     dropout: dropout rate on h during training.
-    pooling: `pooled` (BERT's pooler output) or `cls` (the [CLS] vector of
-      the last layer, ELECTRA's choice).
+    pooling: how the token vectors become h (`POOLINGS`): `pooled` (BERT's
+      pooler output, tanh(W h_[CLS] + b)), `cls` (the [CLS] vector of the
+      last layer, ELECTRA's choice) or `mean` (the mean of the last layer's
+      token vectors over the input mask, [CLS] and [SEP] included: the
+      pooling sentence-transformers checkpoints such as all-MiniLM-L6-v2
+      were trained with; their L2 normalisation is left out).
+      `default_pooling` gives each checkpoint's own.
+    trainable_encoder: False freezes the transformer: its weights are not
+      trained and it always runs in inference mode (no dropout inside it),
+      so h is a fixed function of the text, the one `feature_cache` stores.
+      The dropout on h still applies during training.
     sequence: return every token's last-layer vector instead of h, for
       `label_attention`: {"features": [batch_size, seq_length, hidden_size],
       "mask": input_mask [batch_size, seq_length]}.
@@ -144,40 +207,85 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
 
   def __init__(self, size: str = "minilm_l6",
                init_checkpoint: Optional[str] = None, dropout: float = 0.1,
-               pooling: str = "pooled", sequence: bool = False, **kwargs):
+               pooling: str = "pooled", sequence: bool = False,
+               trainable_encoder: bool = True, **kwargs):
     super().__init__(**kwargs)
     if size not in pretrained.SIZES:
       raise ValueError(f"Unknown encoder size {size!r}; valid sizes: "
                        f"{', '.join(pretrained.SIZES)}.")
-    if pooling not in ("pooled", "cls"):
-      raise ValueError(f"pooling must be 'pooled' or 'cls', got {pooling!r}.")
+    lookup.check_choice("--pooling", pooling, POOLINGS)
     self.size = size
     self.pooling = pooling
     self.sequence = bool(sequence)
     self.init_checkpoint = init_checkpoint
     self.dropout = float(dropout)
+    self.trainable_encoder = bool(trainable_encoder)
     self.network = pretrained.build_bert_encoder(**pretrained.SIZES[size])
     if init_checkpoint:
       pretrained.init_encoder(self.network, init_checkpoint)
+    self.network.trainable = self.trainable_encoder
     self.dropout_layer = tf.keras.layers.Dropout(self.dropout)
 
-  def call(self, inputs, training=None):
-    outputs = self.network(inputs, training=training)
+  def features(self, inputs, training=None):
+    """h (or the token features) before the dropout on it: what
+    `feature_cache` stores for a frozen encoder."""
+    outputs = self.network(
+        inputs, training=training if self.trainable_encoder else False)
     if self.sequence:
-      return {"features": self.dropout_layer(outputs["sequence_output"],
-                                             training=training),
+      return {"features": outputs["sequence_output"],
               "mask": inputs["input_mask"]}
-    if self.pooling == "cls":
-      h = outputs["sequence_output"][:, 0, :]
-    else:
-      h = outputs["pooled_output"]
-    return self.dropout_layer(h, training=training)
+    return pool(outputs, inputs["input_mask"], self.pooling)
+
+  def call(self, inputs, training=None):
+    encoded = self.features(inputs, training=training)
+    if self.sequence:
+      return {"features": self.dropout_layer(encoded["features"],
+                                             training=training),
+              "mask": encoded["mask"]}
+    return self.dropout_layer(encoded, training=training)
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
     config.update({"size": self.size, "init_checkpoint": self.init_checkpoint,
                    "dropout": self.dropout, "pooling": self.pooling,
-                   "sequence": self.sequence})
+                   "sequence": self.sequence,
+                   "trainable_encoder": self.trainable_encoder})
+    return config
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class CachedFeatures(tf.keras.layers.Layer):
+  """The encoder of a run trained from a feature cache: dropout only.
+
+  A frozen `BertInstanceEncoder` is a fixed function of the text before the
+  dropout on its output (`BertInstanceEncoder.features`); `feature_cache`
+  stores that function's values once per split and this layer applies the
+  rest, the dropout, so training from the cache trains what a frozen encoder
+  run on the fly trains.
+
+  Input: h [batch_size, dim], or {"features": [batch_size, seq_length, dim],
+  "mask": [batch_size, seq_length]} for `label_attention`. Output: the same,
+  with dropout on h / the features during training.
+
+  Args:
+    dropout: the text encoder's `dropout`.
+  """
+
+  def __init__(self, dropout: float = 0.1, **kwargs):
+    super().__init__(**kwargs)
+    self.dropout = float(dropout)
+    self.dropout_layer = tf.keras.layers.Dropout(self.dropout)
+
+  def call(self, inputs, training=None):
+    if isinstance(inputs, dict):
+      return {"features": self.dropout_layer(inputs["features"],
+                                             training=training),
+              "mask": inputs["mask"]}
+    return self.dropout_layer(inputs, training=training)
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({"dropout": self.dropout})
     return config
 
 
@@ -368,7 +476,10 @@ def config_kwargs(config) -> Dict[str, Any]:
   if config.encoder in TEXT_ENCODERS:
     return {"size": config.encoder_size,
             "init_checkpoint": config.init_checkpoint or None,
-            "dropout": config.dropout}
+            "dropout": config.dropout,
+            "pooling": config.pooling or default_pooling(
+                config.encoder, config.init_checkpoint),
+            "trainable_encoder": not config.freeze_encoder}
   if config.encoder == "resnet50":
     return {"init_checkpoint": config.init_checkpoint or None,
             "dropout": config.dropout}

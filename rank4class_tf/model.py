@@ -21,7 +21,7 @@ each (context, example) pair separately and would run the instance encoder
 once per class.
 """
 
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import tensorflow as tf
 import tensorflow_ranking as tfr
@@ -187,6 +187,36 @@ class Rank4ClassScorer(tfr.keras.model.Scorer):
     return head([encoded, class_ids])
 
 
+def copy_weights(source: tf.keras.Model, target: tf.keras.Model) -> int:
+  """Assigns every weight of `source` to the weight of `target` that has the
+  same name (in order, where names repeat), and returns how many.
+
+  Used to export a run trained from a feature cache: `source` has no encoder
+  weights, `target` is the same model over raw text, whose extra weights
+  (the frozen encoder's) keep their values.
+
+  Raises:
+    ValueError: a weight of `source` has no counterpart of its shape.
+  """
+  targets: Dict[str, list] = {}
+  for weight in target.weights:
+    targets.setdefault(weight.name, []).append(weight)
+  sources: Dict[str, list] = {}
+  for weight in source.weights:
+    sources.setdefault(weight.name, []).append(weight)
+  count = 0
+  for name, weights in sources.items():
+    matches = targets.get(name, [])
+    if len(matches) != len(weights) or any(
+        a.shape != b.shape for a, b in zip(weights, matches)):
+      raise ValueError(f"cannot copy weight {name!r}: the target model has "
+                       f"{len(matches)} weight(s) of that name and shape.")
+    for weight, match in zip(weights, matches):
+      match.assign(weight)
+      count += 1
+  return count
+
+
 class ContrastiveModelBuilder(tfr.keras.model.AbstractModelBuilder):
   """Wraps a model builder whose model returns {"scores", "projections"} in
   a `label_attention.ContrastiveRankingModel` (MulCon's training).
@@ -237,7 +267,9 @@ def build_model_builder(data,
                         contrastive_temperature: Optional[float] = None,
                         contrastive_weight: float = 0.0,
                         contrastive_normalization: str = "mulcon",
-                        contrastive_base_temperature: float = 0.2
+                        contrastive_base_temperature: float = 0.2,
+                        encoder_fn: Optional[
+                            Callable[[], tf.keras.layers.Layer]] = None
                        ) -> tfr.keras.model.AbstractModelBuilder:
   """A TF-Ranking `ModelBuilder` of the Rank4Class model for `data`.
 
@@ -262,6 +294,10 @@ def build_model_builder(data,
       anchors divided by their number, MulCon's code; "positive_anchors").
     contrastive_base_temperature: its base temperature (the loss is scaled
       by contrastive_temperature / this).
+    encoder_fn: zero-argument callable returning the encoder layer, instead
+      of `encoders.get(encoder, **encoder_kwargs)` (a run trained from a
+      feature cache: `encoders.CachedFeatures`); `encoder` still names the
+      encoder the features come from.
 
   Returns:
     A model builder; `.build()` returns a Keras model taking the context
@@ -301,7 +337,8 @@ def build_model_builder(data,
       {features.CLASS_ID: tf.io.FixedLenFeature([1], tf.int64)})
   scorer = Rank4ClassScorer(
       instance_inputs, data.num_classes,
-      encoder_fn=lambda: encoders.get(encoder, **encoder_kwargs),
+      encoder_fn=encoder_fn or (
+          lambda: encoders.get(encoder, **encoder_kwargs)),
       interaction_fn=interaction_fn,
       class_dim=class_dim, label_attention=sequence, projections=contrastive)
   builder = tfr.keras.model.ModelBuilder(

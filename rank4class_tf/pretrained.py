@@ -471,6 +471,21 @@ def _checkpoint_prefix(path: str) -> str:
   return path
 
 
+def checkpoint_files(init_checkpoint: str) -> Tuple[str, ...]:
+  """The files an `--init_checkpoint` value reads, sorted (to hash them).
+
+  Raises:
+    ValueError: as `check_init_checkpoint`.
+  """
+  check_init_checkpoint(init_checkpoint)
+  if init_checkpoint == "minilm":
+    return (minilm_files()[0],)
+  if init_checkpoint.endswith(".safetensors"):
+    return (init_checkpoint,)
+  prefix = _checkpoint_prefix(init_checkpoint)
+  return tuple(sorted(glob.glob(glob.escape(prefix) + ".*")))
+
+
 def _first_line(error: Exception) -> str:
   lines = str(error).strip().splitlines() or [""]
   return f"{type(error).__name__}: {lines[0]}"

@@ -47,6 +47,7 @@ import tensorflow as tf
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import catalog
+from rank4class_tf import feature_cache
 from rank4class_tf import interactions
 from rank4class_tf import losses
 from rank4class_tf import metrics
@@ -74,6 +75,7 @@ RUNS_DIR = "runs"
 RESULT_FILE = "study_result.json"
 TEST_FILE = "study_test.npz"
 LOG_FILE = "study.log"
+FEATURE_CACHE_DIR = "feature_cache"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +171,15 @@ def run_config(base: config_lib.TrainConfig, run: Run,
       learning_rate=run.learning_rate,
       mlp_units=(base.model.mlp_units if run.mlp_units is None
                  else run.mlp_units),
-      seed=run.seed, model_dir=run_dir(study_dir, run), overwrite=False)
+      seed=run.seed, model_dir=run_dir(study_dir, run), overwrite=False,
+      feature_cache_dir=feature_cache_dir(base, study_dir))
+
+
+def feature_cache_dir(base: config_lib.TrainConfig, study_dir: str) -> str:
+  """Where the study's frozen runs share their feature caches:
+  --feature_cache_dir, by default `<study_dir>/feature_cache`."""
+  return (base.trainer.feature_cache_dir or
+          os.path.join(study_dir, FEATURE_CACHE_DIR))
 
 
 def run_dir(study_dir: str, run: Run) -> str:
@@ -228,6 +238,11 @@ def open_study(study_dir: str, base: config_lib.TrainConfig,
   path = os.path.join(study_dir, STUDY_FILE)
   if os.path.exists(path):
     old_shared, old_grid = load_study(study_dir)
+    # A setting added to TrainConfig after the study began had its default.
+    defaults = shared_settings(config_lib.TrainConfig())
+    old_shared = dict(
+        {k: v for k, v in defaults.items() if k not in old_shared},
+        **old_shared)
     for key in sorted(set(shared) | set(old_shared)):
       if shared.get(key) != old_shared.get(key):
         raise ValueError(
@@ -300,17 +315,25 @@ def softmax_cross_entropy(labels: np.ndarray, scores: np.ndarray
 
 def evaluate_run(config: config_lib.TrainConfig, data
                 ) -> Tuple[Dict[str, object], Dict[str, np.ndarray]]:
-  """Scores a finished run's best export on validation and test.
+  """Scores a finished run's best export on validation and test (its best
+  checkpoint, for a run with no export or trained from a feature cache).
 
   Returns:
     (its record's metrics, per-instance test arrays: one [n] per metric,
     `softmax_ce`, and the labels).
   """
-  ranker = serving.ExportedRanker(config.trainer.model_dir,
-                                  serving.BEST_EXPORT)
   names = tuple(config.trainer.metrics)
-  val_labels, val_scores = serving.split_scores(ranker, data, "validation")
-  labels, scores = serving.split_scores(ranker, data, "test")
+  if training.uses_feature_cache(config) or not config.trainer.export:
+    # The best checkpoint, from the cached features when the run has them
+    # (seconds, where the export would run the encoder on both splits).
+    scored = training.checkpoint_scores(config, data)
+    (val_labels, val_scores), (labels, scores) = (scored["validation"],
+                                                  scored["test"])
+  else:
+    ranker = serving.ExportedRanker(config.trainer.model_dir,
+                                    serving.BEST_EXPORT)
+    val_labels, val_scores = serving.split_scores(ranker, data, "validation")
+    labels, scores = serving.split_scores(ranker, data, "test")
   validation = metrics.evaluate_scores(val_labels, val_scores, names)
   per = metrics.per_instance(labels, scores,
                              tuple(dict.fromkeys(names + ("mrr", "ndcg"))))
@@ -349,13 +372,11 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
   config = run_config(base, run, study_dir)
   folder = config.trainer.model_dir
   eval_every = config.trainer.eval_every
-  exports = [os.path.join(folder, "export", name)
-             for name in serving.EXPORTS]
   resumed_at = 0
   train_seconds = None
   os.makedirs(folder, exist_ok=True)
   with _log_to(os.path.join(folder, LOG_FILE)):
-    if not all(os.path.exists(e) for e in exports):
+    if not training.is_trained(config):
       # Unfinished, or killed during its exports: `train` resumes from the
       # backup (kept until both exports are written) or finishes them.
       resumed_at = training.resume_epoch(folder) * eval_every
@@ -392,6 +413,16 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
     checks.check_files(base.replace(loss=loss), data)
   whole = open_study(study_dir, base, grid)
   todo = [run for run in grid.runs() if not is_finished(study_dir, run)]
+  if todo and training.uses_feature_cache(base):
+    # Built once, before the first run, for every frozen run to share.
+    start = time.time()
+    config = run_config(base, todo[0], study_dir)
+    cache = feature_cache.load(feature_cache_dir(base, study_dir),
+                               training.cache_spec(
+                                   training.resolve_defaults(config)), data,
+                               progress=progress)
+    progress(f"feature cache {cache.folder}: ready in "
+             f"{time.time() - start:.0f} s.")
   done = len(grid.runs()) - len(todo)
   if done:
     progress(f"{done} of {len(grid.runs())} runs already finished in "

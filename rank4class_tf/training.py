@@ -27,6 +27,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
+import numpy as np
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
@@ -35,8 +36,10 @@ from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import distribute
 from rank4class_tf import encoders
+from rank4class_tf import feature_cache
 from rank4class_tf import features
 from rank4class_tf import inputs as inputs_lib
+from rank4class_tf import interactions
 from rank4class_tf import label_attention
 from rank4class_tf import losses
 from rank4class_tf import metrics
@@ -62,13 +65,18 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     skip_batches: training batches already consumed by the run being
       resumed. The training stream is a fixed function of the seed, so
       skipping them continues it exactly where the interrupted run was.
+    serving_inputs: the raw instances the exports serve, when they differ
+      from what training reads (a feature cache's values): default
+      `instance_inputs`.
   """
 
   def __init__(self, data: datasets.ClassificationData,
                instance_inputs: features.InstanceInputs, batch_size: int,
-               seed: int, top_k: int, skip_batches: int = 0):
+               seed: int, top_k: int, skip_batches: int = 0,
+               serving_inputs: Optional[features.InstanceInputs] = None):
     self._data = data
     self._inputs = instance_inputs
+    self._serving_inputs = serving_inputs or instance_inputs
     self._batch_size = batch_size
     self._seed = seed
     self._top_k = top_k
@@ -87,7 +95,7 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
   @property
   def serving_spec(self) -> tf.TensorSpec:
     """The raw instance the serving signature takes (checked per call)."""
-    return self._inputs.serving_spec()
+    return self._serving_inputs.serving_spec()
 
   def build_valid_dataset(self) -> tf.data.Dataset:
     return datasets.ranking_dataset(self._data, "validation",
@@ -96,8 +104,8 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
 
   def build_signatures(self, model: tf.keras.Model) -> Dict[str, Any]:
     """The serving signature (`serving.signatures`)."""
-    return serving.signatures(model, self._inputs, self._data.class_names,
-                              self._top_k)
+    return serving.signatures(model, self._serving_inputs,
+                              self._data.class_names, self._top_k)
 
 
 class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
@@ -252,18 +260,28 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
   Keras `mixed_float16` policy (Keras then wraps the optimizer in a
   `LossScaleOptimizer`); the previous global policy is restored afterwards.
   With `--jit_compile` the model is compiled with XLA.
+
+  A run trained from a feature cache trains a model of the cached values;
+  its exports are the same model over raw text (`serving_model_builder`,
+  with the frozen encoder), given the trained weights
+  (`model.copy_weights`). With `--export=false` nothing is exported
+  (`export_run` does it later).
   """
 
   def __init__(self, model_builder, dataset_builder, hparams,
                config: config_lib.TrainConfig, strategy=None,
                start_epoch: int = 0,
-               start_checkpoint: Optional[str] = None):
+               start_checkpoint: Optional[str] = None,
+               serving_model_builder=None):
     if config.trainer.jit_compile:
       model_builder = XLAModelBuilder(model_builder)
     if start_checkpoint:
       model_builder = ResumeModelBuilder(model_builder, start_checkpoint,
                                          start_epoch)
     self._start_epoch = start_epoch
+    self._serving_model_builder = serving_model_builder
+    self._serving_model = None
+    self._export = config.trainer.export
     # Not `super().__init__`: TF-Ranking's builds the optimizer, then the
     # strategy; a MultiWorkerMirroredStrategy must exist before any
     # TensorFlow op runs, so `train` creates it first and hands it in, and
@@ -334,10 +352,12 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
             delete_checkpoint=False),
     ]
 
-  def export_only(self, final_checkpoint: str) -> None:
+  def export_only(self, final_checkpoint: str, force: bool = False) -> None:
     """Writes both exports of a run whose training finished, from its final
     and best checkpoints, without training (a run whose exports were
-    interrupted and whose backup is gone)."""
+    interrupted and whose backup is gone). With `--export=false`, nothing
+    unless `force` (`export_run`)."""
+    self._export = self._export or force
     with tfr.keras.strategy_utils.strategy_scope(self._strategy):
       model = self._model_builder.build()
       export = os.path.join(self._hparams.model_dir, "export")
@@ -355,8 +375,16 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
   def export_saved_model(self, model: tf.keras.Model, export_to: str,
                          checkpoint: Optional[str] = None):
     """Exports through `serving` (a temporary folder renamed into place)."""
+    if not self._export:
+      return
     if checkpoint:
       model.load_weights(checkpoint).expect_partial()
+    if self._serving_model_builder is not None:
+      # Built once per run: the frozen encoder's weights never change.
+      if self._serving_model is None:
+        self._serving_model = self._serving_model_builder.build()
+      model_lib.copy_weights(model, self._serving_model)
+      model = self._serving_model
     serving.export_saved_model(
         model, export_to, self._dataset_builder.build_signatures(model))
 
@@ -422,9 +450,7 @@ def build_pipeline(config: config_lib.TrainConfig,
   checkpoint, start_epoch = start_checkpoint or (
       None, 0 if trainer.overwrite else resume_epoch(trainer.model_dir))
   instance_inputs = build_inputs(config, data)
-  model_builder = model_lib.build_model_builder(
-      data,
-      instance_inputs=instance_inputs,
+  model_kwargs = dict(
       encoder=model.encoder,
       encoder_kwargs=encoders.config_kwargs(model),
       interaction=model.interaction,
@@ -438,9 +464,23 @@ def build_pipeline(config: config_lib.TrainConfig,
                           if loss.contrastive_start_step == 0 else 0.0),
       contrastive_normalization=loss.contrastive_normalization,
       contrastive_base_temperature=loss.contrastive_base_temperature)
+  model_builder = model_lib.build_model_builder(
+      data, instance_inputs=instance_inputs, **model_kwargs)
+  train_data, train_inputs, serving_builder = data, instance_inputs, None
+  if uses_feature_cache(config):
+    cache = feature_cache.load(feature_cache_dir(config), cache_spec(config),
+                               data)
+    train_data, train_inputs = cache.data, cache.inputs
+    serving_builder = model_builder  # The same model over raw text.
+    model_builder = model_lib.build_model_builder(
+        cache.data, instance_inputs=cache.inputs,
+        encoder_fn=lambda: encoders.CachedFeatures(model.dropout,
+                                                   name="encoder"),
+        **model_kwargs)
   dataset_builder = Rank4ClassDatasetBuilder(
-      data, instance_inputs, trainer.batch_size, trainer.seed, trainer.top_k,
-      skip_batches=start_epoch * trainer.eval_every)
+      train_data, train_inputs, trainer.batch_size, trainer.seed,
+      trainer.top_k, skip_batches=start_epoch * trainer.eval_every,
+      serving_inputs=instance_inputs)
   num_epochs = trainer.train_steps // trainer.eval_every  # Exact.
   hparams = tfr.keras.pipeline.PipelineHparams(
       model_dir=trainer.model_dir,
@@ -459,7 +499,43 @@ def build_pipeline(config: config_lib.TrainConfig,
                                                    trainer.tpu),
       tpu=trainer.tpu)
   return Rank4ClassPipeline(model_builder, dataset_builder, hparams, config,
-                            strategy, start_epoch, checkpoint)
+                            strategy, start_epoch, checkpoint,
+                            serving_model_builder=serving_builder)
+
+
+def uses_feature_cache(config: config_lib.TrainConfig) -> bool:
+  """Whether a run trains from a feature cache (--freeze_encoder with
+  --feature_cache)."""
+  return config.model.freeze_encoder and config.trainer.feature_cache
+
+
+def feature_cache_dir(config: config_lib.TrainConfig) -> str:
+  """--feature_cache_dir, by default `<model_dir>/feature_cache`."""
+  return (config.trainer.feature_cache_dir or
+          os.path.join(config.trainer.model_dir, "feature_cache"))
+
+
+def cache_spec(config: config_lib.TrainConfig) -> feature_cache.CacheSpec:
+  """The frozen encoder of a run, as `feature_cache` keys it."""
+  model = config.model
+  kwargs = encoders.config_kwargs(model)
+  return feature_cache.CacheSpec(
+      encoder=model.encoder, encoder_size=model.encoder_size,
+      init_checkpoint=model.init_checkpoint, vocab_file=vocab_file(model),
+      pooling=kwargs["pooling"], max_seq_length=model.max_seq_length,
+      sequence=model.interaction in interactions.SEQUENCE_INTERACTIONS)
+
+
+def resolve_defaults(config: config_lib.TrainConfig
+                    ) -> config_lib.TrainConfig:
+  """The config with the defaults that depend on other settings filled in,
+  so that config.json records what the run used: a text encoder's pooling
+  (`encoders.default_pooling`)."""
+  model = config.model
+  if model.encoder in encoders.TEXT_ENCODERS and not model.pooling:
+    return config.replace(pooling=encoders.default_pooling(
+        model.encoder, model.init_checkpoint))
+  return config
 
 
 def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
@@ -478,6 +554,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   trainer = config.trainer
   distribute.configure_devices(trainer.cpu_devices)  # Before any TF op.
   checks.validate(config)
+  config = resolve_defaults(config)
   # Also before any op: a multi-worker strategy's collectives.
   strategy = distribute.get_strategy(trainer.strategy, trainer.tpu)
   if trainer.deterministic:
@@ -596,3 +673,89 @@ def final_checkpoint(config: config_lib.TrainConfig) -> Optional[str]:
 def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:
   """The run's dataset (`datasets.from_config`)."""
   return datasets.from_config(config.data)
+
+
+def is_trained(config: config_lib.TrainConfig) -> bool:
+  """Whether the run of `config` finished: its exports are written, or with
+  `--export=false` its last checkpoint is and its backup is gone."""
+  model_dir = config.trainer.model_dir
+  if config.trainer.export:
+    return all(tf.io.gfile.exists(os.path.join(model_dir, "export", name))
+               for name in serving.EXPORTS)
+  return bool(final_checkpoint(config)) and not tf.io.gfile.exists(
+      os.path.join(model_dir, BACKUP_DIR))
+
+
+def checkpoint_scores(config: config_lib.TrainConfig,
+                      data: datasets.ClassificationData,
+                      splits: Tuple[str, ...] = ("validation", "test"),
+                      checkpoint: Optional[str] = None
+                     ) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
+  """Labels and scores of a run's checkpoint on splits, without an export.
+
+  The model is the one training built (from the feature cache for a run
+  that trained from one, so a frozen run is scored in seconds); scores
+  equal the export's up to float rounding (a test checks it).
+
+  Args:
+    config: the run's config (as in its config.json).
+    data: its dataset.
+    splits: the splits to score.
+    checkpoint: weights to load; default the best checkpoint.
+
+  Returns:
+    {split: (labels [n] or [n, num_classes], scores [n, num_classes])}.
+
+  Raises:
+    ValueError: the run has no best checkpoint.
+  """
+  model_dir = config.trainer.model_dir
+  checkpoint = checkpoint or tf.train.latest_checkpoint(
+      os.path.join(model_dir, "best_checkpoint"))
+  if not checkpoint:
+    raise ValueError(f"{model_dir}/best_checkpoint holds no checkpoint.")
+  pipeline = build_pipeline(resolve_defaults(config), data)
+  # pylint: disable=protected-access
+  builder = pipeline._dataset_builder
+  model = pipeline._model_builder.build()
+  model.load_weights(checkpoint).expect_partial()
+  results = {}
+  for split in splits:
+    ds = datasets.ranking_dataset(builder._data, split,
+                                  config.trainer.batch_size, training=False,
+                                  instance_inputs=builder._inputs)
+    scores = model.predict(ds.map(lambda features, _: features), verbose=0)
+    if isinstance(scores, dict):
+      scores = scores["scores"]
+    results[split] = (np.asarray(data.splits[split][1]),
+                      np.asarray(scores, np.float32))
+  return results
+
+
+def export_run(model_dir: str) -> Tuple[str, str]:
+  """Writes the SavedModels of a finished run that has none
+  (`--export=false`), from its final and best checkpoints.
+
+  Returns:
+    The paths of the latest and best exports.
+
+  Raises:
+    ValueError: naming model_dir when the run is unfinished or already
+      exported.
+  """
+  config = serving.load_config(model_dir)
+  config = config.replace(model_dir=model_dir)
+  final = final_checkpoint(config)
+  if not final or tf.io.gfile.exists(os.path.join(model_dir, BACKUP_DIR)):
+    raise ValueError(f"--model_dir={model_dir} holds no finished run (its "
+                     "last checkpoint is missing or its backup remains); "
+                     "finish its training first.")
+  if serving.has_exports(model_dir):
+    raise ValueError(f"--model_dir={model_dir} already holds an export.")
+  checks.validate(config)
+  data = load_data(config)
+  pipeline = build_pipeline(config, data)
+  with run_guard.RunLock(model_dir):
+    pipeline.export_only(final, force=True)
+  return tuple(os.path.join(model_dir, "export", name)
+               for name in (serving.LATEST_EXPORT, serving.BEST_EXPORT))

@@ -78,7 +78,8 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
         encoders.config_kwargs(good(
             dataset="goemotions", encoder="bert", init_checkpoint="minilm",
             encoder_size="tiny").model),
-        {"size": "tiny", "init_checkpoint": "minilm", "dropout": 0.1})
+        {"size": "tiny", "init_checkpoint": "minilm", "dropout": 0.1,
+         "pooling": "mean", "trainable_encoder": True})
 
   def test_loss_kwargs_pick_the_loss_hyperparameters(self):
     self.assertEqual(loss_kwargs(loss="mse"), {})
@@ -110,7 +111,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     fields = list(config_lib.flag_fields(config_lib.TrainConfig))
     flags = [f.flag for f in fields]
     self.assertLen(flags, len(set(flags)))
-    self.assertLen(flags, 52)
+    self.assertLen(flags, 57)
     for field in fields:
       self.assertTrue(field.help.strip(), field.flag)
     renamed = {f.flag: f.name for f in fields if f.flag != f.name}
