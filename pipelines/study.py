@@ -62,6 +62,12 @@ flags.DEFINE_string("paper_table", None,
                     "Show the paper's numbers beside ours: "
                     f"{'|'.join(study_report.paper_tables.NAMES)} or a JSON "
                     "file (see rank4class_tf/paper_tables).")
+flags.DEFINE_string(
+    "summary_dir", None,
+    "Also copy the study's summary here: study.json, every finished run's "
+    "study_result.json, the chosen runs' per-instance test arrays and the "
+    "report (small enough to commit; --report_only --study_dir=<it> "
+    "regenerates the report from it).")
 flags.DEFINE_bool("report_only", False,
                   "Write the report from the finished runs; train nothing.")
 
@@ -99,6 +105,8 @@ def main(argv):
     sys.exit("study: --study_dir must be set.")
   console.quiet()
   try:
+    if FLAGS.summary_dir:
+      study_report.check_summary_dir(FLAGS.study_dir, FLAGS.summary_dir)
     if not FLAGS.report_only:
       base = train_flags.config_from_flags(model_dir=FLAGS.study_dir)
       study_report.check_options(
@@ -113,6 +121,13 @@ def main(argv):
     sys.exit(f"study: {e}")
   print(f"Wrote {paths['results']}, {paths['tables']} and "
         f"{paths['figures']}/.")
+  if FLAGS.summary_dir:
+    try:
+      count = study_report.write_summary(FLAGS.study_dir, FLAGS.summary_dir,
+                                         FLAGS.select_metric)
+    except ValueError as e:
+      sys.exit(f"study: {e}")
+    print(f"Wrote the summary of {count} runs to {FLAGS.summary_dir}.")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import dataclasses
 import itertools
 import json
 import os
+import shutil
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -371,6 +372,7 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
       f"metrics of the chosen runs on {num_test} test instances, mean ± "
       "standard deviation over seeds.",
   ]
+  lines += regime_lines(shared)
   if dataset in catalog.VALIDATION_IS_TEST:
     lines.append(f"**{dataset}'s validation and test splits are the same "
                  "data**: checkpoints and hyper-parameters are chosen on the "
@@ -591,6 +593,26 @@ def check_options(metric_names: Sequence[str], select_metric: str,
   return paper_tables.load(paper_table) if paper_table else None
 
 
+def regime_lines(shared: Dict[str, object]) -> List[str]:
+  """What the encoder did: the paper fine-tunes it; a frozen study trains
+  the class encoder and the interaction only."""
+  lines = []
+  if shared.get("init_checkpoint"):
+    pooling = shared.get("pooling") or "the checkpoint's default"
+    lines.append(f"Encoder weights from `{shared['init_checkpoint']}`, "
+                 f"`{shared.get('encoder_size', '')}` size, pooling "
+                 f"{pooling}, {shared.get('max_seq_length')} tokens.")
+  if shared.get("freeze_encoder"):
+    lines.append(
+        "**Frozen encoder**: only the class encoder and the interaction "
+        "were trained" + (", from the encoder's outputs computed once "
+                          "(`feature_cache`)" if shared.get("feature_cache")
+                          else "") +
+        ". This is not the paper's regime (which fine-tunes the encoder): "
+        "it compares losses and interactions on fixed instance features.")
+  return lines
+
+
 def write_report(study_dir: str, select_metric: Optional[str] = None,
                  num_samples: int = stats.DEFAULT_SAMPLES,
                  paper_table: Optional[str] = None) -> Dict[str, str]:
@@ -635,3 +657,55 @@ def write_report(study_dir: str, select_metric: Optional[str] = None,
                 statistics, select_metric)
   write_hparams(study_dir, records, grid, metric_names, chosen)
   return paths
+
+
+def check_summary_dir(study_dir: str, summary_dir: str) -> None:
+  """Raises ValueError (one line) unless `summary_dir` can take a summary:
+  not the study folder, and new, empty or holding a summary."""
+  if os.path.abspath(summary_dir) == os.path.abspath(study_dir):
+    raise ValueError(f"--summary_dir={summary_dir} is the study folder.")
+  if os.path.isdir(summary_dir) and os.listdir(summary_dir) and not (
+      os.path.exists(os.path.join(summary_dir, study_lib.STUDY_FILE))):
+    raise ValueError(f"--summary_dir={summary_dir} is not empty and holds no "
+                     f"{study_lib.STUDY_FILE}; choose a new or empty folder.")
+
+
+def write_summary(study_dir: str, summary_dir: str,
+                  select_metric: Optional[str] = None) -> int:
+  """Copies what the report is made of into `summary_dir`: small enough to
+  commit, and a study folder `write_report` (`--report_only`) reads.
+
+  `summary_dir` gets study.json, every finished run's study_result.json and
+  the per-instance test arrays of the runs chosen by `select_metric`
+  (compressed), then the report itself. A report with another select metric
+  needs the arrays of other runs: the whole study folder.
+
+  Returns:
+    The number of run records copied.
+
+  Raises:
+    ValueError: the study has no finished run, or `summary_dir` is the study
+      folder or holds something other than a summary.
+  """
+  check_summary_dir(study_dir, summary_dir)
+  shared, grid = study_lib.load_study(study_dir)
+  records = study_lib.load_records(study_dir, grid.runs())
+  if not records:
+    raise ValueError(f"--study_dir={study_dir} has no finished run yet.")
+  chosen = {r["run"] for r in select(
+      records, select_metric or shared["best_metric"]).values()}
+  runs_dir = os.path.join(summary_dir, study_lib.RUNS_DIR)
+  if os.path.isdir(runs_dir):
+    shutil.rmtree(runs_dir)  # A summary is rewritten whole.
+  for record in records:
+    source = os.path.join(study_dir, study_lib.RUNS_DIR, record["run"])
+    target = os.path.join(runs_dir, record["run"])
+    os.makedirs(target)
+    shutil.copy(os.path.join(source, study_lib.RESULT_FILE), target)
+    if record["run"] in chosen:
+      arrays = study_lib.load_test_arrays(study_dir, record["run"])
+      np.savez_compressed(os.path.join(target, study_lib.TEST_FILE),
+                          **arrays)
+  shutil.copy(os.path.join(study_dir, study_lib.STUDY_FILE), summary_dir)
+  write_report(summary_dir, select_metric)
+  return len(records)

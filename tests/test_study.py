@@ -130,6 +130,26 @@ class OpenStudyTest(tf.test.TestCase):
     with open(path) as f:
       self.assertEqual(f.read(), before)
 
+  def test_study_older_than_a_setting_takes_its_default(self):
+    # A study begun before --freeze_encoder and --pooling existed.
+    study.open_study(self.dir, base_config(), self.grid)
+    path = os.path.join(self.dir, study.STUDY_FILE)
+    with open(path) as f:
+      saved = json.load(f)
+    for key in ("freeze_encoder", "pooling", "feature_cache"):
+      del saved["shared"][key]
+    with open(path, "w") as f:
+      json.dump(saved, f)
+    study.open_study(self.dir, base_config(), self.grid)  # Same settings.
+    with open(path) as f:
+      saved = json.load(f)
+    with open(path, "w") as f:
+      del saved["shared"]["export"]
+      json.dump(saved, f)
+    with self.assertRaisesRegex(ValueError, r"^--export=False differs from "
+                                r"the study in .*\(export=True\)"):
+      study.open_study(self.dir, base_config(export=False), self.grid)
+
   def test_folder_with_other_files_is_refused(self):
     os.makedirs(self.dir)
     open(os.path.join(self.dir, "notes.txt"), "w").close()
@@ -288,6 +308,42 @@ class ReportTest(tf.test.TestCase):
     study_report.write_report(self.dir, num_samples=10_000)
     with open(self.paths["tables"]) as f:
       self.assertEqual(f.read(), self.tables)
+
+  def test_summary_regenerates_the_same_report(self):
+    summary = os.path.join(tempfile.mkdtemp(), "summary")
+    self.assertEqual(study_report.write_summary(self.dir, summary), 16)
+    with open(os.path.join(summary, study_report.TABLES_FILE)) as f:
+      self.assertEqual(f.read(), self.tables)
+    runs = os.path.join(summary, study.RUNS_DIR)
+    self.assertLen(os.listdir(runs), 16)
+    with_arrays = [r for r in os.listdir(runs) if os.path.exists(
+        os.path.join(runs, r, study.TEST_FILE))]
+    # Only the 8 chosen runs keep their per-instance arrays.
+    self.assertLen(with_arrays, 8)
+    self.assertTrue(all(("lr0.001" in r and "seed0" in r) or
+                        ("lr0.01" in r and "seed1" in r) for r in with_arrays))
+    # --report_only on the summary alone.
+    study_report.write_report(summary, num_samples=10_000)
+    with open(os.path.join(summary, study_report.TABLES_FILE)) as f:
+      self.assertEqual(f.read(), self.tables)
+    with self.assertRaisesRegex(ValueError, "is the study folder"):
+      study_report.write_summary(self.dir, self.dir)
+    other = tempfile.mkdtemp()
+    open(os.path.join(other, "notes.txt"), "w").close()
+    with self.assertRaisesRegex(ValueError, "not empty and holds no "
+                                "study.json"):
+      study_report.write_summary(self.dir, other)
+
+  def test_frozen_regime_is_stated(self):
+    lines = study_report.regime_lines(
+        {"init_checkpoint": "minilm", "encoder_size": "minilm_l6",
+         "pooling": "mean", "max_seq_length": 32, "freeze_encoder": True,
+         "feature_cache": True})
+    self.assertEqual(lines[0], "Encoder weights from `minilm`, `minilm_l6` "
+                     "size, pooling mean, 32 tokens.")
+    self.assertIn("**Frozen encoder**", lines[1])
+    self.assertIn("not the paper's regime", lines[1])
+    self.assertEqual(study_report.regime_lines({"init_checkpoint": ""}), [])
 
   def test_paper_table_beside_ours(self):
     path = os.path.join(tempfile.mkdtemp(), "paper.json")

@@ -1,0 +1,180 @@
+r"""Where the text training loop's time goes, beside the isolated step.
+
+`benchmarks.text_step_time` times one compiled training step on a fixed
+batch; `pipelines.train` runs the same step inside Keras' `fit` with the
+input pipeline, the metrics, validation, checkpoints and exports. This
+binary measures, in one process and one run (GoEmotions, MiniLM-L6 size
+encoder, softmax + dot, batch 32, length 32), each layer that `fit` adds:
+
+1. the isolated step (`timing.make_step`, one fixed batch);
+2. `model.fit` on that fixed batch repeated, loss only, one step per call;
+3. the same with the run's metrics (Top-1, Top-5, NDCG@5, MRR);
+4. the same with the real input pipeline (read, shuffle, batch, tokenize);
+5. the same with `steps_per_execution=10` (what `pipelines.train` uses);
+6. `training.train` itself for `--train_steps` steps with one validation at
+   the end: Keras' own per-step time (the epoch's training time over its
+   steps, read by a callback) and the run's total wall time, whose
+   remainder is validation, checkpoints and exports.
+
+  .venv/bin/python -m benchmarks.text_training_loop --steps=30
+
+Prints a markdown table: ms per training step for 1-5 and 6's training part,
+and the seconds of 6's other parts.
+"""
+
+import os
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+import tensorflow as tf
+
+from benchmarks import timing
+from rank4class_tf import config as config_lib
+from rank4class_tf import datasets
+from rank4class_tf import encoders
+from rank4class_tf import losses
+from rank4class_tf import metrics
+from rank4class_tf import model as model_lib
+from rank4class_tf import training
+
+flags.DEFINE_integer("steps", 30, "Timed training steps per variant.")
+flags.DEFINE_integer("batch_size", 32, "Batch size.")
+flags.DEFINE_integer("max_seq_length", 32, "Tokens per instance.")
+flags.DEFINE_string("init_checkpoint", "",
+                    "Encoder weights for the training.train row (empty: "
+                    "random weights of the MiniLM-L6 size; speed is the "
+                    "same).")
+FLAGS = flags.FLAGS
+
+
+class EpochTimer(tf.keras.callbacks.Callback):
+  """Seconds of each epoch's training steps (before its validation) and of
+  its validation."""
+
+  def __init__(self):
+    super().__init__()
+    self.train_seconds, self.test_seconds = [], []
+    self._start = self._test_start = 0.0
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._start = time.perf_counter()
+
+  def on_test_begin(self, logs=None):
+    self._test_start = time.perf_counter()
+    self.train_seconds.append(self._test_start - self._start)
+
+  def on_test_end(self, logs=None):
+    self.test_seconds.append(time.perf_counter() - self._test_start)
+
+
+class StepTimer(tf.keras.callbacks.Callback):
+  """Milliseconds per step of `fit` between its first and last batch (the
+  first batch, tracing included, is not timed)."""
+
+  def __init__(self):
+    super().__init__()
+    self.start = None
+    self.batches = 0
+
+  def on_train_batch_end(self, batch, logs=None):
+    if self.start is None:
+      self.start = time.perf_counter()
+      self.first = batch
+    self.last = batch
+    self.end = time.perf_counter()
+
+  def ms_per_step(self) -> float:
+    return (self.end - self.start) / (self.last - self.first) * 1e3
+
+
+def fit_ms(model, dataset, steps: int, with_metrics: bool,
+           steps_per_execution: int) -> float:
+  model.compile(optimizer=tf.keras.optimizers.Adam(1e-5),
+                loss=losses.get("softmax"),
+                metrics=(metrics.get_all(config_lib.DEFAULT_METRICS)
+                         if with_metrics else None),
+                steps_per_execution=steps_per_execution)
+  timer = StepTimer()
+  # One warm-up execution, then `steps` timed steps.
+  model.fit(dataset, epochs=1, steps_per_epoch=steps + steps_per_execution,
+            callbacks=[timer], verbose=0)
+  return timer.ms_per_step()
+
+
+def main(argv):
+  del argv
+  tf.keras.utils.set_random_seed(0)
+  config = config_lib.TrainConfig.create(
+      dataset="goemotions", encoder="bert", encoder_size="minilm_l6",
+      max_seq_length=FLAGS.max_seq_length, batch_size=FLAGS.batch_size,
+      model_dir="unused")
+  data = datasets.get("goemotions")
+  instance_inputs = training.build_inputs(config, data)
+  real = datasets.ranking_dataset(data, "train", FLAGS.batch_size,
+                                  training=True, seed=0,
+                                  instance_inputs=instance_inputs)
+  features, labels = next(iter(real))
+  fixed = tf.data.Dataset.from_tensors((features, labels)).repeat()
+
+  def fresh_model():
+    return model_lib.build_model_builder(
+        data, instance_inputs, encoder="bert",
+        encoder_kwargs=encoders.config_kwargs(config.model),
+        interaction="dot").build()
+
+  rows = []
+  model = fresh_model()
+  step = timing.make_step(model, losses.get("softmax"),
+                          tf.keras.optimizers.Adam(1e-5))
+  rows.append(("1. isolated step (fixed batch)",
+               timing.time_step(step, features, labels, FLAGS.steps)))
+  rows.append(("2. fit, fixed batch, loss only, 1 step per call",
+               fit_ms(fresh_model(), fixed, FLAGS.steps, False, 1)))
+  rows.append(("3. + the 4 ranking metrics",
+               fit_ms(fresh_model(), fixed, FLAGS.steps, True, 1)))
+  rows.append(("4. + the real input pipeline (tokenize in tf.data)",
+               fit_ms(fresh_model(), real, FLAGS.steps, True, 1)))
+  steps = -(-FLAGS.steps // 10) * 10
+  rows.append(("5. + steps_per_execution=10",
+               fit_ms(fresh_model(), real, steps, True, 10)))
+
+  # 6. The real run: one epoch of `steps` steps, one validation, exports.
+  run_steps = steps + 10
+  model_dir = tempfile.mkdtemp()
+  run_config = config.replace(
+      model_dir=os.path.join(model_dir, "run"), train_steps=run_steps,
+      eval_every=run_steps, learning_rate=1e-5,
+      init_checkpoint=FLAGS.init_checkpoint)
+  timer = EpochTimer()
+  build_callbacks = training.Rank4ClassPipeline.build_callbacks
+  def with_timer(self):
+    return [timer] + build_callbacks(self)
+  training.Rank4ClassPipeline.build_callbacks = with_timer
+  start = time.perf_counter()
+  training.train(run_config)
+  total = time.perf_counter() - start
+  training.Rank4ClassPipeline.build_callbacks = build_callbacks
+  train_ms = timer.train_seconds[0] / run_steps * 1e3
+  rows.append((f"6. training.train: its {run_steps} steps (first execution's "
+               "tracing included)", train_ms))
+
+  base = rows[0][1]
+  print(f"\nGoEmotions, MiniLM-L6 size, softmax + dot, batch "
+        f"{FLAGS.batch_size}, length {FLAGS.max_seq_length}, "
+        f"{FLAGS.steps} timed steps per row:\n")
+  print("| what runs | ms / step | ratio to the isolated step |")
+  print("|---|---|---|")
+  for name, ms in rows:
+    print(f"| {name} | {ms:.1f} | {ms / base:.2f} |")
+  validation = timer.test_seconds[0]
+  print(f"\ntraining.train, {run_steps} steps: {total:.1f} s in all = "
+        f"{timer.train_seconds[0]:.1f} s of training steps + "
+        f"{validation:.1f} s for one validation ({data.size('validation')} "
+        f"comments) + {total - timer.train_seconds[0] - validation:.1f} s "
+        "for everything else (building, checkpoints, two exports).")
+
+
+if __name__ == "__main__":
+  app.run(main)

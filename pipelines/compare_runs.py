@@ -1,0 +1,71 @@
+r"""Compares trained runs over their seeds: mean, std and 95% t-intervals.
+
+Example (the multi-label GoEmotions methods of docs/multilabel.md, 3 seeds
+each; runs that differ only by --seed form one row):
+
+  .venv/bin/python -m pipelines.compare_runs \
+      --runs=runs/ml_frozen/bce.seed0,runs/ml_frozen/bce.seed1 \
+      --metrics=map_class,map_sample,cf1,of1
+
+`--runs` also takes shell patterns (quote them): --runs='runs/ml_frozen/*'.
+Each run's best checkpoint is scored on --split (from the feature cache for
+runs trained from one). Prints a markdown table: one row per group of runs
+equal but for their seed, named by the settings in which the groups differ;
+each metric as mean ± sample std [95% Student-t interval of the mean].
+"""
+
+import glob
+import sys
+
+from absl import app
+from absl import flags
+
+from pipelines import console
+from rank4class_tf import compare
+from rank4class_tf import metrics
+
+flags.DEFINE_list("runs", None, "Run folders (model_dirs) or shell patterns.")
+flags.DEFINE_list("metrics", None, "Metrics (default: the first run's "
+                  "--metrics).")
+flags.DEFINE_string("split", "test", "validation or test.")
+flags.DEFINE_float("threshold", 0.5, "Multi-label count metrics: a class is "
+                   "predicted when sigmoid(score) >= threshold.")
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit(f"compare_runs: unexpected arguments: {' '.join(argv[1:])}")
+  console.quiet()
+  try:
+    if not FLAGS.runs:
+      raise ValueError("--runs must name at least one run folder.")
+    model_dirs = []
+    for pattern in FLAGS.runs:
+      found = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [
+          pattern]
+      if not found:
+        raise ValueError(f"--runs: {pattern!r} matches no folder.")
+      model_dirs += found
+    groups = compare.group_runs(model_dirs)
+    names = tuple(FLAGS.metrics or ())
+    if not names:
+      from rank4class_tf import serving  # pylint: disable=g-import-not-at-top
+      names = tuple(serving.load_config(model_dirs[0]).trainer.metrics)
+    for name in names:
+      try:
+        metrics.check_name(name)
+      except ValueError as e:
+        raise ValueError(f"--metrics: {e}") from None
+    if FLAGS.split not in ("validation", "test"):
+      raise ValueError(f"--split={FLAGS.split!r} is not valid; choose one "
+                       "of: validation, test.")
+    compare.evaluate_groups(groups, names, FLAGS.split, FLAGS.threshold)
+  except ValueError as e:
+    sys.exit(f"compare_runs: {e}")
+  print("\n".join(compare.markdown(groups, names)))
+
+
+if __name__ == "__main__":
+  app.run(main)

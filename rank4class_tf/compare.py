@@ -1,0 +1,130 @@
+"""Runs that differ only by their seed, compared with intervals.
+
+`pipelines.compare_runs` takes trained runs (model_dirs), groups those whose
+settings are equal but for `--seed` (and `--model_dir` and the bookkeeping
+flags of `IGNORED`), scores each run's best checkpoint on a split
+(`training.checkpoint_scores`: from the feature cache for frozen runs, so
+seconds), computes any metric (multi-label ones included, at a threshold)
+and reports per group the mean, the standard deviation over seeds and the
+95% Student-t interval of the mean over seeds. Groups are named by the
+settings in which they differ.
+
+The study (`study.py`) does this for single-label grids with paired tests;
+this is for any set of runs, e.g. the multi-label methods of docs/multilabel.md.
+
+>>> interval = seed_interval([0.40, 0.42, 0.44])
+>>> [round(v, 4) for v in interval]
+[0.42, 0.02, 0.3703, 0.4697]
+"""
+
+import dataclasses
+import math
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from rank4class_tf import metrics
+from rank4class_tf import serving
+from rank4class_tf import training
+
+# Settings that do not make two runs different models.
+IGNORED = ("seed", "model_dir", "overwrite", "feature_cache_dir", "export",
+           "data_dir")
+
+
+def seed_interval(values: Sequence[float], level: float = 0.95
+                 ) -> Tuple[float, float, float, float]:
+  """(mean, sample std, low, high): the Student-t interval of the mean of
+  per-seed values; one value gives (v, 0, nan, nan).
+  """
+  values = np.asarray(values, np.float64)
+  mean = float(values.mean())
+  if len(values) < 2:
+    return mean, 0.0, math.nan, math.nan
+  from scipy import stats as scipy_stats  # pylint: disable=g-import-not-at-top
+  std = float(values.std(ddof=1))
+  half = float(scipy_stats.t.ppf(0.5 + level / 2, len(values) - 1)) * std / (
+      math.sqrt(len(values)))
+  return mean, std, mean - half, mean + half
+
+
+@dataclasses.dataclass
+class Group:
+  """Runs equal but for their seed.
+
+  Attributes:
+    label: the settings that set this group apart from the others.
+    model_dirs: its runs, by seed order.
+    seeds: their seeds.
+    values: {metric: [value per run]}.
+  """
+  label: str
+  model_dirs: List[str]
+  seeds: List[int]
+  values: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
+
+
+def group_runs(model_dirs: Sequence[str]) -> List[Group]:
+  """Groups runs by their settings but `IGNORED`, in first-seen order.
+
+  Raises:
+    ValueError: a folder holds no run, or two runs of a group share a seed.
+  """
+  settings = {}
+  for model_dir in model_dirs:
+    flat = serving.load_config(model_dir).flat()
+    settings[model_dir] = {k: v for k, v in flat.items() if k not in IGNORED}
+  keys = sorted({k for s in settings.values() for k in s})
+  differing = [k for k in keys
+               if len({repr(s.get(k)) for s in settings.values()}) > 1]
+  groups: Dict[str, Group] = {}
+  for model_dir in model_dirs:
+    config = serving.load_config(model_dir)
+    label = ", ".join(f"{k}={_value(settings[model_dir].get(k))}"
+                      for k in differing) or "all runs"
+    group = groups.setdefault(label, Group(label, [], []))
+    if config.trainer.seed in group.seeds:
+      raise ValueError(f"--runs: {model_dir} and "
+                       f"{group.model_dirs[group.seeds.index(config.trainer.seed)]}"
+                       f" are the same run settings and seed "
+                       f"{config.trainer.seed}.")
+    group.model_dirs.append(model_dir)
+    group.seeds.append(config.trainer.seed)
+  return list(groups.values())
+
+
+def _value(value) -> str:
+  if isinstance(value, (list, tuple)):
+    return ",".join(map(str, value))
+  return str(value)
+
+
+def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
+                    split: str = "test", threshold: float = 0.5) -> None:
+  """Fills every group's `values`: each run's best checkpoint on `split`."""
+  for group in groups:
+    for model_dir in group.model_dirs:
+      config = serving.load_config(model_dir).replace(model_dir=model_dir)
+      data = training.load_data(config)
+      labels, scores = training.checkpoint_scores(
+          config, data, (split,))[split]
+      results = metrics.evaluate_scores(labels, scores, metric_names,
+                                        threshold=threshold)
+      for name in metric_names:
+        group.values.setdefault(name, []).append(float(results[name]))
+
+
+def markdown(groups: Sequence[Group], metric_names: Sequence[str]
+            ) -> List[str]:
+  """A table: one row per group, each metric as mean ± std [low, high]."""
+  lines = ["| runs | seeds | " + " | ".join(metric_names) + " |",
+           "|---|---|" + "---|" * len(metric_names)]
+  for group in groups:
+    cells = []
+    for name in metric_names:
+      mean, std, low, high = seed_interval(group.values[name])
+      interval = "" if math.isnan(low) else f" [{low:.4f}, {high:.4f}]"
+      cells.append(f"{mean:.4f} ± {std:.4f}{interval}")
+    lines.append(f"| {group.label} | {','.join(map(str, group.seeds))} | " +
+                 " | ".join(cells) + " |")
+  return lines
