@@ -243,3 +243,53 @@ class BadInputTest(tf.test.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class FrozenTextStudyTest(tf.test.TestCase):
+  """Frozen MiniLM cells on a GoEmotions-format subset: one feature cache
+  shared by every run, no exports, records scored from the cache equal to
+  the export's, and the summary regenerating the report."""
+
+  def test_frozen_cells(self):
+    import test_text_pipelines  # pylint: disable=g-import-not-at-top
+    data_dir = test_text_pipelines.goemotions_fixture()
+    root = tempfile.mkdtemp()
+    study_dir = os.path.join(root, "study")
+    summary_dir = os.path.join(root, "summary")
+    cmd = ([sys.executable, "-m", "pipelines.study",
+                  f"--study_dir={study_dir}", "--dataset=goemotions",
+                  f"--data_dir={data_dir}", "--encoder=bert",
+                  "--init_checkpoint=minilm", "--freeze_encoder",
+                  "--export=false", "--max_seq_length=12", "--batch_size=4",
+                  "--train_steps=4", "--eval_every=2", "--deterministic",
+                  "--losses=softmax,approx_ndcg", "--interactions=dot,lc_mlp",
+                  "--mlp_units=8", "--seeds=0", "--learning_rates=1e-2",
+                  f"--summary_dir={summary_dir}"])
+    lines = run(cmd).stdout.splitlines()
+    self.assertRegex(lines[0], r"^feature cache: \w+ \(\d+ instances\) "
+                     r"encoded in ")
+    self.assertRegex(lines[3], r"^feature cache .*feature_cache/\w+: ready")
+    self.assertLen([l for l in lines if l.startswith("[")], 4)
+    self.assertLen(os.listdir(os.path.join(study_dir, "feature_cache")), 1)
+    name = "softmax.dot.lr0.01.seed0"
+    folder = os.path.join(study_dir, "runs", name)
+    self.assertFalse(serving.has_exports(folder))
+    config = serving.load_config(folder)
+    self.assertEqual((config.model.pooling, config.model.freeze_encoder),
+                     ("mean", True))
+    with open(os.path.join(folder, study.RESULT_FILE)) as f:
+      record = json.load(f)
+    # The record (from the cache) equals the export's metrics.
+    helpers.run_module("pipelines.export", f"--model_dir={folder}")
+    exported = helpers.evaluate(folder, "test")
+    for metric, value in record["test"].items():
+      self.assertAllClose(value, exported[metric], atol=1e-6, msg=metric)
+    with open(os.path.join(study_dir, "tables.md")) as f:
+      tables = f.read()
+    self.assertIn("**Frozen encoder**", tables)
+    with open(os.path.join(summary_dir, "tables.md")) as f:
+      self.assertEqual(f.read(), tables)
+    # The same command again trains nothing and reads no cache.
+    again = run(cmd).stdout
+    self.assertIn("4 of 4 runs already finished", again)
+    self.assertNotIn("feature cache", again)
