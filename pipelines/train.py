@@ -40,7 +40,11 @@ def main(argv):
     export_dir = training.train(config, verbose=2)
   except ValueError as e:
     sys.exit(f"train: {e}")
-  print(f"Exported the best model to {export_dir}")
+  if config.trainer.export:
+    print(f"Exported the best model to {export_dir}")
+  else:
+    print(f"Trained; no export (--export=false): write them with "
+          f"pipelines.export --model_dir={model_dir}")
 
 
 if __name__ == "__main__":

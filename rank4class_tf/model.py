@@ -209,8 +209,11 @@ def copy_weights(source: tf.keras.Model, target: tf.keras.Model) -> int:
     matches = targets.get(name, [])
     if len(matches) != len(weights) or any(
         a.shape != b.shape for a, b in zip(weights, matches)):
-      raise ValueError(f"cannot copy weight {name!r}: the target model has "
-                       f"{len(matches)} weight(s) of that name and shape.")
+      raise ValueError(
+          f"cannot copy weight {name!r} of shape(s) "
+          f"{[w.shape.as_list() for w in weights]}: the target model's "
+          f"weights of that name have shape(s) "
+          f"{[w.shape.as_list() for w in matches]}.")
     for weight, match in zip(weights, matches):
       match.assign(weight)
       count += 1

@@ -126,3 +126,24 @@ class SerializationTest(tf.test.TestCase, parameterized.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class CopyWeightsTest(tf.test.TestCase):
+
+  def test_copies_by_name_and_refuses_a_mismatch(self):
+    def head(units, name="head"):
+      inputs = tf.keras.Input([4])
+      return tf.keras.Model(inputs, tf.keras.layers.Dense(
+          units, name=name)(inputs))
+    source, target = head(3), head(3)
+    self.assertNotAllClose(source.weights[0], target.weights[0])
+    self.assertEqual(model_lib.copy_weights(source, target), 2)
+    for a, b in zip(source.weights, target.weights):
+      self.assertAllEqual(a, b)
+    with self.assertRaisesRegex(ValueError, r"cannot copy weight "
+                                r"'head/kernel:0' of shape\(s\) \[\[4, 3\]\]: "
+                                r"the target model's weights of that name "
+                                r"have shape\(s\) \[\[4, 5\]\]"):
+      model_lib.copy_weights(source, head(5))
+    with self.assertRaisesRegex(ValueError, "cannot copy weight"):
+      model_lib.copy_weights(source, head(3, name="other"))
