@@ -34,6 +34,7 @@ import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
 from rank4class_tf import catalog
+from rank4class_tf import encoders
 from rank4class_tf import metrics
 from rank4class_tf import paper_tables
 from rank4class_tf import stats
@@ -598,7 +599,10 @@ def regime_lines(shared: Dict[str, object]) -> List[str]:
   the class encoder and the interaction only."""
   lines = []
   if shared.get("init_checkpoint"):
-    pooling = shared.get("pooling") or "the checkpoint's default"
+    pooling = shared.get("pooling") or (
+        encoders.default_pooling(shared.get("encoder", ""),
+                                 shared["init_checkpoint"]) +
+        " (the checkpoint's default)")
     lines.append(f"Encoder weights from `{shared['init_checkpoint']}`, "
                  f"`{shared.get('encoder_size', '')}` size, pooling "
                  f"{pooling}, {shared.get('max_seq_length')} tokens.")

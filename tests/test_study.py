@@ -341,6 +341,11 @@ class ReportTest(tf.test.TestCase):
          "feature_cache": True})
     self.assertEqual(lines[0], "Encoder weights from `minilm`, `minilm_l6` "
                      "size, pooling mean, 32 tokens.")
+    self.assertEqual(study_report.regime_lines(
+        {"init_checkpoint": "minilm", "encoder": "bert", "pooling": "",
+         "encoder_size": "minilm_l6", "max_seq_length": 32})[0],
+        "Encoder weights from `minilm`, `minilm_l6` size, pooling mean (the "
+        "checkpoint's default), 32 tokens.")
     self.assertIn("**Frozen encoder**", lines[1])
     self.assertIn("not the paper's regime", lines[1])
     self.assertEqual(study_report.regime_lines({"init_checkpoint": ""}), [])
