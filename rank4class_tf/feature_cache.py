@@ -73,7 +73,7 @@ def split_sha256(instances: np.ndarray, labels: np.ndarray) -> str:
   """SHA-256 of a split's instances (strings, in order) and labels.
 
   >>> split_sha256(np.array(["a", "b"], object), np.array([0, 1]))[:12]
-  'f1c9d6f6a8d8'
+  '54ff71a782f7'
   """
   digest = hashlib.sha256()
   for instance in np.asarray(instances, object).reshape(len(instances), -1):

@@ -139,6 +139,9 @@ class Statistics:
   intervals: Dict[Tuple[str, str], Dict[str, Tuple[float, float]]]
   separated: Dict[str, int]  # metric -> pairs with p < ALPHA
   num_pairs: int
+  # (cell a, cell b) -> metric -> p of "a and b have the same mean".
+  p_pairs: Dict[Tuple[Tuple[str, str], Tuple[str, str]],
+                Dict[str, float]] = dataclasses.field(default_factory=dict)
 
 
 def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
@@ -168,10 +171,13 @@ def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
               if rows else [])
   p_vs_baseline = {c.key: {} for c in cells}
   separated = {m: 0 for m in metric_names}
+  p_pairs = {}
   for (kind, key, metric), p in zip(labels, p_values):
     if kind == "base":
       p_vs_baseline[key][metric] = float(p)
-    elif p < ALPHA:
+      continue
+    p_pairs.setdefault(key, {})[metric] = float(p)
+    if p < ALPHA:
       separated[metric] += 1
   intervals = {c.key: {} for c in cells}
   if cells:
@@ -181,7 +187,7 @@ def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
         itertools.product(metric_names, cells), bounds):
       intervals[cell.key][metric] = (float(bound[0]), float(bound[1]))
   return Statistics(p_vs_baseline, intervals, separated,
-                    len(cells) * (len(cells) - 1) // 2)
+                    len(cells) * (len(cells) - 1) // 2, p_pairs)
 
 
 def write_results_csv(path: str, records: Sequence[Dict],
@@ -303,6 +309,46 @@ def summary_table(cells: Sequence[Cell], metric_names: Sequence[str],
   return lines
 
 
+def pair_p(statistics: Statistics, a: Tuple[str, str], b: Tuple[str, str],
+           metric: str) -> float:
+  """p of the paired test of cells a and b (either order)."""
+  pairs = statistics.p_pairs
+  return (pairs[(a, b)] if (a, b) in pairs else pairs[(b, a)])[metric]
+
+
+def contrast_lines(cells: Sequence[Cell], metric_names: Sequence[str],
+                   statistics: Statistics) -> List[str]:
+  """The paper's two claims as contrasts, each with its paired test: every
+  ranking loss against softmax CE under the same interaction, and every
+  interaction against dot under the same loss (Δ of the means over seeds,
+  p of the paired bootstrap)."""
+  by_key = {c.key: c for c in cells}
+  rows = []
+  for cell in cells:
+    loss, interaction = cell.key
+    if loss != "softmax" and ("softmax", interaction) in by_key:
+      rows.append(("loss", cell, by_key[("softmax", interaction)]))
+  for cell in cells:
+    loss, interaction = cell.key
+    if interaction != "dot" and (loss, "dot") in by_key:
+      rows.append(("interaction", cell, by_key[(loss, "dot")]))
+  if not rows:
+    return ["No pair of cells shares a loss or an interaction."]
+  lines = ["| contrast | " + " | ".join(
+      f"Δ {metric_title(m)} (p)" for m in metric_names) + " |",
+           "|---|" + "---|" * len(metric_names)]
+  for _, cell, reference in rows:
+    values = []
+    for metric in metric_names:
+      delta = cell.mean(metric) - reference.mean(metric)
+      p = pair_p(statistics, cell.key, reference.key, metric)
+      mark = "**" if p < ALPHA else ""
+      values.append(f"{mark}{delta:+.4f}{mark} ({_p_text(p)})")
+    lines.append(f"| {cell_title(cell.key)} vs {cell_title(reference.key)} "
+                 f"| " + " | ".join(values) + " |")
+  return lines
+
+
 def bound_lines(cells: Sequence[Cell]) -> List[str]:
   """Bruch et al. 2019: softmax CE >= -log MRR >= -log NDCG, per cell."""
   lines = ["| cell | softmax CE | −log MRR | −log NDCG | CE ≥ −log MRR |",
@@ -388,6 +434,13 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
   lines += ["", "## Classical classifier against the best Rank4Class cell "
             "(Table 2)", ""]
   lines += summary_table(cells, metric_names, statistics)
+  lines += ["", "## Ranking losses against softmax CE, interactions "
+            "against dot", "",
+            "Each ranking loss against softmax CE under the same "
+            "interaction, then each interaction against dot under the same "
+            "loss: the difference of the means over seeds and the paired "
+            "bootstrap p (bold: p < 0.05, uncorrected).", ""]
+  lines += contrast_lines(cells, metric_names, statistics)
   lines += ["", "## Metric informativeness", "",
             "Over all pairs of cells, how many pairs each metric tells apart "
             "(paired bootstrap, p < 0.05, uncorrected for the number of "

@@ -309,6 +309,21 @@ class ReportTest(tf.test.TestCase):
     with open(self.paths["tables"]) as f:
       self.assertEqual(f.read(), self.tables)
 
+  def test_contrasts_of_the_papers_claims(self):
+    lines = self.tables.splitlines()
+    start = lines.index("## Ranking losses against softmax CE, interactions "
+                        "against dot")
+    rows = [l for l in lines[start:] if l.startswith("| ") and " vs " in l]
+    self.assertEqual([r.split(" | ")[0] for r in rows], [
+        "| ApproxNDCG + Dot vs Softmax CE + Dot",
+        "| ApproxNDCG + LC+MLP vs Softmax CE + LC+MLP",
+        "| Softmax CE + LC+MLP vs Softmax CE + Dot",
+        "| ApproxNDCG + LC+MLP vs ApproxNDCG + Dot"])
+    # The same model: no difference, p = 1.
+    self.assertIn("| +0.0000 (1.0000) |", rows[0])
+    # Right wherever the baseline misses: Top-1 +0.5, the smallest p.
+    self.assertEqual(rows[2].split(" | ")[1], "**+0.5000** (0.0001)")
+
   def test_summary_regenerates_the_same_report(self):
     summary = os.path.join(tempfile.mkdtemp(), "summary")
     self.assertEqual(study_report.write_summary(self.dir, summary), 16)
