@@ -274,6 +274,20 @@ def _read_key(folder: str) -> Optional[Dict[str, Any]]:
     return None
 
 
+def _read_array(folder: str, name: str, rows: int) -> np.ndarray:
+  """A cached array, checked to hold one row per instance."""
+  path = os.path.join(folder, name)
+  try:
+    array = np.load(path)
+  except (OSError, ValueError, EOFError) as e:
+    raise ValueError(f"{path} cannot be read ({e}); delete {folder} to "
+                     "rebuild the cache.") from None
+  if len(array) != rows:
+    raise ValueError(f"{path} holds {len(array)} rows for {rows} instances; "
+                     f"delete {folder} to rebuild the cache.")
+  return array
+
+
 def load(cache_dir: str, spec: CacheSpec,
          data: datasets.ClassificationData,
          progress: Callable[[str], None] = logging.info) -> FeatureCache:
@@ -307,14 +321,11 @@ def load(cache_dir: str, spec: CacheSpec,
     record = _read_key(folder)
   splits = {}
   for split, (_, labels) in data.splits.items():
-    features = np.load(os.path.join(folder, f"{split}.features.npy"))
-    if len(features) != len(labels):
-      raise ValueError(f"{folder}/{split}.features.npy holds "
-                       f"{len(features)} rows for {len(labels)} instances; "
-                       "delete the folder to rebuild it.")
+    features = _read_array(folder, f"{split}.features.npy", len(labels))
     if spec.sequence:
       features = {"features": features,
-                  "mask": np.load(os.path.join(folder, f"{split}.mask.npy"))}
+                  "mask": _read_array(folder, f"{split}.mask.npy",
+                                      len(labels))}
     splits[split] = (features, labels)
   shape = tuple(record["shapes"][sorted(splits)[0]][1:])
   cached = datasets.ClassificationData(

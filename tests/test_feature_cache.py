@@ -141,6 +141,15 @@ class CacheTest(tf.test.TestCase):
     self.assertNotAllClose(cache.data.splits["test"][0],
                            short.data.splits["test"][0])
 
+  def test_damaged_file_is_one_line_naming_it(self):
+    cache = feature_cache.load(self.cache_dir, spec(), self.data)
+    path = os.path.join(cache.folder, "test.features.npy")
+    with open(path, "r+b") as f:
+      f.truncate(200)
+    with self.assertRaisesRegex(ValueError, f"^{path} cannot be read .*; "
+                                f"delete {cache.folder} to rebuild"):
+      feature_cache.load(self.cache_dir, spec(), self.data)
+
   def test_split_hash(self):
     a = feature_cache.split_sha256(np.array(["ab", "c"], object),
                                    np.array([0, 1]))
