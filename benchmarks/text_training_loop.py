@@ -11,20 +11,25 @@ encoder, softmax + dot, batch 32, length 32), each layer that `fit` adds:
 3. the same with the run's metrics (Top-1, Top-5, NDCG@5, MRR);
 4. the same with the real input pipeline (read, shuffle, batch, tokenize);
 5. the same with `steps_per_execution=10` (what `pipelines.train` uses);
-6. `training.train` itself for `--train_steps` steps with one validation at
-   the end: Keras' own per-step time (the epoch's training time over its
-   steps, read by a callback) and the run's total wall time, whose
-   remainder is validation, checkpoints and exports.
+6. `training.train` itself, one epoch of the steps and one validation:
+   its steps after the first execution (whose tracing is one-off), and the
+   seconds of each phase of the run (building, first execution, steps,
+   validation, epoch-end callbacks, exports), beside the ms/step that
+   Keras' own log prints.
 
   .venv/bin/python -m benchmarks.text_training_loop --steps=30
 
-Prints a markdown table: ms per training step for 1-5 and 6's training part,
-and the seconds of 6's other parts.
+Prints two markdown tables: ms per training step of 1-6, and the seconds of
+each phase of 6.
 """
 
+import contextlib
+import io
 import os
+import re
 import tempfile
 import time
+from typing import Tuple
 
 from absl import app
 from absl import flags
@@ -49,24 +54,50 @@ flags.DEFINE_string("init_checkpoint", "",
 FLAGS = flags.FLAGS
 
 
-class EpochTimer(tf.keras.callbacks.Callback):
-  """Seconds of each epoch's training steps (before its validation) and of
-  its validation."""
+class Clock(tf.keras.callbacks.Callback):
+  """Times the phases of a `fit` (first in the callback list; `Last` marks
+  the end of the other callbacks' epoch-end work)."""
 
   def __init__(self):
     super().__init__()
-    self.train_seconds, self.test_seconds = [], []
-    self._start = self._test_start = 0.0
+    self.marks = {}
+    self._batch_ends = []
 
-  def on_epoch_begin(self, epoch, logs=None):
-    self._start = time.perf_counter()
+  def on_train_begin(self, logs=None):
+    self.marks["train_begin"] = time.perf_counter()
+
+  def on_train_batch_end(self, batch, logs=None):
+    self._batch_ends.append((batch, time.perf_counter()))
 
   def on_test_begin(self, logs=None):
-    self._test_start = time.perf_counter()
-    self.train_seconds.append(self._test_start - self._start)
+    self.marks["test_begin"] = time.perf_counter()
 
   def on_test_end(self, logs=None):
-    self.test_seconds.append(time.perf_counter() - self._test_start)
+    self.marks["test_end"] = time.perf_counter()
+
+  def on_train_end(self, logs=None):
+    self.marks["train_end"] = time.perf_counter()
+
+  def first_execution(self) -> Tuple[int, float]:
+    """(steps, seconds) of the first execution, tracing included."""
+    batch, end = self._batch_ends[0]
+    return batch + 1, end - self.marks["train_begin"]
+
+  def steady_ms(self) -> float:
+    """ms per step after the first execution."""
+    (first, start), (last, end) = self._batch_ends[0], self._batch_ends[-1]
+    return (end - start) / (last - first) * 1e3
+
+
+class Last(tf.keras.callbacks.Callback):
+  """Marks when the epoch-end callbacks before it are done."""
+
+  def __init__(self, clock: Clock):
+    super().__init__()
+    self._clock = clock
+
+  def on_epoch_end(self, epoch, logs=None):
+    self._clock.marks["callbacks_end"] = time.perf_counter()
 
 
 class StepTimer(tf.keras.callbacks.Callback):
@@ -147,18 +178,20 @@ def main(argv):
       model_dir=os.path.join(model_dir, "run"), train_steps=run_steps,
       eval_every=run_steps, learning_rate=1e-5,
       init_checkpoint=FLAGS.init_checkpoint)
-  timer = EpochTimer()
+  clock = Clock()
   build_callbacks = training.Rank4ClassPipeline.build_callbacks
-  def with_timer(self):
-    return [timer] + build_callbacks(self)
-  training.Rank4ClassPipeline.build_callbacks = with_timer
+  def with_clock(self):
+    return [clock] + build_callbacks(self) + [Last(clock)]
+  training.Rank4ClassPipeline.build_callbacks = with_clock
+  keras_log = io.StringIO()
   start = time.perf_counter()
-  training.train(run_config)
-  total = time.perf_counter() - start
+  with contextlib.redirect_stdout(keras_log):
+    training.train(run_config, verbose=2)
+  end = time.perf_counter()
   training.Rank4ClassPipeline.build_callbacks = build_callbacks
-  train_ms = timer.train_seconds[0] / run_steps * 1e3
-  rows.append((f"6. training.train: its {run_steps} steps (first execution's "
-               "tracing included)", train_ms))
+  logged = re.search(r"- (\d+)(ms|s)/step", keras_log.getvalue())
+  rows.append((f"6. training.train, after its first {steps_per_call(clock)} "
+               "steps", clock.steady_ms()))
 
   base = rows[0][1]
   print(f"\nGoEmotions, MiniLM-L6 size, softmax + dot, batch "
@@ -168,12 +201,35 @@ def main(argv):
   print("|---|---|---|")
   for name, ms in rows:
     print(f"| {name} | {ms:.1f} | {ms / base:.2f} |")
-  validation = timer.test_seconds[0]
-  print(f"\ntraining.train, {run_steps} steps: {total:.1f} s in all = "
-        f"{timer.train_seconds[0]:.1f} s of training steps + "
-        f"{validation:.1f} s for one validation ({data.size('validation')} "
-        f"comments) + {total - timer.train_seconds[0] - validation:.1f} s "
-        "for everything else (building, checkpoints, two exports).")
+  marks = clock.marks
+  first_steps, first_seconds = clock.first_execution()
+  phases = [
+      ("checks, data, model, weights (before fit)",
+       marks["train_begin"] - start),
+      (f"first execution: {first_steps} steps, tracing included",
+       first_seconds),
+      (f"the other {run_steps - first_steps} steps",
+       marks["test_begin"] - clock._batch_ends[0][1]),  # pylint: disable=protected-access
+      (f"one validation ({data.size('validation')} comments)",
+       marks["test_end"] - marks["test_begin"]),
+      ("epoch-end callbacks (TensorBoard, per-validation and best "
+       "checkpoints, backup)", marks["callbacks_end"] - marks["test_end"]),
+      ("after fit: two exports, backup removed", end - marks["train_end"]),
+  ]
+  print(f"\ntraining.train, {run_steps} steps, one validation: "
+        f"{end - start:.1f} s in all.\n")
+  print("| phase | seconds |")
+  print("|---|---|")
+  for name, seconds in phases:
+    print(f"| {name} | {seconds:.1f} |")
+  if logged:
+    print(f"\nKeras' log (verbose=2) said {logged.group(1)} "
+          f"{logged.group(2)}/step: the "
+          "epoch's time, its validation included, over its steps.")
+
+
+def steps_per_call(clock: Clock) -> int:
+  return clock.first_execution()[0]
 
 
 if __name__ == "__main__":
