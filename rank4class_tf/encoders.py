@@ -224,6 +224,10 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
     if init_checkpoint:
       pretrained.init_encoder(self.network, init_checkpoint)
     self.network.trainable = self.trainable_encoder
+    if self.sequence or self.pooling != "pooled":
+      # h does not read BERT's pooler: not training it spares its optimizer
+      # slots and Keras' "gradients do not exist" warning at every step.
+      self.network.get_layer("pooler_transform").trainable = False
     self.dropout_layer = tf.keras.layers.Dropout(self.dropout)
 
   def features(self, inputs, training=None):

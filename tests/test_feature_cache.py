@@ -205,6 +205,16 @@ class PoolingTest(tf.test.TestCase):
     self.assertAllClose(encoder(packed, training=True),
                         encoder(packed, training=False))
 
+  def test_pooler_is_trained_only_when_it_makes_h(self):
+    def trained(**kwargs):
+      encoder = encoders.get("bert", size="tiny", dropout=0.0, **kwargs)
+      return {w.name for w in encoder.trainable_weights
+              if "pooler_transform" in w.name}
+    self.assertLen(trained(pooling="pooled"), 2)  # Kernel and bias.
+    self.assertEmpty(trained(pooling="mean"))
+    self.assertEmpty(trained(pooling="cls"))
+    self.assertEmpty(trained(pooling="pooled", sequence=True))
+
   def test_bad_flags(self):
     def check(**kwargs):
       from rank4class_tf import checks  # pylint: disable=g-import-not-at-top
