@@ -226,7 +226,7 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
     self.network.trainable = self.trainable_encoder
     if self.sequence or self.pooling != "pooled":
       # h does not read BERT's pooler: not training it spares its optimizer
-      # slots and Keras' "gradients do not exist" warning at every step.
+      # slots and Keras' "gradients do not exist" warnings.
       self.network.get_layer("pooler_transform").trainable = False
     self.dropout_layer = tf.keras.layers.Dropout(self.dropout)
 
