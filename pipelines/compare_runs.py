@@ -12,6 +12,10 @@ Each run's best checkpoint is scored on --split (from the feature cache for
 runs trained from one). Prints a markdown table: one row per group of runs
 equal but for their seed, named by the settings in which the groups differ;
 each metric as mean ± sample std [95% Student-t interval of the mean].
+
+Zero-shot runs (`--holdout_classes`): `--instances=holdout` scores only the
+instances of the held-out classes, every class still ranked (generalized
+zero-shot); `--instances=seen` the others.
 """
 
 import glob
@@ -30,6 +34,14 @@ flags.DEFINE_list("metrics", None, "Metrics (default: the first run's "
 flags.DEFINE_string("split", "test", "validation or test.")
 flags.DEFINE_float("threshold", 0.5, "Multi-label count metrics: a class is "
                    "predicted when sigmoid(score) >= threshold.")
+
+flags.DEFINE_enum("instances", "all", compare.INSTANCES,
+                  "Instances scored: all; holdout: those of held-out "
+                  "classes (zero-shot, every class still ranked); seen: the "
+                  "others.")
+flags.DEFINE_list("holdout_classes", [],
+                  "--instances=holdout/seen: the held-out classes (default: "
+                  "each run's own --holdout_classes).")
 
 FLAGS = flags.FLAGS
 
@@ -61,7 +73,8 @@ def main(argv):
     if FLAGS.split not in ("validation", "test"):
       raise ValueError(f"--split={FLAGS.split!r} is not valid; choose one "
                        "of: validation, test.")
-    compare.evaluate_groups(groups, names, FLAGS.split, FLAGS.threshold)
+    compare.evaluate_groups(groups, names, FLAGS.split, FLAGS.threshold,
+                            FLAGS.instances, FLAGS.holdout_classes)
   except ValueError as e:
     sys.exit(f"compare_runs: {e}")
   print("\n".join(compare.markdown(groups, names)))

@@ -5,7 +5,15 @@ Example:
   .venv/bin/python -m pipelines.predict --model_dir=runs/goemotions_softmax \
       --text="Thank you so much, this made my day" --top_k=5
 
-prints one `name<TAB>score` line per class, best first. Without --text it reads
+prints one `name<TAB>score` line per class, best first.
+
+A run trained with --class_encoder=text also ranks classes it never saw:
+--classes=a,b,c ranks those class texts instead of the training classes
+(the export's `rank_classes` signature), e.g.
+
+  .venv/bin/python -m pipelines.predict --model_dir=runs/goemotions_text \
+      --text="I can't wait for the trip" --classes=excitement,boredom,fear
+ Without --text it reads
 instances from standard input, one per line, in batches of --batch_size, and
 prints each batch's rankings (an empty line between two instances) before it
 reads the next, so memory does not grow with the input. A bad line (empty,
@@ -21,6 +29,7 @@ from absl import flags
 import numpy as np
 
 from pipelines import console
+from rank4class_tf import class_encoders
 from rank4class_tf import serving
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
@@ -31,6 +40,10 @@ flags.DEFINE_integer("batch_size", 256,
                      "stays one batch whatever the input's size.")
 flags.DEFINE_enum("export", serving.BEST_EXPORT, serving.EXPORTS,
                   "Which exported SavedModel to use.")
+flags.DEFINE_list("classes", None,
+                  "Class texts to rank instead of the training classes "
+                  "(runs trained with --class_encoder=text; at most "
+                  f"{class_encoders.MAX_SERVED_CLASSES}).")
 
 FLAGS = flags.FLAGS
 
@@ -101,6 +114,10 @@ def main(argv):
   console.quiet()
   try:
     ranker = serving.ExportedRanker(FLAGS.model_dir, FLAGS.export)
+    if FLAGS.classes is not None and not ranker.ranks_class_lists:
+      raise ValueError(f"--classes: {FLAGS.model_dir} ranks its training "
+                       "classes only (train with --class_encoder=text to "
+                       "rank class lists).")
     if ranker.instance_shape not in ((), (2,)):
       raise ValueError(f"{FLAGS.model_dir} was not trained on text.")
     num_segments = ranker.instance_shape[0] if ranker.instance_shape else 1
@@ -113,7 +130,12 @@ def main(argv):
     printed = False
     for first, lines in source:
       instances = parse_instances(lines, name, num_segments, first)
-      print_rankings(ranker.rank(instances, FLAGS.top_k), first=not printed)
+      if FLAGS.classes is None:
+        rankings = ranker.rank(instances, FLAGS.top_k)
+      else:
+        rankings = ranker.rank_class_list(instances, FLAGS.classes,
+                                          FLAGS.top_k)
+      print_rankings(rankings, first=not printed)
       sys.stdout.flush()
       printed = True
     if not printed:

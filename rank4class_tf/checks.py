@@ -9,6 +9,7 @@ be created before the first one.
 """
 
 from rank4class_tf import catalog
+from rank4class_tf import class_encoders
 from rank4class_tf import config as config_lib
 from rank4class_tf import distribute
 from rank4class_tf import encoders
@@ -58,6 +59,7 @@ def validate(config: config_lib.TrainConfig) -> None:
                      f"{', '.join(catalog.IMAGE_DATASETS)}.")
   _validate_images(config)
   _validate_text_encoder(config)
+  _validate_class_encoder(config)
   if loss.name.startswith("sodeep_"):
     _check_choice("sorter", loss.sorter, sorters.SORTER_NAMES)
   _validate_label_attention(config)
@@ -115,6 +117,27 @@ def _validate_text_encoder(config: config_lib.TrainConfig) -> None:
                        "encoder of random weights learns nothing.")
 
 
+def _validate_class_encoder(config: config_lib.TrainConfig) -> None:
+  """--class_encoder, --class_tower, --class_descriptions,
+  --holdout_classes (their names and files: `check_files`)."""
+  model = config.model
+  _check_choice("class_encoder", model.class_encoder,
+                class_encoders.CLASS_ENCODERS)
+  _check_choice("class_tower", model.class_tower, class_encoders.CLASS_TOWERS)
+  if model.class_encoder == "text":
+    if model.encoder not in encoders.TEXT_ENCODERS:
+      raise ValueError("--class_encoder=text encodes class texts with a text "
+                       f"encoder ({', '.join(encoders.TEXT_ENCODERS)}), not "
+                       f"--encoder={model.encoder!r}.")
+    return
+  for name, value, default in (
+      ("class_tower", model.class_tower, "shared"),
+      ("class_descriptions", model.class_descriptions, "")):
+    if value != default:
+      raise ValueError(f"--{name}={value!r} is read with "
+                       "--class_encoder=text only.")
+
+
 def _validate_images(config: config_lib.TrainConfig) -> None:
   """The image flags: download, image_size, init_checkpoint."""
   data, model = config.data, config.model
@@ -143,10 +166,18 @@ def _validate_images(config: config_lib.TrainConfig) -> None:
 def check_files(config: config_lib.TrainConfig, data) -> None:
   """Checks the files a run reads besides its data (raises ValueError).
 
-  The init checkpoint, and the shipped sorter of a `sodeep_*` loss for the
+  The init checkpoint, the class description file, the held-out class
+  names, and the shipped sorter of a `sodeep_*` loss for the
   class count: `train` checks them before writing anything.
   """
   if config.model.init_checkpoint:
     pretrained.check_init_checkpoint(config.model.init_checkpoint)
+  if config.model.class_descriptions:
+    class_encoders.read_class_texts(config.model.class_descriptions,
+                                    data.class_names)
+  if config.data.holdout_classes:
+    class_encoders.without_classes(
+        data, class_encoders.holdout_ids(config.data.holdout_classes,
+                                         data.class_names))
   if config.loss.name.startswith("sodeep_"):
     sorters.check_available(config.loss.sorter, data.num_classes)

@@ -23,6 +23,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from rank4class_tf import class_encoders
+from rank4class_tf import lookup
 from rank4class_tf import metrics
 from rank4class_tf import serving
 from rank4class_tf import training
@@ -99,15 +101,47 @@ def _value(value) -> str:
   return str(value)
 
 
+# Which instances of the split are scored (zero-shot runs).
+INSTANCES = ("all", "holdout", "seen")
+
+
 def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
-                    split: str = "test", threshold: float = 0.5) -> None:
-  """Fills every group's `values`: each run's best checkpoint on `split`."""
+                    split: str = "test", threshold: float = 0.5,
+                    instances: str = "all",
+                    holdout_classes: Sequence[str] = ()) -> None:
+  """Fills every group's `values`: each run's best checkpoint on `split`.
+
+  Args:
+    groups: the groups (`group_runs`).
+    metric_names: metrics to compute.
+    split: `validation` or `test`.
+    threshold: multi-label count metrics' threshold.
+    instances: `all`; `holdout`: only the instances of held-out classes
+      (generalized zero-shot: every class is still ranked); `seen`: the
+      others.
+    holdout_classes: the held-out class names; empty: each run's own
+      `--holdout_classes`.
+
+  Raises:
+    ValueError: `holdout` / `seen` for a run with no held-out classes.
+  """
+  lookup.check_choice("--instances", instances, INSTANCES)
   for group in groups:
     for model_dir in group.model_dirs:
       config = serving.load_config(model_dir).replace(model_dir=model_dir)
       data = training.load_data(config)
       labels, scores = training.checkpoint_scores(
           config, data, (split,))[split]
+      if instances != "all":
+        names = holdout_classes or config.data.holdout_classes
+        if not names:
+          raise ValueError(f"--instances={instances}: {model_dir} holds out "
+                           "no class; name them with --holdout_classes.")
+        chosen = class_encoders.holdout_mask(
+            labels, class_encoders.holdout_ids(names, data.class_names))
+        if instances == "seen":
+          chosen = ~chosen
+        labels, scores = labels[chosen], scores[chosen]
       results = metrics.evaluate_scores(labels, scores, metric_names,
                                         threshold=threshold)
       for name in metric_names:

@@ -138,6 +138,11 @@ class DataConfig:
   image_size: Optional[int] = field(
       None, "Side of the preprocessed imagenet2012 / coco2017 / voc2007 "
       "images (default 224); cifar10 is 32.")
+  holdout_classes: Tuple[str, ...] = field(
+      (), "Zero-shot classes: the instances of these classes (comma-"
+      "separated names) are removed from train and validation; the model "
+      "still ranks every class, and evaluation reports the held-out-class "
+      "instances apart (needs --class_encoder=text).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +182,16 @@ class ModelConfig:
       "label_attention (classes attend over tokens/positions).")
   mlp_units: int = field(
       128, "Width of both hidden layers of lc_mlp / concat_mlp.")
+  class_encoder: str = field(
+      "embedding", "Class encoder: embedding (one learned vector per class) "
+      "or text (each class encoded from its name and description by a text "
+      "tower, then projected; ranks unseen classes and served class lists).")
+  class_tower: str = field(
+      "shared", "--class_encoder=text: shared (the instance encoder's own "
+      "weights) or separate (a second encoder from the same checkpoint).")
+  class_descriptions: str = field(
+      "", "--class_encoder=text: file of name<TAB>description lines, one per "
+      "class (any order); empty: each class is its name.")
   label_dim: int = field(
       256, "label_attention: width D of the label-level embeddings.")
   label_heads: int = field(4, "label_attention: attention heads (MulCon: 4).")

@@ -230,14 +230,26 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
       self.network.get_layer("pooler_transform").trainable = False
     self.dropout_layer = tf.keras.layers.Dropout(self.dropout)
 
+  @property
+  def hidden_size(self) -> int:
+    """Size of h (the transformer's hidden size)."""
+    return int(pretrained.SIZES[self.size]["hidden_size"])
+
   def features(self, inputs, training=None):
     """h (or the token features) before the dropout on it: what
     `feature_cache` stores for a frozen encoder."""
+    if not self.sequence:
+      return self.pooled_features(inputs, training=training)
     outputs = self.network(
         inputs, training=training if self.trainable_encoder else False)
-    if self.sequence:
-      return {"features": outputs["sequence_output"],
-              "mask": inputs["input_mask"]}
+    return {"features": outputs["sequence_output"],
+            "mask": inputs["input_mask"]}
+
+  def pooled_features(self, inputs, training=None) -> tf.Tensor:
+    """h [batch_size, hidden_size] before dropout, whatever `sequence` says:
+    what a text class encoder reads from this encoder (its class tower)."""
+    outputs = self.network(
+        inputs, training=training if self.trainable_encoder else False)
     return pool(outputs, inputs["input_mask"], self.pooling)
 
   def call(self, inputs, training=None):
@@ -461,8 +473,15 @@ _DEFAULTS = {"electra": {"pooling": "cls"}}
 ENCODER_NAMES = tuple(_ENCODERS)
 
 
-def get(name: str, **kwargs) -> tf.keras.layers.Layer:
+def get(name: str, layer_name: str = "encoder",
+        **kwargs) -> tf.keras.layers.Layer:
   """Builds the encoder called `name` with its keyword arguments.
+
+  Args:
+    name: encoder name.
+    layer_name: the Keras layer's name (a separate class tower's is
+      `class_tower`).
+    **kwargs: the encoder's arguments.
 
   Raises:
     ValueError: for an unknown name.
@@ -470,8 +489,8 @@ def get(name: str, **kwargs) -> tf.keras.layers.Layer:
   if name not in _ENCODERS:
     raise ValueError(f"Unknown encoder {name!r}; valid names: "
                      f"{', '.join(ENCODER_NAMES)}.")
-  return _ENCODERS[name](name="encoder", **dict(_DEFAULTS.get(name, {}),
-                                                **kwargs))
+  return _ENCODERS[name](name=layer_name, **dict(_DEFAULTS.get(name, {}),
+                                                 **kwargs))
 
 
 def config_kwargs(config) -> Dict[str, Any]:

@@ -116,11 +116,21 @@ class LabelAttentionHead(tf.keras.layers.Layer):
     num_heads: attention heads (MulCon: 4).
     projection_dim: size of z; 0 builds no projector (no contrastive loss).
     dropout: attention dropout in training.
+    class_encoder: None learns U, w and b per class; a class encoder whose
+      `table()` is [num_classes, 2 * dim + 1] (`class_encoders.
+      TextClassEncoder`) gives each class's query u_c, classifier w_c and
+      bias b_c from its text instead (columns [0, dim), [dim, 2 dim), 2 dim),
+      so that any class text can be scored.
   """
 
   def __init__(self, num_classes: int, dim: int = 256, num_heads: int = 4,
-               projection_dim: int = 128, dropout: float = 0.0, **kwargs):
+               projection_dim: int = 128, dropout: float = 0.0,
+               class_encoder: Optional[tf.keras.layers.Layer] = None,
+               **kwargs):
     super().__init__(**kwargs)
+    if isinstance(class_encoder, dict):
+      class_encoder = tf.keras.layers.deserialize(class_encoder)
+    self.class_encoder = class_encoder
     self.num_classes = int(num_classes)
     self.dim = int(dim)
     self.num_heads = int(num_heads)
@@ -145,32 +155,57 @@ class LabelAttentionHead(tf.keras.layers.Layer):
       block.build(None)
     if self.projector is not None:
       self.projector.build([None, None, self.dim])
-    self.label_queries = self.add_weight(
-        name="label_queries", shape=[self.num_classes, self.dim],
-        initializer="glorot_uniform")
-    self.classifier_kernel = self.add_weight(
-        name="classifier_kernel", shape=[self.num_classes, self.dim],
-        initializer="glorot_uniform")
-    self.classifier_bias = self.add_weight(
-        name="classifier_bias", shape=[self.num_classes], initializer="zeros")
+    if self.class_encoder is not None:
+      self.class_encoder.build(None)
+    else:
+      self.label_queries = self.add_weight(
+          name="label_queries", shape=[self.num_classes, self.dim],
+          initializer="glorot_uniform")
+      self.classifier_kernel = self.add_weight(
+          name="classifier_kernel", shape=[self.num_classes, self.dim],
+          initializer="glorot_uniform")
+      self.classifier_bias = self.add_weight(
+          name="classifier_bias", shape=[self.num_classes],
+          initializer="zeros")
     super().build(input_shape)
 
-  def label_embeddings(self, features, mask, training=None) -> tf.Tensor:
-    """g: [batch_size, num_classes, dim] label-level embeddings."""
+  def class_table(self) -> tf.Tensor:
+    """[num_classes, 2 * dim + 1]: each class's query, classifier and bias."""
+    if self.class_encoder is not None:
+      return self.class_encoder.table()
+    return tf.concat([self.label_queries, self.classifier_kernel,
+                      self.classifier_bias[:, tf.newaxis]], axis=1)
+
+  def label_embeddings(self, features, mask, training=None,
+                       queries=None) -> tf.Tensor:
+    """g: [batch_size, num_classes, dim] label-level embeddings (of the
+    given queries [k, dim]: [batch_size, k, dim])."""
     r = self.input_projection(features)
     r = self.token_block(r, r, mask, training=training)
-    queries = tf.cast(self.label_queries, r.dtype)
+    if queries is None:
+      queries = self.class_table()[:, :self.dim]
+    queries = tf.cast(queries, r.dtype)
     queries = tf.tile(queries[tf.newaxis], [tf.shape(r)[0], 1, 1])
     g = self.label_block(queries, r, mask, training=training)
     return self.label_self_block(g, g, training=training)
+
+  def scores_from_table(self, features, mask, table,
+                        training=None) -> tf.Tensor:
+    """Scores of the classes of a class table [k, 2 * dim + 1]:
+    [batch_size, k] (and the label-level embeddings g)."""
+    g = self.label_embeddings(features, mask, training=training,
+                              queries=table[:, :self.dim])
+    table = tf.cast(table, g.dtype)
+    scores = (tf.reduce_sum(g * table[:, self.dim:2 * self.dim], -1)
+              + table[:, 2 * self.dim])
+    return scores, g
 
   def call(self, inputs, training=None):
     features, mask, class_ids = inputs
     if class_ids.shape.rank == 3:
       class_ids = tf.squeeze(class_ids, axis=-1)
-    g = self.label_embeddings(features, mask, training=training)
-    scores = (tf.reduce_sum(g * tf.cast(self.classifier_kernel, g.dtype), -1)
-              + tf.cast(self.classifier_bias, g.dtype))
+    scores, g = self.scores_from_table(features, mask, self.class_table(),
+                                       training=training)
     ids = tf.cast(class_ids, tf.int32)
     outputs = {
         "scores": tf.cast(ops.gather_class_scores(scores, ids), tf.float32)}
@@ -185,7 +220,10 @@ class LabelAttentionHead(tf.keras.layers.Layer):
     config.update({"num_classes": self.num_classes, "dim": self.dim,
                    "num_heads": self.num_heads,
                    "projection_dim": self.projection_dim,
-                   "dropout": self.dropout})
+                   "dropout": self.dropout,
+                   "class_encoder": (
+                       None if self.class_encoder is None else
+                       tf.keras.layers.serialize(self.class_encoder))})
     return config
 
 

@@ -21,18 +21,22 @@ each (context, example) pair separately and would run the instance encoder
 once per class.
 """
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
+from rank4class_tf import class_encoders
 from rank4class_tf import encoders
 from rank4class_tf import features
 from rank4class_tf import inputs as inputs_lib
 from rank4class_tf import interactions
 from rank4class_tf import label_attention
+from rank4class_tf import lookup
 from rank4class_tf import multilabel_losses
 from rank4class_tf import ops
+from rank4class_tf import pretrained
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class_tf")
@@ -91,6 +95,9 @@ class ClassRankingHead(tf.keras.layers.Layer):
     class_dim: class embedding size; None makes it equal to h's size plus the
       bias coordinate, which `dot` and `lc_mlp` require.
     append_bias: use h' = [h, 1] (the paper's bias) instead of h.
+    class_encoder: the class encoder, a layer with `table()` returning
+      [num_classes, class_dim] (`class_encoders.TextClassEncoder`); None
+      builds a `ClassEmbedding`.
   """
 
   def __init__(self,
@@ -98,29 +105,40 @@ class ClassRankingHead(tf.keras.layers.Layer):
                interaction: tf.keras.layers.Layer,
                class_dim: Optional[int] = None,
                append_bias: bool = True,
+               class_encoder: Optional[tf.keras.layers.Layer] = None,
                **kwargs):
     super().__init__(**kwargs)
     if isinstance(interaction, dict):
       interaction = tf.keras.layers.deserialize(interaction)
+    if isinstance(class_encoder, dict):
+      class_encoder = tf.keras.layers.deserialize(class_encoder)
     self.num_classes = int(num_classes)
     self.interaction = interaction
     self.class_dim = class_dim
     self.append_bias = bool(append_bias)
-    self.class_encoder = None
+    self._given_class_encoder = class_encoder is not None
+    self.class_encoder = class_encoder
 
   def build(self, input_shape):
     h_shape, _ = input_shape
     dim = int(h_shape[-1]) + (1 if self.append_bias else 0)
-    self.class_encoder = ClassEmbedding(
-        self.num_classes, self.class_dim or dim, name="class_encoder")
+    if self.class_encoder is None:
+      self.class_encoder = ClassEmbedding(
+          self.num_classes, self.class_dim or dim, name="class_encoder")
     self.class_encoder.build(None)
     super().build(input_shape)
 
   def all_class_scores(self, h: tf.Tensor) -> tf.Tensor:
     """Scores of every class of the table: [batch_size, num_classes]."""
+    return self.scores_from_table(h, self.class_encoder.table())
+
+  def scores_from_table(self, h: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
+    """Scores of the classes of any class table: h [batch_size, dim],
+    table [k, class_dim] -> [batch_size, k] (the `rank_classes` serving
+    signature passes the table of a caller's class texts)."""
     if self.append_bias:
       h = ops.append_one(h)
-    return self.interaction([h, self.class_encoder.table()])
+    return self.interaction([h, tf.cast(table, h.dtype)])
 
   def call(self, inputs):
     h, class_ids = inputs
@@ -138,6 +156,8 @@ class ClassRankingHead(tf.keras.layers.Layer):
         "interaction": tf.keras.layers.serialize(self.interaction),
         "class_dim": self.class_dim,
         "append_bias": self.append_bias,
+        "class_encoder": (tf.keras.layers.serialize(self.class_encoder)
+                          if self._given_class_encoder else None),
     })
     return config
 
@@ -159,12 +179,17 @@ class Rank4ClassScorer(tfr.keras.model.Scorer):
     class_dim: see `ClassRankingHead`.
     label_attention: the interaction is a `LabelAttentionHead`.
     projections: also return the label-level projections.
+    class_encoder_fn: None (one learned vector per class), or a callable
+      taking the instance encoder layer and returning the class encoder
+      (`class_encoders.TextClassEncoder`, whose tower may be that encoder).
   """
 
   def __init__(self, instance_inputs: features.InstanceInputs,
                num_classes: int, encoder_fn, interaction_fn,
                class_dim: Optional[int] = None,
-               label_attention: bool = False, projections: bool = False):
+               label_attention: bool = False, projections: bool = False,
+               class_encoder_fn: Optional[Callable[
+                   [tf.keras.layers.Layer], tf.keras.layers.Layer]] = None):
     self._instance_inputs = instance_inputs
     self._num_classes = num_classes
     self._encoder_fn = encoder_fn
@@ -172,18 +197,22 @@ class Rank4ClassScorer(tfr.keras.model.Scorer):
     self._class_dim = class_dim
     self._label_attention = label_attention
     self._projections = projections
+    self._class_encoder_fn = class_encoder_fn
 
   def __call__(self, context_features, example_features, mask):
     del mask  # Every class is listed; padding is marked by negative labels.
-    encoded = self._encoder_fn()(
-        self._instance_inputs.encoder_input(context_features))
+    encoder = self._encoder_fn()
+    encoded = encoder(self._instance_inputs.encoder_input(context_features))
     class_ids = example_features[features.CLASS_ID]
+    class_encoder = (self._class_encoder_fn(encoder)
+                     if self._class_encoder_fn else None)
     if self._label_attention:
-      head = self._interaction_fn()
+      head = self._interaction_fn(class_encoder)
       outputs = head([encoded["features"], encoded["mask"], class_ids])
       return outputs if self._projections else outputs["scores"]
     head = ClassRankingHead(self._num_classes, self._interaction_fn(),
-                            class_dim=self._class_dim, name="ranking_head")
+                            class_dim=self._class_dim,
+                            class_encoder=class_encoder, name="ranking_head")
     return head([encoded, class_ids])
 
 
@@ -256,6 +285,52 @@ class ContrastiveModelBuilder(tfr.keras.model.AbstractModelBuilder):
     return model
 
 
+def _text_class_encoder_fn(data, instance_inputs, encoder: str,
+                           encoder_kwargs: Dict[str, Any],
+                           class_encoder: str,
+                           class_texts: Optional[Sequence[str]],
+                           class_tower: str,
+                           class_features: Optional[np.ndarray],
+                           class_width: Optional[int]):
+  """The callable that builds a run's `TextClassEncoder` from its instance
+  encoder (see `Rank4ClassScorer`), after checking the settings."""
+  lookup.check_choice("--class_encoder", class_encoder,
+                      class_encoders.CLASS_ENCODERS)
+  lookup.check_choice("--class_tower", class_tower,
+                      class_encoders.CLASS_TOWERS)
+  if encoder not in encoders.TEXT_ENCODERS:
+    raise ValueError(f"--class_encoder=text encodes class texts with a text "
+                     f"encoder ({', '.join(encoders.TEXT_ENCODERS)}), not "
+                     f"--encoder={encoder}.")
+  class_texts = list(class_texts or [])
+  if len(class_texts) != data.num_classes:
+    raise ValueError(f"--class_encoder=text needs one text per class: got "
+                     f"{len(class_texts)} for {data.num_classes} classes.")
+  tower_kwargs = dict(encoder_kwargs, sequence=False)
+  feature_dim = int(pretrained.SIZES[tower_kwargs.get(
+      "size", "minilm_l6")]["hidden_size"])
+  # c_i meets h' = [h, 1] (dot, lc_mlp need its width; concat_mlp any).
+  width = class_width or feature_dim + 1
+  if class_features is not None:
+    return lambda _: class_encoders.TextClassEncoder(
+        width, data.num_classes, feature_dim,
+        class_features=class_features, name="class_encoder")
+  class_inputs = class_encoders.tokenize(instance_inputs.preprocessor,
+                                         class_texts)
+
+  def build(instance_encoder):
+    if class_tower == "shared":
+      tower = instance_encoder
+    else:
+      tower = encoders.get(encoder, layer_name="class_tower",
+                           **tower_kwargs)
+    return class_encoders.TextClassEncoder(
+        width, data.num_classes, feature_dim, class_inputs=class_inputs,
+        tower=tower, name="class_encoder")
+
+  return build
+
+
 def build_model_builder(data,
                         instance_inputs: Optional[
                             features.InstanceInputs] = None,
@@ -272,7 +347,11 @@ def build_model_builder(data,
                         contrastive_normalization: str = "mulcon",
                         contrastive_base_temperature: float = 0.2,
                         encoder_fn: Optional[
-                            Callable[[], tf.keras.layers.Layer]] = None
+                            Callable[[], tf.keras.layers.Layer]] = None,
+                        class_encoder: str = "embedding",
+                        class_texts: Optional[Sequence[str]] = None,
+                        class_tower: str = "shared",
+                        class_features: Optional[np.ndarray] = None
                        ) -> tfr.keras.model.AbstractModelBuilder:
   """A TF-Ranking `ModelBuilder` of the Rank4Class model for `data`.
 
@@ -301,6 +380,14 @@ def build_model_builder(data,
       of `encoders.get(encoder, **encoder_kwargs)` (a run trained from a
       feature cache: `encoders.CachedFeatures`); `encoder` still names the
       encoder the features come from.
+    class_encoder: `embedding` (one learned vector per class) or `text`
+      (`class_encoders.TextClassEncoder` over `class_texts`).
+    class_texts: `text`: one text per class, index = class id.
+    class_tower: `text`: `shared` (the instance encoder's own weights) or
+      `separate` (a second encoder from the same checkpoint).
+    class_features: `text` trained from a feature cache: the frozen
+      tower's outputs on the class texts, [num_classes, hidden_size]; no
+      tower is built.
 
   Returns:
     A model builder; `.build()` returns a Keras model taking the context
@@ -317,6 +404,13 @@ def build_model_builder(data,
     encoders.get(encoder)  # Raises, listing the valid names.
   sequence = interaction in interactions.SEQUENCE_INTERACTIONS
   contrastive = sequence and contrastive_temperature is not None
+  class_encoder_fn = None
+  if class_encoder != "embedding":
+    class_encoder_fn = _text_class_encoder_fn(
+        data, instance_inputs, encoder, encoder_kwargs, class_encoder,
+        class_texts, class_tower, class_features,
+        class_width=(2 * label_dim + 1 if interaction in
+                     interactions.SEQUENCE_INTERACTIONS else class_dim))
   if sequence:
     if encoder not in encoders.SEQUENCE_ENCODERS:
       raise ValueError(f"--interaction={interaction} attends over token or "
@@ -324,10 +418,11 @@ def build_model_builder(data,
                        f"(use one of {', '.join(encoders.SEQUENCE_ENCODERS)}"
                        ").")
     encoder_kwargs["sequence"] = True
-    interaction_fn = lambda: label_attention.LabelAttentionHead(
-        data.num_classes, dim=label_dim, num_heads=label_heads,
-        projection_dim=projection_dim if contrastive else 0,
-        name="label_attention_head")
+    interaction_fn = lambda class_encoder=None: (
+        label_attention.LabelAttentionHead(
+            data.num_classes, dim=label_dim, num_heads=label_heads,
+            projection_dim=projection_dim if contrastive else 0,
+            class_encoder=class_encoder, name="label_attention_head"))
     interaction_fn()  # Checks the width and heads now.
   else:
     if contrastive_temperature is not None:
@@ -343,7 +438,8 @@ def build_model_builder(data,
       encoder_fn=encoder_fn or (
           lambda: encoders.get(encoder, **encoder_kwargs)),
       interaction_fn=interaction_fn,
-      class_dim=class_dim, label_attention=sequence, projections=contrastive)
+      class_dim=class_dim, label_attention=sequence, projections=contrastive,
+      class_encoder_fn=class_encoder_fn)
   builder = tfr.keras.model.ModelBuilder(
       input_creator=input_creator,
       preprocessor=tfr.keras.model.PreprocessorWithSpec(),

@@ -35,9 +35,12 @@ import tensorflow as tf
 # a text model's SavedModel tokenizes with them and loads only once they are.
 import tensorflow_text  # pylint: disable=unused-import
 
+from rank4class_tf import class_encoders
 from rank4class_tf import config as config_lib
 from rank4class_tf import features
+from rank4class_tf import label_attention
 from rank4class_tf import metrics
+from rank4class_tf import model as model_lib
 from rank4class_tf import ops
 
 CONFIG_FILE = "config.json"
@@ -47,14 +50,53 @@ BEST_EXPORT = "best_model_by_metric"
 LATEST_EXPORT = "latest_model"
 EXPORTS = (BEST_EXPORT, LATEST_EXPORT)
 SERVING_KEY = "serving_default"
+# The class-list signature of a text class encoder's export, and its input.
+CLASS_LIST_KEY = "rank_classes"
+CLASS_TEXTS = "class_texts"
 TMP_PREFIX = ".tmp-"  # An export being written: export/.tmp-XXXX.
+
+
+def text_class_parts(model: tf.keras.Model):
+  """(instance encoder, scoring head, text class encoder) of a model whose
+  class encoder reads class texts through a tower; None otherwise."""
+  parts = {}
+  for layer in model.submodules:
+    if isinstance(layer, class_encoders.TextClassEncoder):
+      parts["class_encoder"] = layer
+    elif isinstance(layer, (model_lib.ClassRankingHead,
+                            label_attention.LabelAttentionHead)):
+      parts["head"] = layer
+    elif isinstance(layer, tf.keras.layers.Layer) and (
+        layer.name == "encoder"):
+      parts.setdefault("encoder", layer)
+  if len(parts) < 3 or parts["class_encoder"].tower is None:
+    return None
+  return parts["encoder"], parts["head"], parts["class_encoder"]
+
+
+def store_class_features(model: tf.keras.Model) -> None:
+  """Before an export: a text class encoder runs its tower on the training
+  class texts once and serves from the stored outputs
+  (`TextClassEncoder.store_features`), so `serving_default` encodes no
+  class text per call."""
+  for layer in model.submodules:
+    if isinstance(layer, class_encoders.TextClassEncoder):
+      layer.store_features()
 
 
 def signatures(model: tf.keras.Model,
                instance_inputs: features.InstanceInputs,
                class_names: Sequence[str],
                top_k: int) -> Dict[str, Any]:
-  """The serving signature: raw instances -> scores and ranked classes.
+  """The serving signatures: raw instances -> scores and ranked classes.
+
+  `serving_default` ranks the training classes. A model with a text class
+  encoder (`--class_encoder=text`) also gets `rank_classes`, which takes the
+  instances and a `class_texts` list [k] (1 <= k <= `class_encoders.
+  MAX_SERVED_CLASSES`, none empty) and ranks those classes: `scores`
+  [batch_size, k] in list order, and best first `top_k_indices` (positions
+  in the list), `top_k_texts` and `top_k_scores` [batch_size, min(top_k,
+  k)].
 
   Args:
     model: the ranking model (features -> [batch_size, num_classes] scores).
@@ -87,7 +129,53 @@ def signatures(model: tf.keras.Model,
     return {"scores": scores, "top_k_ids": top_ids,
             "top_k_names": top_names, "top_k_scores": top_scores}
 
-  return {SERVING_KEY: serve}
+  result = {SERVING_KEY: serve}
+  parts = text_class_parts(model)
+  if parts is not None:
+    result[CLASS_LIST_KEY] = _class_list_signature(
+        parts, instance_inputs, top_k)
+  return result
+
+
+def _class_list_signature(parts, instance_inputs, top_k: int):
+  """`rank_classes`: instances and class texts -> scores of those classes."""
+  encoder, head, class_encoder = parts
+  spec = instance_inputs.serving_spec()
+  preprocessor = instance_inputs.preprocessor
+  limit = class_encoders.MAX_SERVED_CLASSES
+
+  @tf.function(input_signature=[
+      tf.TensorSpec(None, spec.dtype, spec.name),
+      tf.TensorSpec([None], tf.string, CLASS_TEXTS)])
+  def rank_classes(instance, class_texts):
+    instance = tf.ensure_shape(instance, spec.shape)
+    count = tf.size(class_texts)
+    with tf.control_dependencies([
+        tf.debugging.assert_positive(
+            count, message=f"{CLASS_TEXTS}: the class list is empty"),
+        tf.debugging.assert_less_equal(
+            count, limit,
+            message=f"{CLASS_TEXTS}: more than {limit} classes"),
+        tf.debugging.assert_positive(
+            tf.strings.length(tf.strings.strip(class_texts)),
+            message=f"{CLASS_TEXTS}: an empty class text")]):
+      class_texts = tf.identity(class_texts)
+    context = instance_inputs.serving_features(instance)
+    encoded = encoder(instance_inputs.encoder_input(context), training=False)
+    table = class_encoder.encode(preprocessor(class_texts), training=False)
+    if isinstance(encoded, dict):  # label_attention: token features.
+      scores, _ = head.scores_from_table(encoded["features"],
+                                         encoded["mask"], table,
+                                         training=False)
+    else:
+      scores = head.scores_from_table(encoded, table)
+    scores = tf.cast(scores, tf.float32)
+    top_scores, top_ids = tf.math.top_k(scores, k=tf.minimum(top_k, count))
+    return {"scores": scores, "top_k_indices": top_ids,
+            "top_k_texts": tf.gather(class_texts, top_ids),
+            "top_k_scores": top_scores}
+
+  return rank_classes
 
 
 def has_exports(model_dir: str) -> bool:
@@ -184,7 +272,8 @@ class ExportedRanker:
     export_dir = os.path.join(model_dir, "export", export)
     if not tf.io.gfile.exists(export_dir):
       raise ValueError(f"{export_dir} not found: the run has no export.")
-    self._serve = tf.saved_model.load(export_dir).signatures[SERVING_KEY]
+    self._signatures = tf.saved_model.load(export_dir).signatures
+    self._serve = self._signatures[SERVING_KEY]
     serving_file = os.path.join(model_dir, SERVING_FILE)
     if tf.io.gfile.exists(serving_file):
       with tf.io.gfile.GFile(serving_file) as f:
@@ -195,6 +284,42 @@ class ExportedRanker:
       (self.instance_key, spec), = (
           self._serve.structured_input_signature[1].items())
       self.instance_shape = tuple(spec.shape[1:])
+
+  @property
+  def ranks_class_lists(self) -> bool:
+    """Whether the export has the `rank_classes` signature (a run with
+    `--class_encoder=text`)."""
+    return CLASS_LIST_KEY in self._signatures
+
+  def rank_class_list(self, instances, class_texts: Sequence[str],
+                      top_k: int = 5) -> List[List[Tuple[str, float]]]:
+    """Per instance, [(class text, score)] of the top_k of `class_texts`,
+    best first (the `rank_classes` signature).
+
+    Raises:
+      ValueError: the export has no such signature, or the class list is
+        empty, longer than `class_encoders.MAX_SERVED_CLASSES` or has an
+        empty text.
+    """
+    if not self.ranks_class_lists:
+      raise ValueError("this export ranks its training classes only: "
+                       "class lists need a run trained with "
+                       "--class_encoder=text.")
+    class_texts = list(class_texts)
+    limit = class_encoders.MAX_SERVED_CLASSES
+    if not class_texts or len(class_texts) > limit:
+      raise ValueError(f"--classes: {len(class_texts)} classes; give 1 to "
+                       f"{limit}.")
+    for i, text_ in enumerate(class_texts, start=1):
+      if not text_.strip():
+        raise ValueError(f"--classes: class {i} is an empty text.")
+    outputs = self._signatures[CLASS_LIST_KEY](**{
+        self.instance_key: tf.constant(instances),
+        CLASS_TEXTS: tf.constant(class_texts)})
+    scores = outputs["scores"].numpy()
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
+    return [[(class_texts[i], float(row[i])) for i in idx]
+            for row, idx in zip(scores, order)]
 
   def scores(self, instances) -> np.ndarray:
     """[batch_size, num_classes] scores of raw instances."""

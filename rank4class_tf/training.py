@@ -32,6 +32,7 @@ import tensorflow as tf
 import tensorflow_ranking as tfr
 
 from rank4class_tf import checks
+from rank4class_tf import class_encoders
 from rank4class_tf import config as config_lib
 from rank4class_tf import datasets
 from rank4class_tf import distribute
@@ -385,6 +386,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
         self._serving_model = self._serving_model_builder.build()
       model_lib.copy_weights(model, self._serving_model)
       model = self._serving_model
+    serving.store_class_features(model)
     serving.export_saved_model(
         model, export_to, self._dataset_builder.build_signatures(model))
 
@@ -463,9 +465,16 @@ def build_pipeline(config: config_lib.TrainConfig,
       contrastive_weight=(loss.contrastive_weight
                           if loss.contrastive_start_step == 0 else 0.0),
       contrastive_normalization=loss.contrastive_normalization,
-      contrastive_base_temperature=loss.contrastive_base_temperature)
+      contrastive_base_temperature=loss.contrastive_base_temperature,
+      class_encoder=model.class_encoder,
+      class_tower=model.class_tower)
+  texts = None
+  if model.class_encoder == "text":
+    texts = class_encoders.class_texts(data.class_names,
+                                       model.class_descriptions)
   model_builder = model_lib.build_model_builder(
-      data, instance_inputs=instance_inputs, **model_kwargs)
+      data, instance_inputs=instance_inputs, class_texts=texts,
+      **model_kwargs)
   train_data, train_inputs, serving_builder = data, instance_inputs, None
   if uses_feature_cache(config):
     cache = feature_cache.load(feature_cache_dir(config), cache_spec(config),
@@ -476,7 +485,17 @@ def build_pipeline(config: config_lib.TrainConfig,
         cache.data, instance_inputs=cache.inputs,
         encoder_fn=lambda: encoders.CachedFeatures(model.dropout,
                                                    name="encoder"),
+        class_texts=texts,
+        class_features=(None if texts is None else
+                        frozen_class_features(config, instance_inputs,
+                                              texts)),
         **model_kwargs)
+  if config.data.holdout_classes:
+    # Zero-shot training: the held-out classes' instances never reach a
+    # training batch or the validation that picks the best checkpoint.
+    train_data = class_encoders.without_classes(
+        train_data, class_encoders.holdout_ids(config.data.holdout_classes,
+                                               data.class_names))
   dataset_builder = Rank4ClassDatasetBuilder(
       train_data, train_inputs, trainer.batch_size, trainer.seed,
       trainer.top_k, skip_batches=start_epoch * trainer.eval_every,
@@ -501,6 +520,23 @@ def build_pipeline(config: config_lib.TrainConfig,
   return Rank4ClassPipeline(model_builder, dataset_builder, hparams, config,
                             strategy, start_epoch, checkpoint,
                             serving_model_builder=serving_builder)
+
+
+def frozen_class_features(config: config_lib.TrainConfig,
+                          instance_inputs: features.InstanceInputs,
+                          texts) -> np.ndarray:
+  """The frozen text tower's outputs on the class texts, [num_classes,
+  hidden_size]: what a text class encoder trained from a feature cache
+  projects (the instances' outputs come from the cache; the class texts are
+  few, so they are encoded here, once per build)."""
+  kwargs = dict(encoders.config_kwargs(config.model), sequence=False)
+  tower = encoders.get(config.model.encoder, layer_name="class_tower",
+                       **kwargs)
+  inputs = class_encoders.tokenize(instance_inputs.preprocessor, texts)
+  outputs = [tower.pooled_features(
+      {name: value[i:i + 256] for name, value in inputs.items()},
+      training=False).numpy() for i in range(0, len(texts), 256)]
+  return np.concatenate(outputs).astype(np.float32)
 
 
 def uses_feature_cache(config: config_lib.TrainConfig) -> bool:
@@ -727,7 +763,9 @@ def checkpoint_scores(config: config_lib.TrainConfig,
     scores = model.predict(ds.map(lambda features, _: features), verbose=0)
     if isinstance(scores, dict):
       scores = scores["scores"]
-    results[split] = (np.asarray(data.splits[split][1]),
+    # The labels of the split as scored: held-out classes' instances are
+    # not in a zero-shot run's validation split.
+    results[split] = (np.asarray(builder._data.splits[split][1]),
                       np.asarray(scores, np.float32))
   return results
 

@@ -1,0 +1,351 @@
+"""Class encoders from class metadata: classes described by text.
+
+Rank4Class's model has three parts a ranking view can change: the loss, the
+interaction and the class encoder c_i = E(i). The classical class encoder is
+one learned vector per class id (`model.ClassEmbedding`, `--class_encoder=
+embedding`). With `--class_encoder=text` each class is the text of its name
+(and an optional description), encoded by a text tower and projected to the
+interaction's width:
+
+```
+  t_i = T(text_i)          the tower's pooled output, [hidden_size]
+  c_i = P t_i + b          a learned projection, [class_dim]
+```
+
+The tower is the instance encoder itself (`--class_tower=shared`: the same
+weights, pooled the same way) or a second copy of it started from the same
+checkpoint (`separate`). The class texts are encoded once per training step,
+for every class at once (a [num_classes, seq_length] batch), never once per
+instance. Because c_i is a function of the text, not of the id, a trained
+model can rank classes it never saw in training (`--holdout_classes`) and a
+served model can rank a class list its caller chooses (the `rank_classes`
+signature of `serving`).
+
+A frozen encoder with a feature cache trains without a tower: the classes'
+tower outputs are a fixed [num_classes, hidden_size] table (computed once,
+like the instances'), stored in the layer's `class_features` weight. An
+exported model stores that table too (`store_features`, at export time), so
+its `serving_default` signature encodes the training classes once, not per
+call.
+
+Why not a TF-Ranking or Model Garden part: TF-Ranking's scorers score each
+(query, document) pair with document features read from the input; here the
+documents are shared by every instance and their features are the model's
+own constants, so they are encoded once per step inside the model.
+"""
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+CLASS_ENCODERS = ("embedding", "text")
+CLASS_TOWERS = ("shared", "separate")
+# Most classes the `rank_classes` serving signature ranks in one call: the
+# tower encodes every listed class text per call (1,000 classes of 32
+# tokens is one MiniLM forward pass of 1,000 sequences).
+MAX_SERVED_CLASSES = 4096
+
+
+def class_text(name: str, description: str = "") -> str:
+  """The text a class is encoded from: its name (underscores read as
+  spaces), then its description after a colon when it has one.
+
+  >>> class_text("admiration"), class_text("sci_fi", "science fiction")
+  ('admiration', 'sci fi: science fiction')
+  """
+  name = name.replace("_", " ")
+  return f"{name}: {description}" if description else name
+
+
+def read_class_texts(path: str, class_names: Sequence[str]) -> List[str]:
+  """The class texts of a description file, in class id order.
+
+  The file has one line per class, `name<TAB>description` or `name` alone,
+  in any order; every class of the dataset appears exactly once.
+
+  Args:
+    path: the file.
+    class_names: the dataset's class names, index = class id.
+
+  Returns:
+    One text per class (`class_text`), index = class id.
+
+  Raises:
+    ValueError: one line naming the file (and the line): missing file, an
+      empty name, an unknown or repeated class, a class with no line.
+  """
+  if not tf.io.gfile.exists(path):
+    raise ValueError(f"--class_descriptions={path}: file not found.")
+  index = {name: i for i, name in enumerate(class_names)}
+  texts: Dict[int, str] = {}
+  with tf.io.gfile.GFile(path, "rb") as f:
+    lines = f.read().splitlines()
+  for number, raw in enumerate(lines, start=1):
+    try:
+      line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+      raise ValueError(f"{path}:{number}: not valid UTF-8.") from None
+    name, _, description = line.partition("\t")
+    name, description = name.strip(), description.strip()
+    if not name:
+      raise ValueError(f"{path}:{number}: empty class text (no class "
+                       "name).")
+    if "\t" in description:
+      raise ValueError(f"{path}:{number}: expected name<TAB>description, "
+                       "got more than one tab.")
+    if name not in index:
+      raise ValueError(f"{path}:{number}: {name!r} is not a class of the "
+                       f"dataset ({len(class_names)} classes).")
+    if index[name] in texts:
+      raise ValueError(f"{path}:{number}: class {name!r} is described "
+                       "twice.")
+    texts[index[name]] = class_text(name, description)
+  if len(lines) != len(class_names):
+    missing = [n for i, n in enumerate(class_names) if i not in texts]
+    raise ValueError(f"{path}: {len(lines)} lines for {len(class_names)} "
+                     f"classes (no line for {', '.join(missing[:5])}"
+                     f"{', ...' if len(missing) > 5 else ''}).")
+  return [texts[i] for i in range(len(class_names))]
+
+
+def class_texts(class_names: Sequence[str],
+                descriptions: str = "") -> List[str]:
+  """The class texts of a run: from `--class_descriptions` when set, else
+  the class names (`class_text`)."""
+  if descriptions:
+    return read_class_texts(descriptions, class_names)
+  return [class_text(name) for name in class_names]
+
+
+def holdout_ids(names: Sequence[str],
+                class_names: Sequence[str]) -> Tuple[int, ...]:
+  """Class ids of `--holdout_classes`, sorted.
+
+  >>> holdout_ids(["joy", "anger"], ["anger", "fear", "joy"])
+  (0, 2)
+
+  Raises:
+    ValueError: an unknown or repeated name, or every class held out.
+  """
+  index = {name: i for i, name in enumerate(class_names)}
+  ids = []
+  for name in names:
+    if name not in index:
+      raise ValueError(f"--holdout_classes: {name!r} is not a class of the "
+                       f"dataset; classes: {', '.join(class_names)}.")
+    if index[name] in ids:
+      raise ValueError(f"--holdout_classes: {name!r} is listed twice.")
+    ids.append(index[name])
+  if len(ids) >= len(class_names):
+    raise ValueError("--holdout_classes holds out every class: nothing is "
+                     "left to train on.")
+  return tuple(sorted(ids))
+
+
+def holdout_mask(labels: np.ndarray, ids: Sequence[int]) -> np.ndarray:
+  """Which instances have a held-out class: [n] bool.
+
+  Args:
+    labels: class ids [n], or multi-hot [n, num_classes].
+    ids: held-out class ids.
+  """
+  labels = np.asarray(labels)
+  if labels.ndim == 2:
+    return labels[:, list(ids)].max(axis=1) > 0 if len(ids) else (
+        np.zeros(len(labels), bool))
+  return np.isin(labels, list(ids))
+
+
+def without_classes(data, ids: Sequence[int],
+                    splits: Sequence[str] = ("train", "validation")):
+  """The dataset with the instances of held-out classes removed from
+  `splits` (zero-shot training: those classes are never a label in them).
+
+  The class list is unchanged: the model still ranks every class.
+
+  Args:
+    data: a `datasets.ClassificationData` held in memory.
+    ids: held-out class ids.
+    splits: the splits to filter.
+
+  Raises:
+    ValueError: the dataset streams from files, or a split is left empty.
+  """
+  if data.streams:
+    raise ValueError(f"--holdout_classes: {data.name} streams its splits "
+                     "from files; held-out classes need a dataset held in "
+                     "memory.")
+  new_splits = dict(data.splits)
+  for split in splits:
+    instances, labels = data.splits[split]
+    keep = ~holdout_mask(labels, ids)
+    if not keep.any():
+      raise ValueError(f"--holdout_classes leaves no {split} instance.")
+    new_splits[split] = (instances[keep], labels[keep])
+  return type(data)(**dict(vars(data), splits=new_splits))
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class TextClassEncoder(tf.keras.layers.Layer):
+  """c_i = P T(text_i) + b: class vectors from class texts.
+
+  `table()` returns [num_classes, dim], like `model.ClassEmbedding.table`;
+  calling the layer on class ids gathers rows of it.
+
+  Two modes, chosen when the layer is built:
+
+  * with a `tower` (a `encoders.BertInstanceEncoder`, the instance's own for
+    a shared tower): the class texts' token ids are constants of the layer
+    and every `table()` call runs the tower on all of them, once per step;
+  * without one (a frozen encoder trained from a feature cache): the tower's
+    outputs are given as `class_features` and only P, b train.
+
+  `store_features()` runs the tower once and keeps its outputs in the
+  `class_features` weight, which `table()` then reads: an export does this,
+  so serving the training classes costs no tower pass.
+
+  Args:
+    dim: width of c_i (the interaction's class width).
+    num_classes: number of classes.
+    feature_dim: the tower's output size (hidden_size).
+    class_inputs: {input_word_ids, input_mask, input_type_ids}, each
+      [num_classes, seq_length] ints: the tokenized class texts (needed with
+      a tower).
+    tower: the text tower, or None.
+    class_features: [num_classes, feature_dim] initial `class_features`
+      (without a tower: the frozen tower's outputs).
+  """
+
+  def __init__(self, dim: int, num_classes: int, feature_dim: int,
+               class_inputs: Optional[Dict[str, Any]] = None,
+               tower: Optional[tf.keras.layers.Layer] = None,
+               class_features: Optional[np.ndarray] = None, **kwargs):
+    super().__init__(**kwargs)
+    if isinstance(tower, dict):
+      tower = tf.keras.layers.deserialize(tower)
+    if tower is not None and class_inputs is None:
+      raise ValueError("A text class encoder with a tower needs the class "
+                       "texts' token ids (class_inputs).")
+    self.dim = int(dim)
+    self.num_classes = int(num_classes)
+    self.feature_dim = int(feature_dim)
+    self.class_inputs = None
+    if class_inputs is not None:
+      self.class_inputs = {name: np.asarray(value, np.int32)
+                           for name, value in class_inputs.items()}
+      rows = {v.shape[0] for v in self.class_inputs.values()}
+      if rows != {self.num_classes}:
+        raise ValueError(f"class_inputs have {sorted(rows)} rows for "
+                         f"{self.num_classes} classes.")
+    self.tower = tower
+    self._initial_features = class_features
+    self.stored = tower is None
+    self.projection = tf.keras.layers.Dense(self.dim, name="projection")
+
+  def build(self, input_shape=None):
+    initial = self._initial_features
+    self.class_features = self.add_weight(
+        name="class_features", shape=[self.num_classes, self.feature_dim],
+        initializer=(tf.constant_initializer(np.asarray(initial, np.float32))
+                     if initial is not None else "zeros"),
+        trainable=False)
+    self.projection.build([None, self.feature_dim])
+    super().build(input_shape)
+
+  def encode(self, class_inputs: Dict[str, tf.Tensor],
+             training=None) -> tf.Tensor:
+    """c of any class texts: tokenized [k, seq_length] -> [k, dim]."""
+    if self.tower is None:
+      raise ValueError("This text class encoder has no tower (it was trained "
+                       "from a feature cache); encode texts with the "
+                       "exported model.")
+    return self.projection(self.tower.pooled_features(
+        trim_padding(class_inputs), training=training))
+
+  def table(self, training=None) -> tf.Tensor:
+    """c of every class: [num_classes, dim]."""
+    if self.stored:
+      return self.projection(self.class_features)
+    # The constants were trimmed when tokenized: their shape stays static
+    # (for XLA).
+    return self.projection(self.tower.pooled_features(
+        {name: tf.constant(value)
+         for name, value in self.class_inputs.items()}, training=training))
+
+  def store_features(self) -> None:
+    """Runs the tower on the class texts once and serves from its outputs
+    from now on (before an export). Without a tower: nothing to do."""
+    if self.tower is None:
+      return
+    inputs = {name: tf.constant(value)
+              for name, value in self.class_inputs.items()}
+    self.class_features.assign(
+        tf.cast(self.tower.pooled_features(inputs, training=False),
+                tf.float32))
+    self.stored = True
+
+  def call(self, class_ids):
+    """Looks up classes: [..., ] int ids -> [..., dim]."""
+    return tf.gather(self.table(), tf.cast(class_ids, tf.int32))
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({
+        "dim": self.dim, "num_classes": self.num_classes,
+        "feature_dim": self.feature_dim,
+        "class_inputs": None if self.class_inputs is None else {
+            name: value.tolist() for name, value in self.class_inputs.items()},
+        # A shared tower is serialized as a copy of its config: rebuilt
+        # from it, it is a separate tower of the same architecture and
+        # checkpoint (Keras configs cannot express shared layers).
+        "tower": (None if self.tower is None else
+                  tf.keras.layers.serialize(self.tower)),
+    })
+    return config
+
+
+def trim_padding(inputs: Dict[str, Any]) -> Dict[str, Any]:
+  """BERT inputs cut to their longest text: the columns where every mask
+  is 0 are padding, which changes no token vector and no masked mean, so the
+  tower's output is the same at a fraction of the cost (class names are a
+  few tokens; instances are padded to `max_seq_length`).
+
+  >>> trim_padding({"input_mask": np.array([[1, 1, 0, 0], [1, 0, 0, 0]])})
+  {'input_mask': array([[1, 1],
+         [1, 0]])}
+  """
+  mask = inputs["input_mask"]
+  if isinstance(mask, np.ndarray):
+    length = max(int(mask.sum(axis=1).max()), 1)
+  else:
+    length = tf.maximum(tf.reduce_max(tf.reduce_sum(mask, axis=1)), 1)
+  return {name: value[:, :length] for name, value in inputs.items()}
+
+
+def tokenize(preprocessor, texts: Sequence[str]) -> Dict[str, np.ndarray]:
+  """Token ids of class texts with the instance's tokenizer, cut to the
+  longest text (`trim_padding`): {name: [len(texts), length] int32}."""
+  outputs = preprocessor(tf.constant(list(texts)))
+  return trim_padding({name: value.numpy() for name, value in outputs.items()})
+
+
+def cosine_scores(instances: np.ndarray, classes: np.ndarray) -> np.ndarray:
+  """Cosine similarity of every instance vector with every class vector:
+  [n, dim] x [k, dim] -> [n, k] (the untrained zero-shot baseline: a
+  sentence encoder's embedding of the text against that of the class name).
+
+  >>> cosine_scores(np.array([[1., 0.], [1., 1.]]), np.array([[2., 0.]]))
+  array([[1.        ],
+         [0.70710678]])
+  """
+  instances = instances / np.linalg.norm(instances, axis=1, keepdims=True)
+  classes = classes / np.linalg.norm(classes, axis=1, keepdims=True)
+  return instances @ classes.T
+
+
+def random_scores(num_instances: int, num_classes: int,
+                  seed: int) -> np.ndarray:
+  """Uniform random scores [n, k]: a random ranking of the classes per
+  instance (the chance baseline), a fixed function of the seed."""
+  return np.random.default_rng(seed).random((num_instances, num_classes))
