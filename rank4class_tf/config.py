@@ -424,9 +424,8 @@ class TrainConfig:
     if set(values) <= {f.name for f in dataclasses.fields(cls)}:
       groups = {}
       for f in dataclasses.fields(cls):
-        sub = dict(values.get(f.name, {}))
-        if "metrics" in sub:
-          sub["metrics"] = tuple(sub["metrics"])
+        sub = {key: tuple(value) if isinstance(value, list) else value
+               for key, value in dict(values.get(f.name, {})).items()}
         groups[f.name] = _type_hints(cls)[f.name](**sub)
       return cls(**groups)
     return cls.create(**values)
