@@ -104,7 +104,7 @@ def main(argv):
         ("embedding", "embedding", False),
         (f"text, shared tower trained (class texts of {length} tokens)",
          "text", False),
-        ("text, frozen (stored class features)", "text", True)):
+        ("text, class tower frozen (stored class features), instance encoder trained", "text", True)):
       model = build(data, instance_inputs, config, class_encoder, frozen)
       step = timing.make_step(model, losses.get("softmax"),
                               tf.keras.optimizers.Adam(1e-5))

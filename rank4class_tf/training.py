@@ -69,12 +69,20 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     serving_inputs: the raw instances the exports serve, when they differ
       from what training reads (a feature cache's values): default
       `instance_inputs`.
+    padded_classes: class ids whose label entries are set to -1 (padding,
+      ignored by every loss and metric) in training and validation: held-out
+      classes, which zero-shot training must not see even as negatives.
   """
 
   def __init__(self, data: datasets.ClassificationData,
                instance_inputs: features.InstanceInputs, batch_size: int,
                seed: int, top_k: int, skip_batches: int = 0,
-               serving_inputs: Optional[features.InstanceInputs] = None):
+               serving_inputs: Optional[features.InstanceInputs] = None,
+               padded_classes: Tuple[int, ...] = ()):
+    self._padded = None
+    if padded_classes:
+      self._padded = tf.constant(np.isin(np.arange(data.num_classes),
+                                         padded_classes))
     self._data = data
     self._inputs = instance_inputs
     self._serving_inputs = serving_inputs or instance_inputs
@@ -87,7 +95,16 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     ds = datasets.ranking_dataset(self._data, "train", self._batch_size,
                                   training=True, seed=self._seed,
                                   instance_inputs=self._inputs)
+    ds = self._pad(ds)
     return ds.skip(self._skip_batches) if self._skip_batches else ds
+
+  def _pad(self, ds: tf.data.Dataset) -> tf.data.Dataset:
+    """Marks the padded classes' label entries -1 (see `padded_classes`)."""
+    if self._padded is None:
+      return ds
+    padded = self._padded
+    return ds.map(lambda x, y: (x, tf.where(padded, -tf.ones_like(y), y)),
+                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
   @property
   def num_classes(self) -> int:
@@ -99,9 +116,9 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     return self._serving_inputs.serving_spec()
 
   def build_valid_dataset(self) -> tf.data.Dataset:
-    return datasets.ranking_dataset(self._data, "validation",
-                                    self._batch_size, training=False,
-                                    instance_inputs=self._inputs)
+    return self._pad(datasets.ranking_dataset(
+        self._data, "validation", self._batch_size, training=False,
+        instance_inputs=self._inputs))
 
   def build_signatures(self, model: tf.keras.Model) -> Dict[str, Any]:
     """The serving signature (`serving.signatures`)."""
@@ -490,16 +507,19 @@ def build_pipeline(config: config_lib.TrainConfig,
                         frozen_class_features(config, instance_inputs,
                                               texts)),
         **model_kwargs)
+  held_out = ()
   if config.data.holdout_classes:
     # Zero-shot training: the held-out classes' instances never reach a
-    # training batch or the validation that picks the best checkpoint.
-    train_data = class_encoders.without_classes(
-        train_data, class_encoders.holdout_ids(config.data.holdout_classes,
-                                               data.class_names))
+    # training batch or the validation that picks the best checkpoint, and
+    # the classes themselves are padding in every list there (not
+    # negatives: a model trained to push them down learns their absence).
+    held_out = class_encoders.holdout_ids(config.data.holdout_classes,
+                                          data.class_names)
+    train_data = class_encoders.without_classes(train_data, held_out)
   dataset_builder = Rank4ClassDatasetBuilder(
       train_data, train_inputs, trainer.batch_size, trainer.seed,
       trainer.top_k, skip_batches=start_epoch * trainer.eval_every,
-      serving_inputs=instance_inputs)
+      serving_inputs=instance_inputs, padded_classes=held_out)
   num_epochs = trainer.train_steps // trainer.eval_every  # Exact.
   hparams = tfr.keras.pipeline.PipelineHparams(
       model_dir=trainer.model_dir,

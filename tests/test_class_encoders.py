@@ -252,11 +252,15 @@ class ZeroShotTrainingTest(tf.test.TestCase):
     train_labels = np.concatenate([
         labels.numpy() for _, labels in
         builder.build_train_dataset().take(20)])
-    self.assertEqual(train_labels[:, 1].max(), 0.0)  # anger
-    self.assertEqual(train_labels[:, [0, 2]].sum(), len(train_labels))
+    # anger is padding (-1) in every list: neither a label nor a negative.
+    self.assertAllEqual(train_labels[:, 1], -np.ones(len(train_labels)))
+    self.assertAllEqual(train_labels[:, [0, 2]].sum(axis=1),
+                        np.ones(len(train_labels)))
     valid_labels = np.concatenate([
         labels.numpy() for _, labels in builder.build_valid_dataset()])
-    self.assertEqual(valid_labels[:, 1].max(), 0.0)
+    self.assertAllEqual(valid_labels[:, 1], -np.ones(len(valid_labels)))
+    self.assertLen(valid_labels,
+                   int((self.data.splits["validation"][1] != 1).sum()))
     # Validation scores (best checkpoint) are of the seen instances only.
     scored = training.checkpoint_scores(self.config, self.data)
     self.assertNotIn(1, scored["validation"][0])
