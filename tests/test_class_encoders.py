@@ -360,6 +360,29 @@ class CachedAndOnTheFlyTest(tf.test.TestCase):
                           atol=1e-4)
 
 
+@pytest.mark.slow
+class MirroredTest(tf.test.TestCase):
+  """A text class encoder (shared MiniLM tower, trained) under
+  MirroredStrategy on two CPU devices, through the binary."""
+
+  def test_trains_and_exports_both_signatures(self):
+    data_dir = test_text_pipelines.goemotions_fixture()
+    model_dir = os.path.join(tempfile.mkdtemp(), "mirrored")
+    helpers.run_module(
+        "pipelines.train", "--dataset=goemotions", f"--data_dir={data_dir}",
+        "--encoder=bert", "--init_checkpoint=minilm", "--class_encoder=text",
+        "--interaction=lc_mlp", "--mlp_units=8", "--max_seq_length=12",
+        "--batch_size=4", "--train_steps=2", "--eval_every=1",
+        "--learning_rate=1e-4", "--strategy=mirrored", "--cpu_devices=2",
+        f"--model_dir={model_dir}")
+    ranker = serving.ExportedRanker(model_dir)
+    texts = ["so happy for you", "the file is attached"]
+    listed = ranker.rank_class_list(texts, list(CLASSES), top_k=3)
+    for row, ranking in zip(ranker.scores(texts), listed):
+      self.assertAllClose(dict(ranking), dict(zip(CLASSES, row.tolist())),
+                          atol=1e-4)
+
+
 class BadInputTest(tf.test.TestCase):
   """Bad class settings stop `pipelines.train` in one line, writing nothing."""
 
