@@ -8,6 +8,7 @@ one-line errors.
 """
 
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -384,39 +385,39 @@ class MirroredTest(tf.test.TestCase):
 
 
 class BadInputTest(tf.test.TestCase):
-  """Bad class settings stop `pipelines.train` in one line, writing nothing."""
+  """Bad class settings stop a run in one line, writing nothing."""
 
   def test_bad_flags_and_files(self):
     data_dir = test_text_pipelines.goemotions_fixture()
-    root = tempfile.mkdtemp()
-    model_dir = os.path.join(root, "run")
-    common = ["--dataset=goemotions", f"--data_dir={data_dir}",
-              "--encoder=bert", "--init_checkpoint=minilm",
-              "--max_seq_length=12", "--train_steps=2", "--eval_every=1",
-              f"--model_dir={model_dir}"]
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    common = dict(dataset="goemotions", data_dir=data_dir, encoder="bert",
+                  init_checkpoint="minilm", max_seq_length=12,
+                  train_steps=2, eval_every=1, model_dir=model_dir)
     bad_file = write(["joy", "anger", "anger"])
     cases = [
-        (["--class_encoder=text", "--holdout_classes=fear"],
-         "train: --holdout_classes: 'fear' is not a class of the dataset; "
-         "classes: joy, anger, neutral."),
-        (["--class_encoder=text", f"--class_descriptions={bad_file}"],
-         f"train: {bad_file}:3: class 'anger' is described twice."),
-        (["--class_encoder=label"],
-         "train: --class_encoder='label' is not valid; choose one of: "
+        (dict(class_encoder="text", class_descriptions=bad_file),
+         f"{bad_file}:3: class 'anger' is described twice."),
+        (dict(class_encoder="label"),
+         "--class_encoder='label' is not valid; choose one of: "
          "embedding, text."),
-        (["--class_tower=separate"],
-         "train: --class_tower='separate' is read with --class_encoder=text "
-         "only."),
+        (dict(class_tower="separate"),
+         "--class_tower='separate' is read with --class_encoder=text only."),
+        (dict(class_encoder="text", encoder="mlp", dataset="digits",
+              init_checkpoint=""),
+         "--class_encoder=text encodes class texts with a text encoder "
+         "(bert, electra), not --encoder='mlp'."),
     ]
-    for flags, message in cases:
-      out = helpers.run_module("pipelines.train", *common, *flags,
-                               check=False)
-      self.assertNotEqual(out.returncode, 0)
-      self.assertEqual(out.stderr.strip().splitlines()[-1], message)
+    for settings, message in cases:
+      config = config_lib.TrainConfig.create(**dict(common, **settings))
+      with self.assertRaisesRegex(ValueError, "^" + re.escape(message) + "$"):
+        training.train(config)
       self.assertFalse(os.path.exists(model_dir))
+    # The binary: status 1, the same one line, nothing written.
     out = helpers.run_module(
-        "pipelines.train", "--dataset=digits", "--encoder=mlp",
-        "--class_encoder=text", f"--model_dir={model_dir}", check=False)
+        "pipelines.train", *(f"--{k}={v}" for k, v in common.items()),
+        "--class_encoder=text", "--holdout_classes=fear", check=False)
+    self.assertNotEqual(out.returncode, 0)
     self.assertEqual(out.stderr.strip().splitlines()[-1],
-                     "train: --class_encoder=text encodes class texts with a "
-                     "text encoder (bert, electra), not --encoder='mlp'.")
+                     "train: --holdout_classes: 'fear' is not a class of the "
+                     "dataset; classes: joy, anger, neutral.")
+    self.assertFalse(os.path.exists(model_dir))
