@@ -41,7 +41,10 @@ flags.adopt_module_key_flags(train_flags)
 # The study.
 flags.DEFINE_string("study_dir", None, "Folder of the study.")
 flags.DEFINE_list("losses", list(study_lib.PAPER_LOSSES),
-                  "Losses of the grid (default: the paper's five).")
+                  "Losses of the grid (default: the paper's five). A SoDeep "
+                  "loss may name its sorter, loss@sorter "
+                  "(sodeep_spearman@pairwise); unqualified ones use "
+                  "--sorter.")
 flags.DEFINE_list("interactions", list(study_lib.PAPER_INTERACTIONS),
                   "Interactions of the grid (default: the paper's three).")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of every cell.")

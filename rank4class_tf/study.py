@@ -53,6 +53,8 @@ from rank4class_tf import losses
 from rank4class_tf import metrics
 from rank4class_tf import serving
 from rank4class_tf import training
+from rank4class_tf.sorting import losses as sodeep_losses
+from rank4class_tf.sorting import sorters
 
 # The paper's grid (Tables 7-12 and App. B).
 PAPER_LOSSES = ("softmax", "pairwise_logistic", "approx_ndcg",
@@ -66,9 +68,39 @@ PAPER_MLP_UNITS = (64, 128, 256, 512)
 BASELINE = ("softmax", "dot")
 # The interactions whose width is `mlp_units`.
 MLP_INTERACTIONS = ("lc_mlp", "concat_mlp")
+# `--losses=sodeep_spearman@pairwise`: a SoDeep loss with its own sorter, so
+# that one study compares sorters cell by cell (the shared --sorter is the
+# default of the unqualified sodeep_* losses).
+SORTER_SEPARATOR = "@"
 # The fields each run sets; every other TrainConfig field is shared.
 GRID_FIELDS = ("loss", "interaction", "learning_rate", "mlp_units", "seed")
 _PER_RUN_FIELDS = GRID_FIELDS + ("model_dir", "overwrite")
+
+
+
+def split_loss(label: str) -> Tuple[str, Optional[str]]:
+  """(loss, sorter) of a grid loss: `sodeep_map@lstm` -> (sodeep_map, lstm),
+  `softmax` -> (softmax, None)."""
+  loss, separator, sorter = label.partition(SORTER_SEPARATOR)
+  return loss, (sorter if separator else None)
+
+
+def _check_loss_label(label: str) -> None:
+  """Raises ValueError naming --losses for an unknown loss or sorter."""
+  loss, sorter = split_loss(label)
+  if loss not in losses.LOSS_NAMES:
+    raise ValueError(f"--losses: {label!r} is not valid; choose from: "
+                     f"{', '.join(losses.LOSS_NAMES)} (sodeep_* losses may "
+                     f"name their sorter: sodeep_spearman@pairwise).")
+  if sorter is None:
+    return
+  if loss not in sodeep_losses.LOSSES:
+    raise ValueError(f"--losses: {label!r} names a sorter, but only the "
+                     f"SoDeep losses take one ({', '.join(sodeep_losses.LOSSES)}).")
+  if sorter not in sorters.SORTER_NAMES:
+    raise ValueError(f"--losses: {label!r}: unknown sorter {sorter!r}; "
+                     f"choose from: {', '.join(sorters.SORTER_NAMES)}.")
+
 
 STUDY_FILE = "study.json"
 RUNS_DIR = "runs"
@@ -115,8 +147,7 @@ class Grid:
 
   def validate(self) -> None:
     """Raises ValueError naming the flag of an empty list or unknown name."""
-    valid = {"losses": losses.LOSS_NAMES,
-             "interactions": interactions.ALL_NAMES}
+    valid = {"interactions": interactions.ALL_NAMES}
     for name in ("losses", "interactions", "seeds", "learning_rates",
                  "mlp_units"):
       values = getattr(self, name)
@@ -126,6 +157,8 @@ class Grid:
         raise ValueError(f"--{name} repeats a value: "
                          f"{','.join(map(str, values))}.")
       for value in values:
+        if name == "losses":
+          _check_loss_label(value)
         if name in valid and value not in valid[name]:
           raise ValueError(f"--{name}: {value!r} is not valid; choose from: "
                            f"{', '.join(valid[name])}.")
@@ -163,11 +196,18 @@ def shared_settings(config: config_lib.TrainConfig) -> Dict[str, object]:
   return {k: v for k, v in values.items() if k not in _PER_RUN_FIELDS}
 
 
+def loss_settings(base: config_lib.TrainConfig,
+                  label: str) -> Dict[str, str]:
+  """The flags a grid loss sets: `sodeep_map@lstm` -> loss and sorter."""
+  loss, sorter = split_loss(label)
+  return {"loss": loss, "sorter": sorter or base.loss.sorter}
+
+
 def run_config(base: config_lib.TrainConfig, run: Run,
                study_dir: str) -> config_lib.TrainConfig:
   """The TrainConfig of one run: the shared settings plus the run's own."""
   return base.replace(
-      loss=run.loss, interaction=run.interaction,
+      **loss_settings(base, run.loss), interaction=run.interaction,
       learning_rate=run.learning_rate,
       mlp_units=(base.model.mlp_units if run.mlp_units is None
                  else run.mlp_units),
@@ -410,7 +450,7 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
   check_settings(base, grid)
   data = training.load_data(base)
   for loss in grid.losses:
-    checks.check_files(base.replace(loss=loss), data)
+    checks.check_files(base.replace(**loss_settings(base, loss)), data)
   whole = open_study(study_dir, base, grid)
   todo = [run for run in grid.runs() if not is_finished(study_dir, run)]
   if todo and training.uses_feature_cache(base):

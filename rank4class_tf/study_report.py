@@ -48,7 +48,9 @@ ALPHA = 0.05
 
 LOSS_TITLES = {"softmax": "Softmax CE", "pairwise_logistic": "Pairwise logistic",
                "approx_ndcg": "ApproxNDCG",
-               "gumbel_approx_ndcg": "Gumbel-ApproxNDCG", "mse": "MSE"}
+               "gumbel_approx_ndcg": "Gumbel-ApproxNDCG", "mse": "MSE",
+               "sodeep_spearman": "SoDeep Spearman", "sodeep_map": "SoDeep mAP",
+               "sodeep_recall": "SoDeep Recall"}
 INTERACTION_TITLES = {"dot": "Dot", "lc_mlp": "LC+MLP",
                       "concat_mlp": "Concat+MLP"}
 
@@ -62,9 +64,16 @@ def metric_title(name: str) -> str:
   return name.upper()
 
 
+def loss_title(label: str) -> str:
+  """`softmax` -> Softmax CE; `sodeep_spearman@lstm` -> SoDeep Spearman (lstm)."""
+  loss, sorter = study_lib.split_loss(label)
+  title = LOSS_TITLES.get(loss, loss)
+  return title if sorter is None else f"{title} ({sorter})"
+
+
 def cell_title(cell: Tuple[str, str]) -> str:
   loss, interaction = cell
-  return (f"{LOSS_TITLES.get(loss, loss)} + "
+  return (f"{loss_title(loss)} + "
           f"{INTERACTION_TITLES.get(interaction, interaction)}")
 
 
@@ -270,7 +279,7 @@ def main_table(cells: Sequence[Cell], metric_names: Sequence[str],
   interaction_axis = _axis(c.interaction for c in cells)
   by_key = {c.key: c for c in cells}
   lines = ["| metric | interaction | " +
-           " | ".join(LOSS_TITLES.get(l, l) for l in loss_axis) + " |",
+           " | ".join(loss_title(l) for l in loss_axis) + " |",
            "|---|---|" + "---|" * len(loss_axis)]
   for metric in metric_names:
     marks = _marks(cells, metric)
@@ -321,7 +330,9 @@ def contrast_lines(cells: Sequence[Cell], metric_names: Sequence[str],
   """The paper's two claims as contrasts, each with its paired test: every
   ranking loss against softmax CE under the same interaction, and every
   interaction against dot under the same loss (Δ of the means over seeds,
-  p of the paired bootstrap)."""
+  p of the paired bootstrap). Studies of SoDeep sorters
+  (`sodeep_spearman@lstm`) add each sorter against `@handcrafted` and each
+  SoDeep cell against MSE."""
   by_key = {c.key: c for c in cells}
   rows = []
   for cell in cells:
@@ -332,6 +343,20 @@ def contrast_lines(cells: Sequence[Cell], metric_names: Sequence[str],
     loss, interaction = cell.key
     if interaction != "dot" and (loss, "dot") in by_key:
       rows.append(("interaction", cell, by_key[(loss, "dot")]))
+  # SoDeep cells (`sodeep_spearman@pairwise`): each learned sorter against
+  # the handcrafted one under the same loss, and each against MSE, the other
+  # loss that regresses the scores pointwise.
+  for cell in cells:
+    loss, interaction = cell.key
+    base_loss, sorter = study_lib.split_loss(loss)
+    handcrafted = (f"{base_loss}{study_lib.SORTER_SEPARATOR}handcrafted",
+                   interaction)
+    if (sorter not in (None, "handcrafted") and handcrafted in by_key):
+      rows.append(("sorter", cell, by_key[handcrafted]))
+  for cell in cells:
+    loss, interaction = cell.key
+    if loss.startswith("sodeep_") and ("mse", interaction) in by_key:
+      rows.append(("mse", cell, by_key[("mse", interaction)]))
   if not rows:
     return ["No pair of cells shares a loss or an interaction."]
   lines = ["| contrast | " + " | ".join(
@@ -438,8 +463,9 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
             "against dot", "",
             "Each ranking loss against softmax CE under the same "
             "interaction, then each interaction against dot under the same "
-            "loss: the difference of the means over seeds and the paired "
-            "bootstrap p (bold: p < 0.05, uncorrected).", ""]
+            "loss (SoDeep cells: each sorter against the handcrafted one, "
+            "then against MSE): the difference of the means over seeds and "
+            "the paired bootstrap p (bold: p < 0.05, uncorrected).", ""]
   lines += contrast_lines(cells, metric_names, statistics)
   lines += ["", "## Metric informativeness", "",
             "Over all pairs of cells, how many pairs each metric tells apart "
@@ -500,7 +526,7 @@ def write_figures(folder: str, cells: Sequence[Cell], records: Sequence[Dict],
         errors[1].append(hi - mean)
         low.append(lo)
       ax.bar(xs, means, width, yerr=errors, capsize=3, color=colours(j),
-             label=LOSS_TITLES.get(loss, loss))
+             label=loss_title(loss))
     baseline = by_key.get(study_lib.BASELINE)
     if baseline is not None:
       ax.axhline(baseline.pooled(metric).mean(), color="black", lw=0.8,

@@ -90,6 +90,38 @@ class SorterTrainingTest(tf.test.TestCase):
       config.init_from = first
       with self.assertRaisesRegex(ValueError, "--init_from"):
         training.train(config)
+      self.assertFalse(os.path.exists(config.model_dir))
+      config.init_from = os.path.join(tmp, "nothing")
+      with self.assertRaisesRegex(
+          ValueError, r"--init_from=.*nothing is neither a finished sorter "
+          r"run \(no sorter.json\) nor a shipped sorter \(shipped: cnn_d100, "
+          r"lstm_d10"):
+        training.train(config)
+      self.assertFalse(os.path.exists(config.model_dir))
+
+  def test_init_from_a_shipped_sorter(self):
+    # A fresh clone goes on training a committed sorter: its weights start
+    # the run, its vectors and curve come first.
+    shipped = sorters.pretrained_index()["pairwise_d10"]
+    with tempfile.TemporaryDirectory() as tmp:
+      config = training.SorterConfig(
+          sorter="pairwise", seq_len=10, units=16, num_layers=2,
+          max_sharpness=60., batch_size=32, epoch_vectors=32,
+          train_vectors=32, learning_rate=1e-9, continue_schedule=True,
+          init_from="pairwise_d10", model_dir=tmp)
+      record = training.train(config)
+      self.assertEqual(record["init_from"], "pairwise_d10")
+      self.assertEqual(record["train_vectors"],
+                       shipped["train_vectors"] + 32)
+      self.assertEqual(record["curve"][:-1], shipped["curve"])
+      self.assertEqual(record["curve"][-1]["vectors"],
+                       shipped["train_vectors"] + 32)
+      # The schedule goes on after the shipped sorter's vectors: 1e-9 is
+      # never halved (halve_every_vectors 10 M).
+      self.assertAllClose(record["curve"][-1]["learning_rate"], 1e-9)
+      # A learning rate of 1e-9 leaves the shipped weights (up to Adam's
+      # first steps of size ~1e-9): the same L1 as the shipped sorter.
+      self.assertAllClose(record["l1"], shipped["l1"], rtol=1e-4)
 
   def test_init_from_another_d_with_shared_projection(self):
     with tempfile.TemporaryDirectory() as tmp:

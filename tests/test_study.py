@@ -89,6 +89,48 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, re.escape(message)):
       study.Grid(**kwargs).validate()
 
+  def test_sodeep_loss_names_its_sorter(self):
+    grid = study.Grid(losses=("mse", "sodeep_spearman@pairwise",
+                              "sodeep_spearman"), interactions=("dot",),
+                      seeds=(0,))
+    grid.validate()
+    runs = grid.runs()
+    self.assertEqual([r.name for r in runs], [
+        "mse.dot.lr0.001.seed0", "sodeep_spearman@pairwise.dot.lr0.001.seed0",
+        "sodeep_spearman.dot.lr0.001.seed0"])
+    self.assertEqual(runs[1].cell, ("sodeep_spearman@pairwise", "dot"))
+    base = base_config(sorter="handcrafted")
+    configs = [study.run_config(base, r, "dir") for r in runs]
+    # The run trains the plain loss with the named sorter; the others keep
+    # the shared --sorter.
+    self.assertEqual([(c.loss.name, c.loss.sorter) for c in configs], [
+        ("mse", "handcrafted"), ("sodeep_spearman", "pairwise"),
+        ("sodeep_spearman", "handcrafted")])
+    self.assertEqual(study.split_loss("sodeep_map@lstm"), ("sodeep_map",
+                                                           "lstm"))
+    self.assertEqual(study.split_loss("softmax"), ("softmax", None))
+
+  @parameterized.parameters(
+      ("mse@lstm", "--losses: 'mse@lstm' names a sorter, but only the SoDeep "
+       "losses take one (sodeep_spearman, sodeep_map, sodeep_recall)."),
+      ("sodeep_map@bubble", "--losses: 'sodeep_map@bubble': unknown sorter "
+       "'bubble'; choose from: handcrafted, handcrafted_adaptive, lstm, cnn, "
+       "pairwise."),
+      ("hinge@lstm", "--losses: 'hinge@lstm' is not valid"))
+  def test_bad_sorter_label(self, label, message):
+    with self.assertRaisesRegex(ValueError, re.escape(message)):
+      study.Grid(losses=(label,)).validate()
+
+  def test_sorter_without_shipped_weights_writes_nothing(self):
+    # digits has 10 classes; no cnn sorter ships for d = 10.
+    folder = os.path.join(tempfile.mkdtemp(), "study")
+    grid = study.Grid(losses=("sodeep_spearman@cnn",), interactions=("dot",),
+                      seeds=(0,))
+    with self.assertRaisesRegex(ValueError, "No trained 'cnn' sorter for "
+                                "d=10"):
+      study.run_study(folder, base_config(dataset="digits"), grid)
+    self.assertFalse(os.path.exists(folder))
+
   def test_union_keeps_first_seen_order(self):
     a = study.Grid(losses=("mse", "softmax"), seeds=(2,))
     b = study.Grid(losses=("softmax", "approx_ndcg"), seeds=(0, 2))
@@ -323,6 +365,32 @@ class ReportTest(tf.test.TestCase):
     self.assertIn("| +0.0000 (1.0000) |", rows[0])
     # Right wherever the baseline misses: Top-1 +0.5, the smallest p.
     self.assertEqual(rows[2].split(" | ")[1], "**+0.5000** (0.0001)")
+
+  def test_sodeep_sorters_against_handcrafted_and_mse(self):
+    folder = os.path.join(tempfile.mkdtemp(), "study")
+    grid = study.Grid(losses=("mse", "sodeep_spearman@pairwise",
+                              "sodeep_spearman@handcrafted"),
+                      interactions=("dot",), seeds=(0, 1))
+    study.open_study(folder, base_config(dataset="digits"), grid)
+    half = np.tile([1., 0.], N // 2)
+    for run in grid.runs():
+      # pairwise: right wherever the other two (the same model) miss.
+      hits = np.ones(N) if "pairwise" in run.loss else half
+      fake_run(folder, run, hits, 0.9)
+    paths = study_report.write_report(folder, num_samples=10_000)
+    with open(paths["tables"]) as f:
+      lines = f.read().splitlines()
+    header = next(l for l in lines if l.startswith("| metric | interaction"))
+    self.assertEqual(header, "| metric | interaction | MSE | SoDeep Spearman "
+                     "(pairwise) | SoDeep Spearman (handcrafted) |")
+    rows = [l for l in lines if l.startswith("| ") and " vs " in l]
+    self.assertEqual([r.split(" | ")[:2] for r in rows], [
+        ["| SoDeep Spearman (pairwise) + Dot vs SoDeep Spearman (handcrafted) "
+         "+ Dot", "**+0.5000** (0.0001)"],
+        ["| SoDeep Spearman (pairwise) + Dot vs MSE + Dot",
+         "**+0.5000** (0.0001)"],
+        ["| SoDeep Spearman (handcrafted) + Dot vs MSE + Dot",
+         "+0.0000 (1.0000)"]])
 
   def test_summary_regenerates_the_same_report(self):
     summary = os.path.join(tempfile.mkdtemp(), "summary")

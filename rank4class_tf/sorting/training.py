@@ -23,7 +23,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from absl import logging
 import numpy as np
@@ -75,7 +75,8 @@ class SorterConfig:
       1_000_000, "Total training vectors (rounded up to whole epochs).")
   seed: int = config_lib.field(0, "Seed of initialisation and data.")
   init_from: str = config_lib.field(
-      "", "A finished run whose sorter weights start this one (to continue "
+      "", "A finished run, or a shipped sorter's key (lstm_d100), whose "
+      "sorter weights start this one (to continue "
       "with a new learning-rate schedule, or to start an lstm with the "
       "shared projection or a pairwise sorter from one trained for another "
       "d).")
@@ -275,22 +276,22 @@ def train(config: SorterConfig, verbose: int = 0) -> Dict[str, Any]:
     except RuntimeError:  # TensorFlow already started in this process.
       logging.warning("threads=%d ignored: TensorFlow is initialised.",
                       config.threads)
+  init = None
+  if config.init_from:  # Checked before anything is written.
+    init, weights = init_source(config.init_from)
+    if (init["sorter"], init["hyperparameters"]) != (
+        config.sorter, config.sorter_kwargs()):
+      raise ValueError(f"--init_from={config.init_from} trained another "
+                       "sorter (name or hyper-parameters differ).")
   tf.io.gfile.makedirs(config.model_dir)
   with tf.io.gfile.GFile(os.path.join(config.model_dir, CONFIG_FILE), "w") as f:
     f.write(config.to_json())
   tf.keras.utils.set_random_seed(config.seed)
   model = build_model(config)
-  init = None
-  if config.init_from:
-    init = read_record(config.init_from)
-    if (init["sorter"], init["hyperparameters"]) != (
-        config.sorter, config.sorter_kwargs()):
-      raise ValueError(f"--init_from={config.init_from} trained another "
-                       "sorter (name or hyper-parameters differ).")
+  if init is not None:
     # Another seq_len works when the weights do not depend on d (an lstm
     # with the shared projection, pairwise): its comparisons transfer.
-    sorters.load_weights(model.get_layer("sorter"),
-                         os.path.join(config.init_from, WEIGHTS_FILE))
+    sorters.load_weights(model.get_layer("sorter"), weights)
   offset = init["train_vectors"] if config.continue_schedule else 0
   model.compile(
       optimizer=tf.keras.optimizers.Adam(
@@ -386,6 +387,29 @@ def export_pretrained(model_dir: str, directory: str,
                          "w") as f:
     f.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
   return entry
+
+
+def init_source(init_from: str,
+                directory: str = sorters.PRETRAINED_DIR
+                ) -> Tuple[Dict[str, Any], str]:
+  """(record, weights file) of what --init_from names.
+
+  A finished run folder, or the key of a shipped sorter (`lstm_d100`): the
+  shipped weights and their index entry (its vectors and learning curve), so
+  that training goes on from a committed sorter in a fresh clone.
+
+  Raises:
+    ValueError: naming --init_from when it is neither.
+  """
+  if tf.io.gfile.exists(os.path.join(init_from, RECORD_FILE)):
+    return read_record(init_from), os.path.join(init_from, WEIGHTS_FILE)
+  index = sorters.pretrained_index(directory)
+  if init_from in index:
+    entry = index[init_from]
+    return entry, os.path.join(directory, entry["weights"])
+  raise ValueError(f"--init_from={init_from} is neither a finished sorter run "
+                   f"(no {RECORD_FILE}) nor a shipped sorter (shipped: "
+                   f"{', '.join(sorted(index)) or 'none'}).")
 
 
 def read_record(model_dir: str) -> Dict[str, Any]:
