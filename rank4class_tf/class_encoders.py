@@ -182,7 +182,12 @@ def without_classes(data, ids: Sequence[int],
     keep = ~holdout_mask(labels, ids)
     if not keep.any():
       raise ValueError(f"--holdout_classes leaves no {split} instance.")
-    new_splits[split] = (instances[keep], labels[keep])
+    # Instances are an array, or a dict of arrays (token features, masks).
+    if isinstance(instances, dict):
+      kept = {name: value[keep] for name, value in instances.items()}
+    else:
+      kept = instances[keep]
+    new_splits[split] = (kept, labels[keep])
   return type(data)(**dict(vars(data), splits=new_splits))
 
 

@@ -94,6 +94,20 @@ class ClassTextsTest(tf.test.TestCase):
       self.assertAllEqual(held.splits[split][0], data.splits[split][0][kept])
     self.assertAllEqual(held.splits["test"][1], data.splits["test"][1])
     self.assertEqual(held.class_names, data.class_names)
+    # Cached token features (label_attention from the feature cache):
+    # instances are a dict of arrays, each filtered.
+    splits = dict(data.splits)
+    for split in ("train", "validation"):
+      labels = data.splits[split][1]
+      rows = np.arange(len(labels))
+      splits[split] = ({"tokens": rows[:, None] * np.ones([1, 3]),
+                        "mask": rows}, labels)
+    tokens = type(data)(**dict(vars(data), splits=splits))
+    held = class_encoders.without_classes(tokens, (1,))
+    for split in ("train", "validation"):
+      kept = np.flatnonzero(data.splits[split][1] != 1)
+      self.assertAllEqual(held.splits[split][0]["mask"], kept)
+      self.assertAllEqual(held.splits[split][0]["tokens"][:, 2], kept)
 
 
 def minilm_mean(texts, seq_length):
