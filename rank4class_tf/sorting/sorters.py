@@ -15,6 +15,9 @@ input, so a rank-based metric can be trained through it.
 * `cnn`: 8 blocks of 1-D convolution + batch norm + ReLU whose (valid) filter
   sizes shrink the sequence of length d to length 1 while the last block has d
   channels, then the affine projection d -> d (paper Fig. 3b).
+* `cnn_reference`: the SoDeep reference code's CNN layout (9 valid
+  convolutions with PReLU, batch norm on every second one, then a
+  convolution to d channels and a sigmoid); d >= 37.
 * `pairwise` (not in the paper): the handcrafted sum of soft comparisons with
   a sharpness for each pair chosen by a small MLP of (x_i, x_j - x_i), shared
   by all pairs; permutation-equivariant, weights independent of d.
@@ -308,6 +311,86 @@ class CNNSorter(tf.keras.layers.Layer):
     return config
 
 
+# The SoDeep reference code's CNN (technicolor-research/sodeep, `model.py`,
+# class `cnn`): channels and filter sizes of its 9 hidden convolutions, and
+# the blocks with batch norm.
+REFERENCE_CNN_CHANNELS = (8, 16, 32, 64, 96, 128, 256, 256, 128)
+REFERENCE_CNN_KERNELS = (2, 3, 5, 7, 10, 7, 5, 3, 3)
+REFERENCE_CNN_NORMED = (1, 3, 5, 7)
+# Positions the 9 valid convolutions take off the sequence (36); the output
+# convolution's filter spans the d - 36 left, so d >= 37.
+REFERENCE_CNN_SHRINK = sum(k - 1 for k in REFERENCE_CNN_KERNELS)
+REFERENCE_CNN_MIN_D = REFERENCE_CNN_SHRINK + 1
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class ReferenceCNNSorter(tf.keras.layers.Layer):
+  r"""The SoDeep reference code's convolutional sorter (paper Fig. 3b).
+
+  ```
+  x = standardize(y)[..., None]                     [batch_size, d, 1]
+  x = PReLU([BN](Conv1D_b(x)))  for b = 1..9        [batch_size, d - 36, 128]
+  rk = sigmoid(Conv1D_{d-36}(x))                    [batch_size, 1, d] -> [batch_size, d]
+  ```
+
+  Nine valid convolutions with bias, of (8, 16, 32, 64, 96, 128, 256, 256,
+  128) channels and filter sizes (2, 3, 5, 7, 10, 7, 5, 3, 3), batch norm
+  (epsilon 1e-5, as PyTorch's) after the 2nd, 4th, 6th and 8th, each followed
+  by a PReLU with one shared slope (initial 0.25); then a valid convolution
+  of d channels whose filter spans the remaining d - 36 positions, and a
+  sigmoid. 1.45 M weights at d = 100. Unlike the reference, the scores are
+  standardised first, as in the other learned sorters. The shipped
+  `cnn_reference_d100` was trained with PyTorch on a GPU
+  (`tools/torch_sorter/`) and imported by `pipelines.import_sorter`.
+
+  Args:
+    d: list length, at least 37.
+    standardize: standardise each row first.
+  """
+
+  def __init__(self, d: int, standardize: bool = True, **kwargs):
+    super().__init__(**kwargs)
+    if d < REFERENCE_CNN_MIN_D:
+      raise ValueError(f"Sorter 'cnn_reference' needs d >= "
+                       f"{REFERENCE_CNN_MIN_D} (its 9 convolutions take 36 "
+                       f"positions), not d={d}.")
+    self.d = int(d)
+    self.standardize = bool(standardize)
+    self.blocks = []
+    for b, (c, k) in enumerate(zip(REFERENCE_CNN_CHANNELS,
+                                   REFERENCE_CNN_KERNELS)):
+      norm = (tf.keras.layers.BatchNormalization(
+          epsilon=1e-5, momentum=0.9, name=f"bn_{b}")
+              if b in REFERENCE_CNN_NORMED else None)
+      self.blocks.append((
+          tf.keras.layers.Conv1D(c, k, padding="valid", name=f"conv_{b}"),
+          norm,
+          tf.keras.layers.PReLU(
+              alpha_initializer=tf.keras.initializers.Constant(0.25),
+              shared_axes=[1, 2], name=f"prelu_{b}")))
+    self.output_conv = tf.keras.layers.Conv1D(
+        self.d, self.d - REFERENCE_CNN_SHRINK, padding="valid",
+        activation="sigmoid", name="output")
+    self.flatten = tf.keras.layers.Reshape([self.d])
+
+  def call(self, scores, training=None):
+    x = tf.cast(scores, tf.float32)
+    if self.standardize:
+      x = ops.standardize(x)
+    x = x[..., None]
+    for conv, norm, prelu in self.blocks:
+      x = conv(x)
+      if norm is not None:
+        x = norm(x, training=training)
+      x = prelu(x)
+    return self.flatten(self.output_conv(x))
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update({"d": self.d, "standardize": self.standardize})
+    return config
+
+
 # name -> (class, hyper-parameters it accepts besides d, the settings the
 # name fixes). A plain dict.
 _SORTERS: Dict[str, Tuple[type, Tuple[str, ...], Dict[str, Any]]] = {
@@ -317,12 +400,13 @@ _SORTERS: Dict[str, Tuple[type, Tuple[str, ...], Dict[str, Any]]] = {
     "lstm": (LSTMSorter, ("units", "num_layers", "projection",
                          "standardize"), {}),
     "cnn": (CNNSorter, ("width", "standardize"), {}),
+    "cnn_reference": (ReferenceCNNSorter, ("standardize",), {}),
     "pairwise": (PairwiseSorter, ("units", "num_layers", "max_sharpness",
                                   "initial_sharpness", "standardize"), {}),
 }
 
 SORTER_NAMES = tuple(_SORTERS)
-TRAINABLE_SORTERS = ("lstm", "cnn", "pairwise")
+TRAINABLE_SORTERS = ("lstm", "cnn", "cnn_reference", "pairwise")
 
 
 def _check_name(name: str) -> None:

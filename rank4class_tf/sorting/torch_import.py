@@ -1,0 +1,153 @@
+"""Sorters trained with PyTorch (`tools/torch_sorter/`) as Keras sorters.
+
+The GPU machines this project is lent have PyTorch and no TensorFlow, so the
+long sorter trainings run there with `tools/torch_sorter/train_sorter_torch.py`,
+whose sorters are laid out like the Keras ones. Its output file holds the
+weights under their PyTorch names (`w/<name>`), the run's record (JSON) and
+check vectors with the PyTorch sorter's outputs. This module maps the weights
+onto the Keras layers one to one and checks that the Keras sorter gives the
+same outputs; it imports no PyTorch.
+
+The mapping (PyTorch -> Keras):
+
+* LSTM: `weight_ih` [4u, in] -> `kernel` [in, 4u] (transposed; both order the
+  gates input, forget, cell, output), `weight_hh` -> `recurrent_kernel`
+  (transposed), `bias_ih + bias_hh` -> `bias`; `_reverse` is the backward
+  layer of `Bidirectional`.
+* Linear [out, in] -> Dense kernel [in, out].
+* Conv1d [out, in, k] -> Conv1D kernel [k, in, out].
+* BatchNorm1d weight, bias, running_mean, running_var -> gamma, beta,
+  moving_mean, moving_variance (the epsilons are set alike in both layers).
+* PReLU weight [1] -> PReLU alpha [1, 1].
+"""
+
+import json
+from typing import Any, Dict, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class_tf.sorting import sorters
+
+# The largest |Keras - PyTorch| output difference accepted on the check
+# vectors: float32 arithmetic in another order, not another function.
+CHECK_TOLERANCE = 1e-4
+
+
+def read(path: str) -> Tuple[Dict[str, Any], Dict[str, np.ndarray],
+                              np.ndarray, np.ndarray]:
+  """(record, PyTorch weights by name, check inputs, check outputs) of a
+  `train_sorter_torch.py` output file.
+
+  Raises:
+    ValueError: naming the file, if it is not such an output.
+  """
+  try:
+    with np.load(path) as data:
+      record = json.loads(str(data["record"]))
+      weights = {k[2:]: data[k] for k in data.files if k.startswith("w/")}
+      return (record, weights, data["check_inputs"], data["check_outputs"])
+  except (OSError, KeyError, ValueError) as e:
+    raise ValueError(f"{path} is not a train_sorter_torch.py output "
+                     f"({type(e).__name__}: {e}).") from None
+
+
+def _lstm(sorter, weights):
+  for i, rnn in enumerate(sorter.rnns):
+    for suffix, layer in (("", rnn.forward_layer),
+                          ("_reverse", rnn.backward_layer)):
+      cell = layer.cell
+      cell.kernel.assign(weights.pop(f"lstm.weight_ih_l{i}{suffix}").T)
+      cell.recurrent_kernel.assign(
+          weights.pop(f"lstm.weight_hh_l{i}{suffix}").T)
+      cell.bias.assign(weights.pop(f"lstm.bias_ih_l{i}{suffix}") +
+                       weights.pop(f"lstm.bias_hh_l{i}{suffix}"))
+  dense = (sorter.projection if sorter.projection_kind == "full"
+           else sorter.projection.layers[0])
+  dense.kernel.assign(weights.pop("projection.weight").T)
+  dense.bias.assign(weights.pop("projection.bias"))
+
+
+def _norm(norm, weights, prefix):
+  norm.gamma.assign(weights.pop(f"{prefix}.weight"))
+  norm.beta.assign(weights.pop(f"{prefix}.bias"))
+  norm.moving_mean.assign(weights.pop(f"{prefix}.running_mean"))
+  norm.moving_variance.assign(weights.pop(f"{prefix}.running_var"))
+
+
+def _conv(conv, weights, prefix):
+  conv.kernel.assign(np.transpose(weights.pop(f"{prefix}.weight"), (2, 1, 0)))
+  if conv.use_bias:
+    conv.bias.assign(weights.pop(f"{prefix}.bias"))
+
+
+def _cnn(sorter, weights):
+  for b, (conv, norm) in enumerate(sorter.blocks):
+    _conv(conv, weights, f"convs.{b}")
+    _norm(norm, weights, f"norms.{b}")
+  sorter.projection.kernel.assign(weights.pop("projection.weight").T)
+  sorter.projection.bias.assign(weights.pop("projection.bias"))
+
+
+def _cnn_reference(sorter, weights):
+  for b, (conv, norm, prelu) in enumerate(sorter.blocks):
+    _conv(conv, weights, f"convs.{b}")
+    if norm is not None:
+      _norm(norm, weights, f"norms.{b}")
+    prelu.alpha.assign(np.reshape(weights.pop(f"prelus.{b}.weight"), [1, 1]))
+  _conv(sorter.output_conv, weights, "output")
+
+
+_IMPORTERS = {"lstm": _lstm, "cnn": _cnn, "cnn_reference": _cnn_reference}
+
+
+def to_keras(record: Dict[str, Any],
+             weights: Dict[str, np.ndarray]) -> tf.keras.layers.Layer:
+  """The Keras sorter of a PyTorch run, with its weights.
+
+  Args:
+    record: the run's record (sorter, seq_len, hyperparameters).
+    weights: the PyTorch weights by name.
+
+  Returns:
+    A built, frozen Keras sorter layer.
+
+  Raises:
+    ValueError: for a sorter PyTorch does not train, or weights that do not
+      fit (a missing, left-over or misshapen array).
+  """
+  name = record["sorter"]
+  if name not in _IMPORTERS:
+    raise ValueError(f"No PyTorch import for sorter {name!r}; importable: "
+                     f"{', '.join(_IMPORTERS)}.")
+  sorter = sorters.get(name, record["seq_len"], trainable=False,
+                       **record["hyperparameters"])
+  sorter(tf.zeros([1, record["seq_len"]]))
+  remaining = dict(weights)
+  try:
+    _IMPORTERS[name](sorter, remaining)
+  except KeyError as e:
+    raise ValueError(f"The PyTorch weights lack {e.args[0]!r}.") from None
+  except ValueError as e:  # A shape that does not fit.
+    raise ValueError(f"The PyTorch weights do not fit the {name} sorter: "
+                     f"{e}") from None
+  if remaining:
+    raise ValueError("PyTorch weights left over: "
+                     f"{', '.join(sorted(remaining))}.")
+  return sorter
+
+
+def check(sorter: tf.keras.layers.Layer, inputs: np.ndarray,
+          expected: np.ndarray) -> float:
+  """The largest |Keras - PyTorch| output on the check vectors.
+
+  Raises:
+    ValueError: when it is over `CHECK_TOLERANCE`.
+  """
+  got = sorter(tf.constant(inputs), training=False).numpy()
+  error = float(np.max(np.abs(got - expected)))
+  if not error <= CHECK_TOLERANCE:
+    raise ValueError(f"The Keras sorter differs from the PyTorch one by "
+                     f"{error:.3g} on the check vectors (tolerance "
+                     f"{CHECK_TOLERANCE}).")
+  return error
