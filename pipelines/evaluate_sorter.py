@@ -10,8 +10,9 @@ Examples (the end-to-end test runs the first two):
 
 --sorter takes one or more names (comma-separated): handcrafted (lambda =
 10), handcrafted_adaptive (the SoDeep reference code's lambda = 6.8 / std of
-each vector's pairwise differences), lstm, cnn, pairwise. Without
---model_dir, lstm, cnn and pairwise are the shipped sorters (`sorters.load_sorter`); with it, the sorter
+each vector's pairwise differences), lstm, cnn, cnn_reference, pairwise. Without
+--model_dir, the learned ones are the shipped sorters (`sorters.load_sorter`);
+with it, the sorter
 a `train_sorter` run saved (one --sorter). Prints one JSON line per sorter:
 {"sorter": ..., "seq_len": ..., "l1": ..., "num_vectors": ...}. The paper's
 Table 1 (d = 100): handcrafted 0.0350, CNN 0.0120, LSTM 0.0033; ours are in
@@ -31,7 +32,8 @@ from rank4class_tf.sorting import training
 
 flags.DEFINE_list("sorter", ["handcrafted"],
                   "Sorters to evaluate, comma-separated: handcrafted, "
-                  "handcrafted_adaptive, lstm, cnn, pairwise (one JSON line "
+                  "handcrafted_adaptive, lstm, cnn, cnn_reference, pairwise "
+                  "(one JSON line "
                   "each).")
 flags.DEFINE_integer("seq_len", 100, "d, the length of the score vectors.")
 flags.DEFINE_string("model_dir", None,

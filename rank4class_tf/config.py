@@ -227,7 +227,9 @@ class LossConfig:
   sorter: str = field(
       "lstm", "sodeep_* losses: handcrafted (lambda 10), "
       "handcrafted_adaptive (SoDeep code's lambda = 6.8 / std), lstm, cnn, "
-      "pairwise (shipped for d = the class count: 10, 28, 100 (cnn: 100); "
+      "cnn_reference, "
+      "pairwise (shipped for d = the class count: 10, 28, 100 (cnn and "
+      "cnn_reference: 100); "
       "frozen).")
   parallel_loss: str = field(
       "", "sodeep_*: Keras loss added to the rank loss (mae, l1, mse or a "

@@ -200,7 +200,8 @@ class SoDeepLossTest(tf.test.TestCase):
                "--sorter=cnn", f"--model_dir={model_dir}", check=False)
     self.assertEqual(proc.returncode, 1)
     self.assertEqual(proc.stderr.strip(), "train: No trained 'cnn' sorter for "
-                     "d=10; shipped: cnn_d100, lstm_d10, lstm_d100, lstm_d28, "
+                     "d=10; shipped: cnn_d100, cnn_reference_d100, lstm_d10, "
+                     "lstm_d100, lstm_d28, "
                      "pairwise_d10, pairwise_d100, pairwise_d28. Train one "
                      "with pipelines/train_sorter.py.")
     self.assertFalse(os.path.exists(model_dir))

@@ -10,6 +10,7 @@ import unittest
 
 import pytest
 import helpers
+from rank4class_tf.sorting import sorters
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
 
@@ -83,16 +84,22 @@ class SorterPipelinesTest(unittest.TestCase):
     with tempfile.TemporaryDirectory() as tmp:
       path = os.path.join(tmp, "curves.png")
       code, out, err = run("pipelines.plot_sorter",
-                           "--curves=pairwise_d100,pairwise_d10",
+                           "--curves=pairwise_d100,lstm_d100",
                            f"--output={path}")
       self.assertEqual(code, 0, err)
       self.assertGreater(os.path.getsize(path), 1000)
-      self.assertEqual(set(last_json(out)["last_point"]),
-                       {"pairwise_d100", "pairwise_d10"})
-      code, _, err = run("pipelines.plot_sorter", "--curves=lstm_d100",
+      last = last_json(out)["last_point"]
+      self.assertEqual(set(last), {"pairwise_d100", "lstm_d100"})
+      self.assertEqual(last["lstm_d100"]["vectors"], sorters.pretrained_index()
+                       ["lstm_d100"]["train_vectors"])
+      old_run = os.path.join(tmp, "old_run")
+      os.makedirs(old_run)
+      with open(os.path.join(old_run, "sorter.json"), "w") as f:
+        json.dump({"sorter": "lstm", "seq_len": 10}, f)
+      code, _, err = run("pipelines.plot_sorter", f"--curves={old_run}",
                          f"--output={path}")
       self.assertEqual(code, 1)
-      self.assertIn("lstm_d100 has no recorded learning curve", err)
+      self.assertIn(f"{old_run} has no recorded learning curve", err)
 
   def test_spearman_regression(self):
     with tempfile.TemporaryDirectory() as tmp:

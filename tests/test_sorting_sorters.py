@@ -15,7 +15,12 @@ from rank4class_tf.sorting import training
 
 SMALL = {"handcrafted": {}, "handcrafted_adaptive": {},
          "lstm": {"units": 4, "num_layers": 1}, "cnn": {"width": 8},
-         "pairwise": {"units": 4, "num_layers": 1}}
+         "cnn_reference": {}, "pairwise": {"units": 4, "num_layers": 1}}
+
+
+def list_length(name, d):
+  """d, or d + 36 for cnn_reference (its convolutions need d >= 37)."""
+  return d + sorters.REFERENCE_CNN_SHRINK if name == "cnn_reference" else d
 
 
 def numpy_handcrafted(y, lam=10.):
@@ -48,6 +53,7 @@ class SorterLayerTest(parameterized.TestCase, tf.test.TestCase):
 
   @parameterized.product(name=sorters.SORTER_NAMES, d=(3, 10, 28))
   def test_shape_and_gradient(self, name, d):
+    d = list_length(name, d)
     tf.keras.utils.set_random_seed(d)
     sorter = sorters.get(name, d, **SMALL[name])
     y = tf.constant(np.random.RandomState(d).randn(5, d), tf.float32)
@@ -147,7 +153,8 @@ class SorterLayerTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_get_lists_valid_names(self):
     with self.assertRaisesRegex(ValueError, "handcrafted, "
-                                "handcrafted_adaptive, lstm, cnn, pairwise"):
+                                "handcrafted_adaptive, lstm, cnn, cnn_reference, "
+                                "pairwise"):
       sorters.get("bitonic", 4)
     with self.assertRaisesRegex(ValueError, "no hyper-parameter"):
       sorters.get("cnn", 4, units=3)
@@ -160,12 +167,13 @@ class SorterLayerTest(parameterized.TestCase, tf.test.TestCase):
 
   @parameterized.parameters(*sorters.SORTER_NAMES)
   def test_config_and_saved_model_round_trip(self, name):
-    sorter = sorters.get(name, 8, **SMALL[name])
-    inputs = tf.keras.Input([8])
+    d = list_length(name, 8)
+    sorter = sorters.get(name, d, **SMALL[name])
+    inputs = tf.keras.Input([d])
     model = tf.keras.Model(inputs, sorter(inputs))
-    y = np.random.RandomState(2).randn(3, 8).astype(np.float32)
+    y = np.random.RandomState(2).randn(3, d).astype(np.float32)
     clone = type(sorter).from_config(sorter.get_config())
-    clone(tf.zeros([1, 8]))
+    clone(tf.zeros([1, d]))
     clone.set_weights(sorter.get_weights())
     self.assertAllClose(clone(y), sorter(y))
     with tempfile.TemporaryDirectory() as tmp:
@@ -189,7 +197,8 @@ class ShippedSortersTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_ships_d100_10_28(self):
     index = sorters.pretrained_index()
-    for key in ("lstm_d100", "cnn_d100", "lstm_d10", "lstm_d28",
+    for key in ("lstm_d100", "cnn_d100", "cnn_reference_d100",
+                "lstm_d10", "lstm_d28",
                 "pairwise_d100", "pairwise_d10", "pairwise_d28"):
       self.assertIn(key, index)
       self.assertTrue(os.path.exists(os.path.join(

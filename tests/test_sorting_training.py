@@ -95,7 +95,7 @@ class SorterTrainingTest(tf.test.TestCase):
       with self.assertRaisesRegex(
           ValueError, r"--init_from=.*nothing is neither a finished sorter "
           r"run \(no sorter.json\) nor a shipped sorter \(shipped: cnn_d100, "
-          r"lstm_d10"):
+          r"cnn_reference_d100, lstm_d10"):
         training.train(config)
       self.assertFalse(os.path.exists(config.model_dir))
 

@@ -115,6 +115,7 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
        "losses take one (sodeep_spearman, sodeep_map, sodeep_recall)."),
       ("sodeep_map@bubble", "--losses: 'sodeep_map@bubble': unknown sorter "
        "'bubble'; choose from: handcrafted, handcrafted_adaptive, lstm, cnn, "
+       "cnn_reference, "
        "pairwise."),
       ("hinge@lstm", "--losses: 'hinge@lstm' is not valid"))
   def test_bad_sorter_label(self, label, message):

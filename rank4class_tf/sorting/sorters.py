@@ -338,7 +338,7 @@ class ReferenceCNNSorter(tf.keras.layers.Layer):
   (epsilon 1e-5, as PyTorch's) after the 2nd, 4th, 6th and 8th, each followed
   by a PReLU with one shared slope (initial 0.25); then a valid convolution
   of d channels whose filter spans the remaining d - 36 positions, and a
-  sigmoid. 1.45 M weights at d = 100. Unlike the reference, the scores are
+  sigmoid. 1.44 M weights at d = 100. Unlike the reference, the scores are
   standardised first, as in the other learned sorters. The shipped
   `cnn_reference_d100` was trained with PyTorch on a GPU
   (`tools/torch_sorter/`) and imported by `pipelines.import_sorter`.
@@ -427,7 +427,8 @@ def get(name: str, d: int, /, **kwargs) -> tf.keras.layers.Layer:
   Args:
     name: one of `SORTER_NAMES`: handcrafted (lambda 10 unless
       `regularization` says otherwise), handcrafted_adaptive (the SoDeep
-      code's lambda per vector), lstm, cnn, pairwise.
+      code's lambda per vector), lstm, cnn, cnn_reference (d >= 37),
+      pairwise.
     d: list length.
     **kwargs: that sorter's hyper-parameters (`hyperparameters(name)`) and
       Keras layer arguments (`name`, `trainable`, `dtype`).

@@ -22,12 +22,15 @@ The mapping (PyTorch -> Keras):
 """
 
 import json
-from typing import Any, Dict, Tuple
+import os
+from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from rank4class_tf.sorting import sorters
+from rank4class_tf.sorting import synthetic
+from rank4class_tf.sorting import training
 
 # The largest |Keras - PyTorch| output difference accepted on the check
 # vectors: float32 arithmetic in another order, not another function.
@@ -151,3 +154,76 @@ def check(sorter: tf.keras.layers.Layer, inputs: np.ndarray,
                      f"{error:.3g} on the check vectors (tolerance "
                      f"{CHECK_TOLERANCE}).")
   return error
+
+
+def write_sets(directory: str, seq_lens: Sequence[int]) -> Dict[str, str]:
+  """Writes the fixed validation and test sets for the PyTorch trainer.
+
+  `validation_d<d>.npz` (the 2,000 vectors `training.train` validates on)
+  and `test_d<d>.npz` (`synthetic.test_set`, the 10,000 of
+  `evaluate_sorter`), each with `scores` and `ranks` [n, d] float32.
+
+  Returns:
+    File name -> path of what was written.
+  """
+  tf.io.gfile.makedirs(directory)
+  written = {}
+  for d in seq_lens:
+    for kind, (size, seed) in (
+        ("validation", (training.VALIDATION_SIZE, synthetic.VALIDATION_SEED)),
+        ("test", (synthetic.TEST_SIZE, synthetic.TEST_SEED))):
+      scores, ranks = synthetic.fixed_set(size, d, seed)
+      name = f"{kind}_d{d}.npz"
+      path = os.path.join(directory, name)
+      np.savez(path, scores=scores.numpy(), ranks=ranks.numpy())
+      written[name] = path
+  return written
+
+
+def import_run(path: str) -> Tuple[tf.keras.layers.Layer, Dict[str, Any]]:
+  """(Keras sorter, record) of a finished PyTorch run, checked and scored.
+
+  The record is the run's, with `l1` measured here by
+  `training.evaluate_l1` on the fixed test set, `l1_torch` as PyTorch
+  measured it on the same set, `check_error` (`check`) and `trained_with`.
+
+  Raises:
+    ValueError: naming the file, for a snapshot of an unfinished run,
+      weights that do not fit, or outputs that differ.
+  """
+  record, weights, inputs, outputs = read(path)
+  if not record.get("final"):
+    raise ValueError(f"{path} is a snapshot of an unfinished run "
+                     f"({record.get('train_vectors')} vectors); import the "
+                     "file the finished run wrote.")
+  try:
+    sorter = to_keras(record, weights)
+    error = check(sorter, inputs, outputs)
+  except ValueError as e:
+    raise ValueError(f"{path}: {e}") from None
+  record = dict(record, l1=round(training.evaluate_l1(
+      sorter, record["seq_len"]), 6), check_error=error,
+                trained_with="pytorch")
+  record.pop("final")
+  return sorter, record
+
+
+def ship(sorter: tf.keras.layers.Layer, record: Dict[str, Any],
+         directory: str, command: str) -> Dict[str, Any]:
+  """Writes an imported sorter as `<sorter>_d<d>.npz` into `directory` and
+  its entry (the record, `command`, `weights`, `size_bytes`) into
+  `directory/sorters.json`, as `training.export_pretrained` does for a
+  TensorFlow run.
+
+  Returns:
+    The index entry.
+  """
+  key = sorters.pretrained_key(record["sorter"], record["seq_len"])
+  weights = key + ".npz"
+  tf.io.gfile.makedirs(directory)
+  sorters.save_weights(sorter, os.path.join(directory, weights))
+  entry = dict(record, weights=weights, command=command,
+               size_bytes=tf.io.gfile.stat(
+                   os.path.join(directory, weights)).length)
+  training.record_in_index(directory, key, entry)
+  return entry

@@ -46,7 +46,7 @@ class SorterConfig:
   field's `help` (also its flag's help in `pipelines.train_sorter`)."""
   # Sorter.
   sorter: str = config_lib.field(
-      "lstm", "Sorter to train: lstm, cnn, pairwise "
+      "lstm", "Sorter to train: lstm, cnn, cnn_reference, pairwise "
       "(`sorters.TRAINABLE_SORTERS`).")
   seq_len: int = config_lib.field(
       100, "d, the length of the score vectors.")
@@ -381,12 +381,17 @@ def export_pretrained(model_dir: str, directory: str,
   entry = dict(record, weights=weights, command=command,
                size_bytes=tf.io.gfile.stat(
                    os.path.join(directory, weights)).length)
+  record_in_index(directory, key, entry)
+  return entry
+
+
+def record_in_index(directory: str, key: str, entry: Dict[str, Any]) -> None:
+  """Sets `key`'s entry in `directory/sorters.json` (the shipped index)."""
   index = sorters.pretrained_index(directory)
   index[key] = entry
   with tf.io.gfile.GFile(os.path.join(directory, sorters.PRETRAINED_INDEX),
                          "w") as f:
     f.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
-  return entry
 
 
 def init_source(init_from: str,

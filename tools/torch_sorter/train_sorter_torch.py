@@ -238,8 +238,9 @@ def write_output(args, argv, model, state, test, final):
       "device": (torch.cuda.get_device_name(device) if device.type == "cuda"
                  else "cpu"),
       "batch_size": args.batch_size,
-      "command": " ".join(["python3 tools/torch_sorter/train_sorter_torch.py"]
-                          + list(argv)),
+      "command": " && ".join(state.get("commands", []) + [" ".join(
+          ["python3 tools/torch_sorter/train_sorter_torch.py"] +
+          list(argv))]),
       "curve": state["curve"],
   }
   model.eval()
@@ -335,7 +336,8 @@ def main(argv):
         args.sorter, args.seq_len, hyperparameters(args)):
       sys.exit(f"--init_from={args.init_from} trained another sorter.")
     state = {"vectors": init["train_vectors"],
-             "seconds": init["train_seconds"], "curve": init["curve"]}
+             "seconds": init["train_seconds"], "curve": init["curve"],
+             "commands": [init["command"]]}
   if args.checkpoint and os.path.exists(args.checkpoint):
     saved = torch.load(args.checkpoint, map_location=device,
                        weights_only=False)

@@ -1,0 +1,79 @@
+r"""Imports a sorter trained with PyTorch on a GPU (tools/torch_sorter/).
+
+Two steps around a GPU training (rank4class_tf/sorting/README.md, "Training
+on a GPU"):
+
+  # 1. The fixed validation and test sets, for the PyTorch trainer to read.
+  .venv/bin/python -m pipelines.import_sorter --write_sets=.sorter_sets \
+      --seq_lens=100,28,10
+  # 2. After the training: map the weights onto the Keras sorter, check it
+  #    reproduces the PyTorch outputs, measure its L1 and ship it.
+  .venv/bin/python -m pipelines.import_sorter \
+      --torch_run=runs/gpu/lstm_d100.npz \
+      --export_to=rank4class_tf/sorting/pretrained
+
+Step 2 prints the record as one JSON line (sorter, seq_len,
+hyperparameters, l1 measured here on the fixed 10,000-vector test set,
+l1_torch, check_error, vectors, seconds, device, the training command). With
+--export_to it writes `<sorter>_d<d>.npz` and the entry in that folder's
+sorters.json, whose command is the PyTorch one, then this one. A file that is
+not a finished PyTorch run, or whose Keras outputs differ from PyTorch's by
+more than 1e-4, stops with one line naming it and writes nothing.
+"""
+
+import json
+import sys
+
+from absl import app
+from absl import flags
+
+from pipelines import console
+from rank4class_tf.sorting import torch_import
+
+flags.DEFINE_string("write_sets", None,
+                    "Folder to write validation_d<d>.npz and test_d<d>.npz "
+                    "into, for tools/torch_sorter/train_sorter_torch.py "
+                    "--sets.")
+flags.DEFINE_list("seq_lens", ["100", "28", "10"],
+                  "With --write_sets: the vector lengths d.")
+flags.DEFINE_string("torch_run", None,
+                    "The --output file of a finished train_sorter_torch.py "
+                    "run.")
+flags.DEFINE_string("export_to", None,
+                    "With --torch_run: the pretrained folder "
+                    "(rank4class_tf/sorting/pretrained ships it).")
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit(f"import_sorter: unexpected arguments: {' '.join(argv[1:])}")
+  console.quiet()
+  if bool(FLAGS.write_sets) == bool(FLAGS.torch_run):
+    sys.exit("import_sorter: give one of --write_sets or --torch_run.")
+  if FLAGS.write_sets:
+    try:
+      seq_lens = [int(d) for d in FLAGS.seq_lens]
+      if not seq_lens or min(seq_lens) < 2:
+        raise ValueError
+    except ValueError:
+      sys.exit(f"import_sorter: --seq_lens={','.join(FLAGS.seq_lens)} must "
+               "be whole numbers >= 2.")
+    written = torch_import.write_sets(FLAGS.write_sets, seq_lens)
+    print(json.dumps({"sets": sorted(written.values())}))
+    return
+  try:
+    sorter, record = torch_import.import_run(FLAGS.torch_run)
+  except ValueError as e:
+    sys.exit(f"import_sorter: {e}")
+  if FLAGS.export_to:
+    command = " && ".join([record["command"], " ".join(
+        [".venv/bin/python -m pipelines.import_sorter"] + sys.argv[1:])])
+    record = torch_import.ship(sorter, record, FLAGS.export_to, command)
+  print(json.dumps({k: v for k, v in record.items() if k != "curve"},
+                   sort_keys=True))
+
+
+if __name__ == "__main__":
+  app.run(main)
