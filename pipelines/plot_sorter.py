@@ -65,6 +65,12 @@ def _learning_curves(names, output):
   for name, curve in curves.items():
     ax.plot([c["vectors"] for c in curve], [c["val_l1"] for c in curve],
             marker="o", ms=3, label=name)
+  # The paper's Table 1 at d = 100, for reference.
+  for value, label in ((0.0120, "paper CNN, d=100"),
+                       (0.0033, "paper LSTM, d=100")):
+    ax.axhline(value, color="gray", ls="--", lw=0.8)
+    ax.annotate(label, (0.01, value), xycoords=("axes fraction", "data"),
+                va="bottom", fontsize=7, color="gray")
   ax.set_xscale("log")
   ax.set_yscale("log")
   ax.set_xlabel("training vectors seen")

@@ -15,6 +15,7 @@ import tempfile
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import helpers
@@ -162,6 +163,7 @@ class TorchImportTest(parameterized.TestCase, tf.test.TestCase):
         self.assertAllEqual(data["scores"], scores)
 
 
+@pytest.mark.slow  # End-to-end: the binary in a subprocess.
 class ImportSorterBinaryTest(tf.test.TestCase):
 
   def run_binary(self, *flags):
