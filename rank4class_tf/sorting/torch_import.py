@@ -218,12 +218,6 @@ def ship(sorter: tf.keras.layers.Layer, record: Dict[str, Any],
   Returns:
     The index entry.
   """
-  key = sorters.pretrained_key(record["sorter"], record["seq_len"])
-  weights = key + ".npz"
-  tf.io.gfile.makedirs(directory)
-  sorters.save_weights(sorter, os.path.join(directory, weights))
-  entry = dict(record, weights=weights, command=command,
-               size_bytes=tf.io.gfile.stat(
-                   os.path.join(directory, weights)).length)
-  training.record_in_index(directory, key, entry)
-  return entry
+  return training.ship_weights(
+      directory, record, command,
+      lambda path: sorters.save_weights(sorter, path))

@@ -23,7 +23,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from absl import logging
 import numpy as np
@@ -372,26 +372,33 @@ def export_pretrained(model_dir: str, directory: str,
     The index entry: the run's record plus `weights`, `size_bytes` and
     `command`.
   """
-  record = read_record(model_dir)
+  return ship_weights(
+      directory, read_record(model_dir), command,
+      lambda path: tf.io.gfile.copy(os.path.join(model_dir, WEIGHTS_FILE),
+                                    path, overwrite=True))
+
+
+def ship_weights(directory: str, record: Dict[str, Any], command: str,
+                 write: Callable[[str], None]) -> Dict[str, Any]:
+  """Writes a sorter's weights as `<sorter>_d<d>.npz` into `directory` (by
+  calling `write(path)`) and its entry into `directory/sorters.json`.
+
+  Returns:
+    The entry: `record` plus `weights`, `size_bytes` and `command`.
+  """
   key = sorters.pretrained_key(record["sorter"], record["seq_len"])
   weights = key + ".npz"
+  path = os.path.join(directory, weights)
   tf.io.gfile.makedirs(directory)
-  tf.io.gfile.copy(os.path.join(model_dir, WEIGHTS_FILE),
-                   os.path.join(directory, weights), overwrite=True)
+  write(path)
   entry = dict(record, weights=weights, command=command,
-               size_bytes=tf.io.gfile.stat(
-                   os.path.join(directory, weights)).length)
-  record_in_index(directory, key, entry)
-  return entry
-
-
-def record_in_index(directory: str, key: str, entry: Dict[str, Any]) -> None:
-  """Sets `key`'s entry in `directory/sorters.json` (the shipped index)."""
+               size_bytes=tf.io.gfile.stat(path).length)
   index = sorters.pretrained_index(directory)
   index[key] = entry
   with tf.io.gfile.GFile(os.path.join(directory, sorters.PRETRAINED_INDEX),
                          "w") as f:
     f.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
+  return entry
 
 
 def init_source(init_from: str,

@@ -30,6 +30,7 @@ of the same command resumes from it.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -200,21 +201,31 @@ def load_set(sets_dir, kind, d, device):
   return scores, ranks
 
 
+@contextlib.contextmanager
+def exact_fp32():
+  """Full float32 matrix products (no TF32) inside the block: evaluation and
+  the check outputs are compared with TensorFlow's float32."""
+  saved = (torch.backends.cuda.matmul.allow_tf32,
+           torch.backends.cudnn.allow_tf32)
+  torch.backends.cuda.matmul.allow_tf32 = False
+  torch.backends.cudnn.allow_tf32 = False
+  try:
+    yield
+  finally:
+    (torch.backends.cuda.matmul.allow_tf32,
+     torch.backends.cudnn.allow_tf32) = saved
+
+
 def evaluate_l1(model, scores, ranks, batch_size=1000):
   """Mean over vectors of the summed |rank error| / d, in exact fp32
   (`ops.l1_rank_error`, averaged as `training.evaluate_l1` does)."""
   model.eval()
-  tf32 = (torch.backends.cuda.matmul.allow_tf32,
-          torch.backends.cudnn.allow_tf32)
-  torch.backends.cuda.matmul.allow_tf32 = False
-  torch.backends.cudnn.allow_tf32 = False
   total = 0.
-  with torch.no_grad():
+  with torch.no_grad(), exact_fp32():
     for start in range(0, scores.shape[0], batch_size):
       out = model(scores[start:start + batch_size])
       total += float((out - ranks[start:start + batch_size]).abs()
                      .mean(dim=-1).sum())
-  torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
   model.train()
   return total / scores.shape[0]
 
@@ -244,15 +255,10 @@ def write_output(args, argv, model, state, test, final):
       "curve": state["curve"],
   }
   model.eval()
-  tf32 = (torch.backends.cuda.matmul.allow_tf32,
-          torch.backends.cudnn.allow_tf32)
-  torch.backends.cuda.matmul.allow_tf32 = False
-  torch.backends.cudnn.allow_tf32 = False
   generator = torch.Generator(device="cpu").manual_seed(NUM_CHECK)
   check_inputs = torch.randn(NUM_CHECK, args.seq_len, generator=generator)
-  with torch.no_grad():
+  with torch.no_grad(), exact_fp32():
     check_outputs = model(check_inputs.to(device)).cpu()
-  torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
   model.train()
   arrays = {f"w/{k}": v.detach().cpu().numpy()
             for k, v in model.state_dict().items()
