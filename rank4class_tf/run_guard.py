@@ -98,10 +98,25 @@ def clear_state(model_dir: str) -> None:
       os.remove(path)
 
 
+class RunInUse(ValueError):
+  """Another live process holds a model_dir's lock.
+
+  Attributes:
+    model_dir: the folder.
+    pid: the holder's process id as it wrote it ("?" if unreadable).
+  """
+
+  def __init__(self, model_dir: str, pid: str, lock_path: str):
+    super().__init__(
+        f"--model_dir={model_dir} is in use by another training (pid {pid}, "
+        f"{lock_path}); wait for it to end or pass another --model_dir.")
+    self.model_dir, self.pid, self.lock_path = model_dir, pid, lock_path
+
+
 class RunLock:
   """Holds `model_dir/.lock` while a training writes into model_dir.
 
-  Raises ValueError (one line, naming the holder's pid) when another live
+  Raises `RunInUse` (a ValueError: one line, naming the holder's pid) when another live
   process holds it. The kernel drops the lock with its process, so the file
   a killed run leaves behind does not block the next start.
   """
@@ -119,10 +134,8 @@ class RunLock:
       holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
       os.close(fd)
       if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-        raise ValueError(
-            f"--model_dir={os.path.dirname(self._path)} is in use by another "
-            f"training (pid {holder}, {self._path}); wait for it to end or "
-            "pass another --model_dir.") from None
+        raise RunInUse(os.path.dirname(self._path), holder,
+                       self._path) from None
       raise
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())

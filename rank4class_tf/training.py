@@ -38,6 +38,7 @@ from rank4class_tf import datasets
 from rank4class_tf import distribute
 from rank4class_tf import encoders
 from rank4class_tf import feature_cache
+from rank4class_tf import fileio
 from rank4class_tf import features
 from rank4class_tf import inputs as inputs_lib
 from rank4class_tf import interactions
@@ -164,12 +165,10 @@ class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
 
 
 def write_json_atomically(path: str, value: Any) -> None:
-  """Writes `path` through a temporary sibling renamed into place, so a
-  crash mid-write leaves the previous file, never a truncated one."""
-  tmp = path + ".tmp"
-  with tf.io.gfile.GFile(tmp, "w") as f:
-    json.dump(value, f, indent=1, sort_keys=True)
-  tf.io.gfile.rename(tmp, path, overwrite=True)
+  """Writes `path` through a uniquely named temporary sibling renamed into
+  place (`fileio`), so a crash mid-write leaves the previous file, never a
+  truncated one, and two writers never share a temporary file."""
+  fileio.write_json_atomically(path, value)
 
 
 def validation_curves(model_dir: str) -> Dict[str, Dict[int, float]]:

@@ -1,0 +1,77 @@
+"""Atomic file writes: the one writer every run-folder and report file uses.
+
+A file is written to a uniquely named temporary sibling (`.<name>.tmp-XXXX`,
+from `tempfile.mkstemp`), flushed to disk, then renamed over the target with
+`os.replace`. So:
+
+* a crash, a kill or a full disk mid-write leaves the previous file (or no
+  file), never a truncated one, and the temporary file is removed on any
+  error this process sees;
+* two processes writing the same file at once (two reports of one study)
+  never share a temporary file: the last rename wins, and each reader sees
+  one writer's whole file.
+
+Imports nothing from TensorFlow: `rank4class_tf.config`-level code may use it.
+"""
+
+import json
+import os
+import tempfile
+from typing import Any, Callable, IO
+
+TMP_MARK = ".tmp-"
+
+
+def _umask() -> int:
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
+
+
+def write_atomically(path: str, write: Callable[[IO], None],
+                     binary: bool = False, newline: str = None) -> None:
+  """Calls `write(file)` on a temporary sibling of `path`, then renames it
+  into place (see the module doc).
+
+  Args:
+    path: the file to write.
+    write: writes the whole content into the open file it is given.
+    binary: open the temporary file in binary mode.
+    newline: `open`'s newline argument (text mode), e.g. "" for csv.
+
+  Raises:
+    OSError: the write or the rename failed (full disk, permissions); the
+      temporary file is gone and `path` is as it was.
+  """
+  folder = os.path.dirname(path) or "."
+  fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK,
+                             dir=folder)
+  try:
+    # mkstemp's files are 0600; a written file gets the mode any file the
+    # user creates gets (0666 less the umask), so others can read reports.
+    os.chmod(tmp, 0o666 & ~_umask())
+    mode = "wb" if binary else "w"
+    kwargs = {} if binary else {"encoding": "utf-8", "newline": newline}
+    with os.fdopen(fd, mode, **kwargs) as f:
+      fd = None
+      write(f)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+    tmp = None
+  finally:
+    if fd is not None:
+      os.close(fd)
+    if tmp is not None and os.path.exists(tmp):
+      os.remove(tmp)
+
+
+def write_text_atomically(path: str, text: str) -> None:
+  """Writes `text` (UTF-8) to `path` atomically."""
+  write_atomically(path, lambda f: f.write(text))
+
+
+def write_json_atomically(path: str, value: Any) -> None:
+  """Writes `value` as indented, key-sorted JSON to `path` atomically."""
+  write_atomically(path, lambda f: json.dump(value, f, indent=1,
+                                             sort_keys=True))
