@@ -78,5 +78,96 @@ class PoolSeedsTest(tf.test.TestCase):
       stats.pool_seeds({0: np.zeros(2)}, {1: np.zeros(2)})
 
 
+class HierarchicalBootstrapTest(tf.test.TestCase):
+
+  def test_identical_seeds_equal_the_instance_only_bootstrap(self):
+    rng = np.random.default_rng(5)
+    d = rng.normal(0.05, 1., size=(2, 300))
+    same = np.repeat(d[:, None, :], 3, axis=1)  # Three identical seeds.
+    self.assertAllClose(stats.hierarchical_interval(same, num_samples=3000),
+                        stats.bootstrap_interval(d, num_samples=3000),
+                        atol=1e-12)
+    self.assertAllEqual(stats.hierarchical_bootstrap(same, num_samples=3000),
+                        stats.paired_bootstrap(d, num_samples=3000))
+
+  def test_one_seed_is_the_instance_only_bootstrap(self):
+    d = np.random.default_rng(6).normal(0.1, 1., size=(1, 1, 120))
+    self.assertAllClose(stats.hierarchical_interval(d, num_samples=2000),
+                        stats.bootstrap_interval(d[:, 0], num_samples=2000),
+                        atol=1e-12)
+
+  def test_disagreeing_seeds_widen_the_interval(self):
+    # Seed means 0.02, 0.30, 0.55 (a run that collapsed and two that did
+    # not): pooled, the instances hide the spread; resampled, it shows.
+    rng = np.random.default_rng(7)
+    seeds = np.stack([rng.binomial(1, p, size=2000).astype(float)
+                      for p in (0.02, 0.30, 0.55)])
+    pooled = stats.bootstrap_interval(seeds.mean(axis=0), num_samples=2000)
+    wide = stats.hierarchical_interval(seeds, num_samples=2000)
+    self.assertLess(pooled[1] - pooled[0], 0.03)
+    self.assertGreater(wide[1] - wide[0], 0.25)
+    # The seeds' own mean is inside both.
+    self.assertBetween(seeds.mean(), *wide)
+
+  def test_matches_a_plain_loop_with_the_same_draws(self):
+    rng = np.random.default_rng(8)
+    values = rng.normal(size=(2, 3, 41))
+    got = stats.hierarchical_means(values, num_samples=1500, seed=4)
+    # Independent reference: the same two streams, one resample at a time,
+    # written as the double sum over the drawn seeds and instances.
+    instances = np.random.default_rng(4)
+    picks = np.concatenate([instances.integers(0, 41, size=(1000, 41)),
+                            instances.integers(0, 41, size=(500, 41))])
+    seed_draws = np.random.default_rng([4, 1])
+    seed_picks = np.concatenate([seed_draws.integers(0, 3, size=(1000, 3)),
+                                 seed_draws.integers(0, 3, size=(500, 3))])
+    want = np.array([[values[k][np.ix_(seed_picks[b], picks[b])].mean()
+                      for k in range(2)] for b in range(1500)])
+    self.assertAllClose(got, want, atol=1e-12)
+
+  def test_p_value_counts_seed_disagreement(self):
+    # Every seed's difference is +0.1 on every instance: certain.
+    sure = np.full((3, 100), 0.1)
+    self.assertEqual(stats.hierarchical_bootstrap(sure, num_samples=999),
+                     1. / 1000)
+    # One seed +0.3, two -0.05: the pooled mean is +0.0667 and the
+    # instances agree, but resampling the seeds often flips the sign.
+    split = np.stack([np.full(100, 0.3), np.full(100, -0.05),
+                      np.full(100, -0.05)])
+    self.assertEqual(stats.paired_bootstrap(split.mean(axis=0),
+                                            num_samples=999), 1. / 1000)
+    self.assertGreater(stats.hierarchical_bootstrap(split, num_samples=999),
+                       0.2)
+
+  def test_bad_shape(self):
+    with self.assertRaisesRegex(ValueError, r"\[k, S, n\]"):
+      stats.hierarchical_means(np.zeros((2, 3)))
+
+
+class HolmTest(tf.test.TestCase):
+
+  def test_known_vector(self):
+    # m = 5, sorted p: 0.01 0.02 0.03 0.04 0.05; (m - i + 1) p: 0.05 0.08
+    # 0.09 0.08 0.05; running maximum: 0.05 0.08 0.09 0.09 0.09.
+    self.assertAllClose(stats.holm([0.03, 0.01, 0.05, 0.02, 0.04]),
+                        [0.09, 0.05, 0.09, 0.08, 0.09])
+
+  def test_capped_at_one_and_order_kept(self):
+    self.assertAllClose(stats.holm([0.9, 0.001, 0.5]), [1., 0.003, 1.])
+
+  def test_single_and_empty(self):
+    self.assertAllClose(stats.holm([0.04]), [0.04])
+    self.assertEmpty(stats.holm([]))
+
+
+class SeedMatrixTest(tf.test.TestCase):
+
+  def test_rows_in_seed_order_and_errors(self):
+    per = {2: np.array([1., 2.]), 0: np.array([3., 4.])}
+    self.assertAllEqual(stats.seed_matrix(per, [0, 2]), [[3., 4.], [1., 2.]])
+    with self.assertRaisesRegex(ValueError, r"seed\(s\) \[1\]"):
+      stats.seed_matrix(per, [0, 1])
+
+
 if __name__ == "__main__":
   tf.test.main()
