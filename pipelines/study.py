@@ -15,7 +15,9 @@ figures/*.png and TensorBoard HParams logs
 
 Rerunning the same command after a crash or a kill finishes the grid without
 redoing finished runs; another grid into the same --study_dir adds runs;
-`--report_only` rewrites the report from the finished runs. Every
+`--report_only` rewrites the report from the finished runs, naming the runs
+it lacks (not run yet, or a damaged study file, which it names) and the run
+folders the grid does not name. Every
 `pipelines.train` flag is passed to each run unchanged, except those the grid
 sets (--loss, --interaction, --learning_rate, --mlp_units, --seed) and
 --model_dir / --overwrite. `--learning_rates=paper` and `--mlp_units=paper`
@@ -120,17 +122,18 @@ def main(argv):
     paths = study_report.write_report(
         FLAGS.study_dir, FLAGS.select_metric, FLAGS.bootstrap_samples,
         FLAGS.paper_table)
-  except ValueError as e:
-    sys.exit(f"study: {e}")
-  print(f"Wrote {paths['results']}, {paths['tables']} and "
-        f"{paths['figures']}/.")
-  if FLAGS.summary_dir:
-    try:
+    print(f"Wrote {paths['results']}, {paths['tables']} and "
+          f"{paths['figures']}/.")
+    if FLAGS.summary_dir:
       count = study_report.write_summary(FLAGS.study_dir, FLAGS.summary_dir,
                                          FLAGS.select_metric)
-    except ValueError as e:
-      sys.exit(f"study: {e}")
-    print(f"Wrote the summary of {count} runs to {FLAGS.summary_dir}.")
+      print(f"Wrote the summary of {count} runs to {FLAGS.summary_dir}.")
+  except ValueError as e:
+    sys.exit(f"study: {e}")
+  except OSError as e:
+    # What the library does not word itself: an unreadable folder, a write
+    # inside a training that failed. One line naming the path.
+    sys.exit(f"study: {e.filename or FLAGS.study_dir}: {e.strerror or e}.")
 
 
 if __name__ == "__main__":

@@ -18,10 +18,16 @@ the validation split, and the test metrics of the chosen run are reported.
   runs/<run>/              one `pipelines.train` model_dir per run, plus
     study.log              the run's log (TensorFlow's INFO lines included)
     study_test.npz         per-instance test metrics and softmax CE
-    study_result.json      the run's record, written last: a run that has it
-                           is finished and is never trained again
+    study_result.json      the run's record, written last: a run whose record
+                           and test arrays are whole and name the run is
+                           finished and is never trained again
   results.csv, tables.md, figures/, events.out.tfevents.*.study_hparams
                            the report (`study_report.write_report`)
+
+A run's folder is named after its grid values
+(`approx_ndcg.lc_mlp.lr0.001.u128.seed0`); the learning rate is written with
+`%g` where that is exact and in full otherwise (`lr0.0012345678`), so two
+grid values never share a folder.
 
 A run killed mid-training resumes from its last validation (Keras'
 BackupAndRestore, as `pipelines.train` does); a run killed during its export
@@ -30,10 +36,23 @@ command therefore completes the grid without redoing finished work, and with
 `deterministic=True` the records equal those of an uninterrupted study.
 Rerunning with another grid adds runs; changing a shared setting (any
 `TrainConfig` field but the grid's) is refused.
+
+Nothing is lost, nothing silently wrong:
+
+* Studies started together into one folder merge their grids: `study.json`
+  is read, merged and written under an exclusive lock on `study_dir`
+  (`locked`), which the report holds too while it writes.
+* A study file that cannot be read, or a record that names another run, is
+  `DamagedFile`: the study command moves it aside (`<file>.damaged`) and
+  evaluates its run again (its training is finished, so it is not trained
+  again); the report names it and counts its run as missing.
+* A run folder whose `config.json` holds other settings than its run is
+  refused before anything is written, never taken as finished.
 """
 
 import contextlib
 import dataclasses
+import fcntl
 import json
 import logging
 import math
@@ -48,9 +67,11 @@ from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import catalog
 from rank4class_tf import feature_cache
+from rank4class_tf import fileio
 from rank4class_tf import interactions
 from rank4class_tf import losses
 from rank4class_tf import metrics
+from rank4class_tf import run_guard
 from rank4class_tf import serving
 from rank4class_tf import training
 from rank4class_tf.sorting import losses as sodeep_losses
@@ -60,8 +81,9 @@ from rank4class_tf.sorting import sorters
 PAPER_LOSSES = ("softmax", "pairwise_logistic", "approx_ndcg",
                 "gumbel_approx_ndcg", "mse")
 PAPER_INTERACTIONS = ("dot", "lc_mlp", "concat_mlp")
-# 1e-7 .. 0.1 by factors of about 3 (1, 3, 10, 30, ...).
-PAPER_LEARNING_RATES = tuple(m * 10.0 ** e for e in range(-7, -1)
+# 1e-7 .. 0.1 by factors of about 3 (1, 3, 10, 30, ...), each the float of
+# its decimal literal (3e-05, where 3 * 10.0 ** -5 is 3.0000000000000004e-05).
+PAPER_LEARNING_RATES = tuple(float(f"{m}e{e}") for e in range(-7, -1)
                              for m in (1, 3)) + (0.1,)
 PAPER_MLP_UNITS = (64, 128, 256, 512)
 # The classical classifier every cell is compared with.
@@ -75,7 +97,8 @@ SORTER_SEPARATOR = "@"
 # The fields each run sets; every other TrainConfig field is shared.
 GRID_FIELDS = ("loss", "interaction", "learning_rate", "mlp_units", "seed")
 _PER_RUN_FIELDS = GRID_FIELDS + ("model_dir", "overwrite")
-
+# The seeds `tf.keras.utils.set_random_seed` takes.
+MAX_SEED = 2**32 - 1
 
 
 def split_loss(label: str) -> Tuple[str, Optional[str]]:
@@ -108,6 +131,26 @@ RESULT_FILE = "study_result.json"
 TEST_FILE = "study_test.npz"
 LOG_FILE = "study.log"
 FEATURE_CACHE_DIR = "feature_cache"
+# A damaged study file is moved aside to `<file>.damaged` (`.damaged.1`, ...
+# when that exists), never deleted.
+DAMAGED_SUFFIX = ".damaged"
+# What the report reads from a record.
+RECORD_KEYS = ("run", "loss", "interaction", "learning_rate", "mlp_units",
+               "seed", "validation", "test", "num_test", "test_softmax_ce",
+               "test_neg_log_mrr", "test_neg_log_ndcg", "ce_bound_holds",
+               "best_step", "train_seconds", "resumed_at_step",
+               "validation_curve")
+
+
+def rate_text(rate: float) -> str:
+  """A learning rate as run names and tables write it: `%g` where that is
+  exact, else in full (repr), so that the text gives the rate back.
+
+  >>> rate_text(0.001), rate_text(3e-05), rate_text(0.0012345678)
+  ('0.001', '3e-05', '0.0012345678')
+  """
+  short = f"{rate:g}"
+  return short if float(short) == rate else repr(float(rate))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,9 +168,10 @@ class Run:
 
   @property
   def name(self) -> str:
-    """Folder name, e.g. `approx_ndcg.lc_mlp.lr0.001.u128.seed0`."""
+    """Folder name, e.g. `approx_ndcg.lc_mlp.lr0.001.u128.seed0`: one per
+    run, the learning rate exact (`rate_text`)."""
     units = "" if self.mlp_units is None else f".u{self.mlp_units}"
-    return (f"{self.loss}.{self.interaction}.lr{self.learning_rate:g}"
+    return (f"{self.loss}.{self.interaction}.lr{rate_text(self.learning_rate)}"
             f"{units}.seed{self.seed}")
 
   @property
@@ -162,6 +206,9 @@ class Grid:
         if name in valid and value not in valid[name]:
           raise ValueError(f"--{name}: {value!r} is not valid; choose from: "
                            f"{', '.join(valid[name])}.")
+    for seed in self.seeds:
+      if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seeds: {seed} must be between 0 and 2**32 - 1.")
     for rate in self.learning_rates:
       if not (rate > 0 and math.isfinite(rate)):
         raise ValueError(f"--learning_rates: {rate!r} must be > 0.")
@@ -231,15 +278,74 @@ def _read_json(path: str):
     return json.load(f)
 
 
+class DamagedFile(ValueError):
+  """A study file that cannot be read, or a record of another run.
+
+  Attributes:
+    path: the file.
+    reason: what is wrong, e.g. `Unterminated string ...` or `its
+      learning_rate is 0.01, not 0.001`.
+  """
+
+  def __init__(self, path: str, reason: str):
+    super().__init__(f"{path} is damaged ({reason}).")
+    self.path, self.reason = path, reason
+
+
+def _cannot_write(path: str, error: OSError) -> ValueError:
+  """The one-line error of a failed write (full disk, permissions)."""
+  return ValueError(f"cannot write {error.filename or path}: "
+                    f"{error.strerror or error}.")
+
+
+@contextlib.contextmanager
+def locked(study_dir: str) -> Iterator[None]:
+  """Holds an exclusive lock on the folder `study_dir` (which must exist).
+
+  `open_study` reads, merges and writes study.json under it, so that two
+  studies started together into one folder merge their grids; the report
+  holds it while it writes, so that two reports never interleave. It is an
+  advisory `fcntl.flock` on the folder itself: no file is added, and the
+  kernel releases it when the process ends, however it ends. Waits for the
+  lock (a report takes seconds).
+  """
+  fd = os.open(study_dir, os.O_RDONLY | os.O_DIRECTORY)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    yield
+  finally:
+    os.close(fd)  # Releases the lock.
+
+
 def load_study(study_dir: str) -> Tuple[Dict[str, object], Grid]:
-  """(shared settings, grid so far) of an existing study."""
+  """(shared settings, grid so far) of an existing study.
+
+  Raises:
+    ValueError: no study.json, or one that cannot be read (naming it).
+  """
   path = os.path.join(study_dir, STUDY_FILE)
   if not os.path.exists(path):
     raise ValueError(f"--study_dir={study_dir} holds no study ({STUDY_FILE} "
                      "not found).")
-  study = _read_json(path)
-  grid = Grid(**{k: tuple(v) for k, v in study["grid"].items()})
-  return study["shared"], grid
+  try:
+    study = _read_json(path)
+    grid = Grid(**{k: tuple(v) for k, v in study["grid"].items()})
+    shared = study["shared"]
+    if not isinstance(shared, dict):
+      raise TypeError("'shared' is not an object")
+  except (ValueError, TypeError, KeyError, AttributeError) as e:
+    raise ValueError(f"{path} cannot be read ({_reason(e)}); it holds the "
+                     "study's shared settings and grid: restore it, or start "
+                     "another --study_dir.") from None
+  return shared, grid
+
+
+def _reason(error: Exception) -> str:
+  """An exception as a short phrase: `Unterminated string starting at: line
+  1 column 5 (char 4)`, `no 'grid'`."""
+  if isinstance(error, KeyError):
+    return f"no {error}"
+  return str(error).split("\n")[0] or type(error).__name__
 
 
 def check_settings(base: config_lib.TrainConfig, grid: Grid) -> None:
@@ -261,6 +367,19 @@ def check_settings(base: config_lib.TrainConfig, grid: Grid) -> None:
     checks.validate(run_config(base, run, "unused"))
 
 
+def _check_folder(study_dir: str) -> None:
+  """Refuses a folder that holds files but no study (a study.json being
+  written by another study, `.study.json.tmp-*`, counts as a study)."""
+  if not os.path.isdir(study_dir):
+    return
+  entries = os.listdir(study_dir)
+  writing = [e for e in entries
+             if e.startswith("." + STUDY_FILE + fileio.TMP_MARK)]
+  if entries and STUDY_FILE not in entries and len(writing) < len(entries):
+    raise ValueError(f"--study_dir={study_dir} is not empty and holds no "
+                     f"{STUDY_FILE}; choose a new or empty folder.")
+
+
 def open_study(study_dir: str, base: config_lib.TrainConfig,
                grid: Grid) -> Grid:
   """Creates `study_dir`, or checks that it holds the same study.
@@ -268,34 +387,53 @@ def open_study(study_dir: str, base: config_lib.TrainConfig,
   Everything is checked before anything is written: a bad grid, a bad shared
   setting, a folder holding something else, or a shared setting that differs
   from the study already in `study_dir` raises ValueError (one line naming
-  the flag) and leaves the folder as it was.
+  the flag) and leaves the folder as it was. study.json is read, merged and
+  written under `locked`, so studies started together merge their grids.
 
   Returns:
     The study's whole grid: the union of the grids run into it so far.
+
+  Raises:
+    ValueError: one line, as above, or naming the path that cannot be
+      written (a read-only folder, a full disk).
   """
   check_settings(base, grid)
   shared = shared_settings(base)
   path = os.path.join(study_dir, STUDY_FILE)
-  if os.path.exists(path):
-    old_shared, old_grid = load_study(study_dir)
-    # A setting added to TrainConfig after the study began had its default.
-    defaults = shared_settings(config_lib.TrainConfig())
-    old_shared = dict(
-        {k: v for k, v in defaults.items() if k not in old_shared},
-        **old_shared)
-    for key in sorted(set(shared) | set(old_shared)):
-      if shared.get(key) != old_shared.get(key):
-        raise ValueError(
-            f"--{key}={_flag_value(shared.get(key))} differs from the study "
-            f"in {study_dir} ({key}={_flag_value(old_shared.get(key))}); "
-            "pass the same value, or another --study_dir.")
-    grid = old_grid.union(grid)
-  elif os.path.isdir(study_dir) and os.listdir(study_dir):
-    raise ValueError(f"--study_dir={study_dir} is not empty and holds no "
-                     f"{STUDY_FILE}; choose a new or empty folder.")
-  os.makedirs(os.path.join(study_dir, RUNS_DIR), exist_ok=True)
-  training.write_json_atomically(path, {"shared": shared, "grid": dataclasses.asdict(grid)})
+  _check_folder(study_dir)
+  try:
+    os.makedirs(study_dir, exist_ok=True)
+  except OSError as e:
+    raise _cannot_write(study_dir, e) from None
+  with locked(study_dir):
+    # Again: another study may have written study.json meanwhile.
+    _check_folder(study_dir)
+    if os.path.exists(path):
+      grid = _merge(study_dir, shared, grid)
+    try:
+      fileio.write_json_atomically(path, {"shared": shared,
+                                          "grid": dataclasses.asdict(grid)})
+      os.makedirs(os.path.join(study_dir, RUNS_DIR), exist_ok=True)
+    except OSError as e:
+      raise _cannot_write(path, e) from None
   return grid
+
+
+def _merge(study_dir: str, shared: Dict[str, object], grid: Grid) -> Grid:
+  """The union of `grid` and the study's; refuses other shared settings."""
+  old_shared, old_grid = load_study(study_dir)
+  # A setting added to TrainConfig after the study began had its default.
+  defaults = shared_settings(config_lib.TrainConfig())
+  old_shared = dict(
+      {k: v for k, v in defaults.items() if k not in old_shared},
+      **old_shared)
+  for key in sorted(set(shared) | set(old_shared)):
+    if shared.get(key) != old_shared.get(key):
+      raise ValueError(
+          f"--{key}={_flag_value(shared.get(key))} differs from the study "
+          f"in {study_dir} ({key}={_flag_value(old_shared.get(key))}); "
+          "pass the same value, or another --study_dir.")
+  return old_grid.union(grid)
 
 
 def _flag_value(value) -> str:
@@ -304,8 +442,159 @@ def _flag_value(value) -> str:
   return str(value)
 
 
-def is_finished(study_dir: str, run: Run) -> bool:
-  return os.path.exists(os.path.join(run_dir(study_dir, run), RESULT_FILE))
+def _number(value) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _record_problem(record, run: Run,
+                    metric_names: Sequence[str]) -> Optional[str]:
+  """What is wrong with a run's record (None: nothing)."""
+  if not isinstance(record, dict):
+    return "not a JSON object"
+  absent = [k for k in RECORD_KEYS if k not in record]
+  if absent:
+    return f"no {', '.join(absent)}"
+  for key in ("validation", "test"):
+    values = record[key]
+    if not isinstance(values, dict) or not all(
+        _number(values.get(m)) for m in metric_names):
+      return f"its {key!r} lacks one of {', '.join(metric_names)}"
+  if not isinstance(record["num_test"], int) or record["num_test"] <= 0:
+    return f"num_test is {record['num_test']!r}"
+  for key, want in (("run", run.name), ("loss", run.loss),
+                    ("interaction", run.interaction),
+                    ("learning_rate", run.learning_rate),
+                    ("mlp_units", run.mlp_units), ("seed", run.seed)):
+    if record[key] != want or type(record[key]) is bool:
+      return f"its {key} is {record[key]!r}, not {want!r}: another run's record"
+  return None
+
+
+def read_record(study_dir: str, run: Run,
+                metric_names: Sequence[str]) -> Optional[Dict[str, object]]:
+  """The run's record; None when it has none.
+
+  Raises:
+    DamagedFile: the record cannot be parsed, lacks what the report reads
+      (`RECORD_KEYS`, a metric of `metric_names`) or names another run.
+  """
+  path = os.path.join(run_dir(study_dir, run), RESULT_FILE)
+  if not os.path.exists(path):
+    return None
+  try:
+    record = _read_json(path)
+  except ValueError as e:  # JSONDecodeError, UnicodeDecodeError.
+    raise DamagedFile(path, _reason(e)) from None
+  problem = _record_problem(record, run, metric_names)
+  if problem:
+    raise DamagedFile(path, problem)
+  return record
+
+
+def read_test_arrays(study_dir: str, run_name: str,
+                     metric_names: Sequence[str],
+                     num_test: int) -> Optional[Dict[str, np.ndarray]]:
+  """The per-instance test arrays `execute_run` saved; None when absent.
+
+  Raises:
+    DamagedFile: the file is no readable .npz, or lacks an array of
+      `metric_names`, `softmax_ce` or `labels` of `num_test` values.
+  """
+  path = os.path.join(study_dir, RUNS_DIR, run_name, TEST_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path, "rb") as f:
+    try:
+      with np.load(f, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    except Exception as e:  # pylint: disable=broad-except
+      # BadZipFile, EOFError, ValueError, zlib.error: whatever a damaged
+      # archive raises.
+      raise DamagedFile(path, f"{type(e).__name__}: {_reason(e)}") from None
+  for name in tuple(metric_names) + ("softmax_ce", "labels"):
+    if name not in arrays:
+      raise DamagedFile(path, f"no {name!r} array")
+    if arrays[name].shape != (num_test,):
+      raise DamagedFile(path, f"{name!r} has shape {arrays[name].shape}, "
+                        f"not ({num_test},)")
+  return arrays
+
+
+def move_aside(path: str) -> str:
+  """Renames a damaged file to `<path>.damaged` (`.damaged.1`, ... when
+  taken) and returns the new path: kept for inspection, never read."""
+  target, i = path + DAMAGED_SUFFIX, 0
+  while os.path.exists(target):
+    i += 1
+    target = f"{path}{DAMAGED_SUFFIX}.{i}"
+  try:
+    os.rename(path, target)
+  except OSError as e:
+    raise _cannot_write(target, e) from None
+  return target
+
+
+def finished_record(study_dir: str, run: Run, metric_names: Sequence[str],
+                    progress: Callable[[str], None] = print
+                   ) -> Tuple[Optional[Dict[str, object]],
+                              Optional[Dict[str, object]]]:
+  """(record, earlier) of a run: `record` when the run is finished (its
+  record and test arrays whole and naming it), else None.
+
+  Damaged files are moved aside (`move_aside`, one `progress` line each).
+  `earlier` is the run's whole record when only its arrays are missing or
+  damaged: its evaluation is redone and keeps the record's training time.
+  """
+  damaged = []
+  try:
+    record = read_record(study_dir, run, metric_names)
+  except DamagedFile as e:
+    record = None
+    damaged.append(e)
+  arrays = None
+  if record is not None:
+    try:
+      arrays = read_test_arrays(study_dir, run.name, metric_names,
+                                record["num_test"])
+    except DamagedFile as e:
+      damaged.append(e)
+  for error in damaged:
+    moved = move_aside(error.path)
+    progress(f"{error.path} is damaged ({error.reason}): moved to "
+             f"{os.path.basename(moved)}; the run is evaluated again.")
+  if record is not None and arrays is not None:
+    return record, None
+  return None, record
+
+
+def check_run_folder(base: config_lib.TrainConfig, run: Run,
+                     study_dir: str) -> None:
+  """Refuses a run folder whose config.json holds other settings than the
+  run (a folder copied or renamed by hand): it must never be taken as the
+  run's, finished or resumed. Writes nothing.
+
+  Raises:
+    ValueError: one line naming the folder and the differing settings.
+  """
+  folder = run_dir(study_dir, run)
+  path = os.path.join(folder, serving.CONFIG_FILE)
+  if not os.path.exists(path):
+    return
+  try:
+    old = serving.load_config(folder).flat()
+  except (ValueError, TypeError, KeyError) as e:
+    raise ValueError(f"{path} cannot be read ({_reason(e)}); move {folder} "
+                     f"out of {RUNS_DIR}/ (the study then trains the run "
+                     "afresh).") from None
+  new = training.resolve_defaults(run_config(base, run, study_dir)).flat()
+  # Where the study keeps its feature cache is no part of a run's identity.
+  old.pop("feature_cache_dir", None)
+  differ = run_guard.differences(old, new)
+  if differ:
+    raise ValueError(
+        f"{folder} holds a run with other settings than the study's run "
+        f"{run.name}: {'; '.join(differ)}. Move the folder out of "
+        f"{RUNS_DIR}/ (the study then trains the run afresh).")
 
 
 @contextlib.contextmanager
@@ -407,13 +696,21 @@ def _best_step(config: config_lib.TrainConfig) -> Optional[int]:
 
 
 def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
-                data) -> Dict[str, object]:
-  """Trains (or resumes) and evaluates one run; returns its record."""
+                data, earlier: Optional[Dict[str, object]] = None
+               ) -> Dict[str, object]:
+  """Trains (or resumes) and evaluates one run; returns its record.
+
+  A run whose training finished before is only evaluated; its record keeps
+  the training time of `earlier` (its previous record), if given.
+  """
   config = run_config(base, run, study_dir)
   folder = config.trainer.model_dir
   eval_every = config.trainer.eval_every
   resumed_at = 0
   train_seconds = None
+  if earlier is not None:
+    resumed_at = earlier["resumed_at_step"]
+    train_seconds = earlier["train_seconds"]
   os.makedirs(folder, exist_ok=True)
   with _log_to(os.path.join(folder, LOG_FILE)):
     if not training.is_trained(config):
@@ -421,15 +718,26 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
       # backup (kept until both exports are written) or finishes them.
       resumed_at = training.resume_epoch(folder) * eval_every
       start = time.time()
-      training.train(config)
+      try:
+        training.train(config)
+      except run_guard.RunInUse as e:
+        raise ValueError(
+            f"run {run.name} of --study_dir={study_dir} is being trained by "
+            f"another process (pid {e.pid}); wait for it to end, or give "
+            "this command a grid without it (other --seeds, --losses, ...)."
+        ) from None
       train_seconds = time.time() - start
     record, arrays = evaluate_run(config, data)
     record.update(dataclasses.asdict(run), run=run.name,
                   best_step=_best_step(config), train_seconds=train_seconds,
                   resumed_at_step=resumed_at,
                   validation_curve=_validation_curves(folder, eval_every))
-  np.savez(os.path.join(folder, TEST_FILE), **arrays)
-  training.write_json_atomically(os.path.join(folder, RESULT_FILE), record)
+  try:
+    fileio.write_atomically(os.path.join(folder, TEST_FILE),
+                            lambda f: np.savez(f, **arrays), binary=True)
+    fileio.write_json_atomically(os.path.join(folder, RESULT_FILE), record)
+  except OSError as e:
+    raise _cannot_write(folder, e) from None
   tf.keras.backend.clear_session()
   return record
 
@@ -438,21 +746,31 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
               progress: Callable[[str], None] = print) -> List[Run]:
   """Runs every unfinished run of `grid`; returns the runs of the whole study.
 
-  The grid, every run's config, the data and the files the runs read are
-  checked first: a bad one raises ValueError before anything is written.
+  The grid, every run's config, the data, the files the runs read and the
+  run folders already there (`check_run_folder`) are checked first: a bad
+  one raises ValueError before anything is written.
 
-  Prints one line per finished run (through `progress`): its place in the
-  grid, name, validation and test metrics, time, and the estimated time
-  left (the mean time of the runs trained so far in this call, times the
-  runs left).
+  A run is finished when its record and test arrays are whole and name it
+  (`finished_record`); damaged ones are moved aside and the run evaluated
+  again. Prints one line per finished run (through `progress`): its place
+  in the grid, name, validation and test metrics, time, and the estimated
+  time left (the mean time of the runs trained so far in this call, times
+  the runs left).
   """
   # Everything a run reads is checked before the study writes anything.
   check_settings(base, grid)
   data = training.load_data(base)
   for loss in grid.losses:
     checks.check_files(base.replace(**loss_settings(base, loss)), data)
+  for run in grid.runs():
+    check_run_folder(base, run, study_dir)
   whole = open_study(study_dir, base, grid)
-  todo = [run for run in grid.runs() if not is_finished(study_dir, run)]
+  names = base.trainer.metrics
+  todo, earlier = [], {}
+  for run in grid.runs():
+    record, earlier[run] = finished_record(study_dir, run, names, progress)
+    if record is None:
+      todo.append(run)
   if todo and training.uses_feature_cache(base):
     # Built once, before the first run, for every frozen run to share.
     start = time.time()
@@ -471,7 +789,7 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
   durations = []
   for i, run in enumerate(todo):
     start = time.time()
-    record = execute_run(base, run, study_dir, data)
+    record = execute_run(base, run, study_dir, data, earlier[run])
     durations.append(time.time() - start)
     left = np.mean(durations) * (len(todo) - i - 1)
     test = " ".join(f"{name} {record['test'][name]:.4f}"
@@ -491,22 +809,59 @@ def _duration(seconds: float) -> str:
   return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
+@dataclasses.dataclass
+class Contents:
+  """What a study folder holds for its grid (`contents`).
+
+  Attributes:
+    records: the whole records of the grid's runs, in grid order.
+    missing: the grid's runs without a whole record (damaged ones included).
+    damaged: the damaged records (`DamagedFile`: path and reason).
+    strays: folders under runs/ that name no run of the grid (e.g. a loss
+      removed from study.json), sorted.
+  """
+  records: List[Dict[str, object]]
+  missing: List[Run]
+  damaged: List[DamagedFile]
+  strays: List[str]
+
+
+def contents(study_dir: str, runs: Sequence[Run],
+             metric_names: Sequence[str]) -> Contents:
+  """The records of `runs`, and what is missing, damaged or extra; reads
+  only (damaged files stay where they are)."""
+  records, missing, damaged = [], [], []
+  for run in runs:
+    try:
+      record = read_record(study_dir, run, metric_names)
+    except DamagedFile as e:
+      record = None
+      damaged.append(e)
+    if record is None:
+      missing.append(run)
+    else:
+      records.append(record)
+  folder = os.path.join(study_dir, RUNS_DIR)
+  names = {run.name for run in runs}
+  strays = sorted(n for n in (os.listdir(folder) if os.path.isdir(folder)
+                              else ()) if n not in names and
+                  os.path.isdir(os.path.join(folder, n)))
+  return Contents(records, missing, damaged, strays)
+
+
 def load_records(study_dir: str,
                  runs: Optional[Sequence[Run]] = None
                 ) -> List[Dict[str, object]]:
-  """The records of the finished runs (of `runs`, default: the whole grid)."""
-  if runs is None:
-    runs = load_study(study_dir)[1].runs()
-  records = []
-  for run in runs:
-    path = os.path.join(run_dir(study_dir, run), RESULT_FILE)
-    if os.path.exists(path):
-      records.append(_read_json(path))
-  return records
+  """The whole records of the finished runs (of `runs`, default: the whole
+  grid); `contents` also says which are missing or damaged."""
+  shared, grid = load_study(study_dir)
+  return contents(study_dir, grid.runs() if runs is None else runs,
+                  shared["metrics"]).records
 
 
 def load_test_arrays(study_dir: str, run_name: str) -> Dict[str, np.ndarray]:
-  """The per-instance test arrays `execute_run` saved for a run."""
+  """The per-instance test arrays `execute_run` saved for a run (read as
+  they are; `read_test_arrays` checks them)."""
   path = os.path.join(study_dir, RUNS_DIR, run_name, TEST_FILE)
   with np.load(path) as arrays:
     return {name: arrays[name] for name in arrays.files}

@@ -19,6 +19,16 @@ Statistics (`stats`), with the seeds pooled per test instance:
   each metric separates at p < 0.05. The p-values are not corrected for the
   number of comparisons;
 * 95% percentile bootstrap intervals of each cell's mean (the bar charts).
+
+Nothing is dropped without a word: the grid's runs without a whole record
+(none yet, or a damaged study file, which is named) are listed as missing,
+on the console and in tables.md, and so are folders under runs/ that the
+grid in study.json does not name. The report is written under
+`study.locked`, so reports started together (two `--report_only`, two
+studies finishing at once) take turns; every file is written whole
+(`fileio`) and the HParams logs are replaced, never duplicated. A write that
+fails (a full disk, a read-only folder) raises ValueError naming the file;
+the files written before it are whole.
 """
 
 import csv
@@ -27,7 +37,7 @@ import itertools
 import json
 import os
 import shutil
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -35,6 +45,7 @@ from tensorboard.plugins.hparams import api as hp
 
 from rank4class_tf import catalog
 from rank4class_tf import encoders
+from rank4class_tf import fileio
 from rank4class_tf import metrics
 from rank4class_tf import paper_tables
 from rank4class_tf import stats
@@ -124,8 +135,13 @@ class Cell:
 
 def build_cells(study_dir: str, chosen: Dict[Tuple[str, str, int], Dict],
                 metric_names: Sequence[str],
-                order: Sequence[Tuple[str, str]]) -> List[Cell]:
-  """The cells in `order` (grid order) that have at least one chosen run."""
+                order: Sequence[Tuple[str, str]],
+                arrays: Optional[Dict[str, Dict[str, np.ndarray]]] = None
+               ) -> List[Cell]:
+  """The cells in `order` (grid order) that have at least one chosen run.
+
+  `arrays`: {run name: its test arrays} already read (default: read here).
+  """
   cells = []
   for loss, interaction in order:
     runs = {seed: r for (l, i, seed), r in chosen.items()
@@ -134,9 +150,10 @@ def build_cells(study_dir: str, chosen: Dict[Tuple[str, str, int], Dict],
       continue
     per_instance = {m: {} for m in metric_names}
     for seed, record in runs.items():
-      arrays = study_lib.load_test_arrays(study_dir, record["run"])
+      run_arrays = ((arrays or {}).get(record["run"]) or
+                    study_lib.load_test_arrays(study_dir, record["run"]))
       for m in metric_names:
-        per_instance[m][seed] = arrays[m]
+        per_instance[m][seed] = run_arrays[m]
     cells.append(Cell(loss, interaction, runs, per_instance))
   return cells
 
@@ -212,8 +229,7 @@ def write_results_csv(path: str, records: Sequence[Dict],
              ["test_softmax_ce", "test_neg_log_mrr", "test_neg_log_ndcg",
               "ce_bound_holds", "num_test", "train_seconds",
               "resumed_at_step"] + sorted(shared))
-  tmp = path + ".tmp"
-  with open(tmp, "w", newline="") as f:
+  def write(f):
     writer = csv.writer(f)
     writer.writerow(columns)
     for r in records:
@@ -228,7 +244,18 @@ def write_results_csv(path: str, records: Sequence[Dict],
       for k, v in shared.items():
         row[k] = json.dumps(v) if isinstance(v, (list, dict)) else v
       writer.writerow([_csv_value(row[k]) for k in columns])
-  os.replace(tmp, path)
+  _write(path, write, newline="")
+
+
+def _write(path: str, write, binary: bool = False,
+           newline: Optional[str] = None) -> None:
+  """`fileio.write_atomically`; a failed write raises ValueError naming
+  `path` (the file is as it was, no temporary file is left)."""
+  try:
+    fileio.write_atomically(path, write, binary=binary, newline=newline)
+  except OSError as e:
+    raise ValueError(f"cannot write {path}: {e.strerror or e}; the report "
+                     "files written before it are whole.") from None
 
 
 def _csv_value(value):
@@ -426,8 +453,16 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
                     cells: Sequence[Cell], records: Sequence[Dict],
                     metric_names: Sequence[str], select_metric: str,
                     statistics: Statistics, num_samples: int,
-                    paper: Optional[paper_tables.PaperTable]) -> str:
-  """The whole tables.md."""
+                    paper: Optional[paper_tables.PaperTable],
+                    missing: Sequence[str] = (),
+                    unreadable: Optional[Dict[str, str]] = None,
+                    strays: Sequence[str] = ()) -> str:
+  """The whole tables.md.
+
+  `missing`: the grid's runs without a result, `unreadable` {run: its
+  unreadable file}, `strays`: run folders the grid does not name; listed at
+  the end when there are any (`absent_lines`).
+  """
   dataset = shared["dataset"]
   num_test = records[0]["num_test"] if records else 0
   seeds = sorted({s for c in cells for s in c.runs})
@@ -438,12 +473,17 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
       f"{shared['batch_size']} ({shared['optimizer']}), best checkpoint by "
       f"validation {shared['best_metric']} every {shared['eval_every']} "
       "steps.",
-      f"Learning rate chosen from {{{', '.join(f'{r:g}' for r in grid.learning_rates)}}}"
+      "Learning rate chosen from "
+      f"{{{', '.join(study_lib.rate_text(r) for r in grid.learning_rates)}}}"
       f" and MLP width from {{{', '.join(map(str, grid.mlp_units))}}} per "
       f"(loss, interaction, seed) on validation {select_metric}; test "
       f"metrics of the chosen runs on {num_test} test instances, mean ± "
       "standard deviation over seeds.",
   ]
+  if missing:
+    lines.append(f"**{len(missing)} of the grid's {len(grid.runs())} runs "
+                 "have no result** and are not in these tables (listed under "
+                 "[Runs without a result](#runs-without-a-result)).")
   lines += regime_lines(shared)
   if dataset in catalog.VALIDATION_IS_TEST:
     lines.append(f"**{dataset}'s validation and test splits are the same "
@@ -489,10 +529,34 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
     for seed in sorted(cell.runs):
       r = cell.runs[seed]
       lines.append(f"| {cell_title(cell.key)} | {seed} | "
-                   f"{r['learning_rate']:g} | {r['mlp_units'] or '—'} | "
+                   f"{study_lib.rate_text(r['learning_rate'])} | "
+                   f"{r['mlp_units'] or '—'} | "
                    f"{r['validation'][select_metric]:.4f} | "
                    f"{r['best_step']} |")
+  lines += absent_lines(grid, missing, unreadable or {}, strays)
   return "\n".join(lines) + "\n"
+
+
+def absent_lines(grid: study_lib.Grid, missing: Sequence[str],
+                 unreadable: Dict[str, str],
+                 strays: Sequence[str]) -> List[str]:
+  """tables.md's account of what the report leaves out (nothing when it
+  leaves nothing out)."""
+  lines = []
+  if missing:
+    names = ", ".join(f"`{name}`" + (f" (unreadable: `{unreadable[name]}`)"
+                                     if name in unreadable else "")
+                      for name in missing)
+    lines += ["", "## Runs without a result", "",
+              f"{len(missing)} of the {len(grid.runs())} runs of the grid in "
+              f"{study_lib.STUDY_FILE} have no whole record (not run yet, "
+              f"or their study file is unreadable): {names}."]
+  if strays:
+    lines += ["", "## Run folders the grid does not name", "",
+              f"{study_lib.RUNS_DIR}/ holds {len(strays)} folders that name "
+              f"no run of the grid in {study_lib.STUDY_FILE}; they are not in "
+              "this report: " + ", ".join(f"`{n}`" for n in strays) + "."]
+  return lines
 
 
 def write_figures(folder: str, cells: Sequence[Cell], records: Sequence[Dict],
@@ -502,7 +566,10 @@ def write_figures(folder: str, cells: Sequence[Cell], records: Sequence[Dict],
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  os.makedirs(folder, exist_ok=True)
+  try:
+    os.makedirs(folder, exist_ok=True)
+  except OSError as e:
+    raise ValueError(f"cannot write {folder}: {e.strerror or e}.") from None
   paths = []
   losses_axis = _axis(c.loss for c in cells)
   interactions_axis = _axis(c.interaction for c in cells)
@@ -547,8 +614,11 @@ def write_figures(folder: str, cells: Sequence[Cell], records: Sequence[Dict],
               bbox_to_anchor=(0.5, -0.1))
     fig.tight_layout()
     path = os.path.join(folder, f"{metric.replace('@', '_at_')}.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+      _write(path, lambda f: fig.savefig(f, format="png", dpi=110),
+             binary=True)
+    finally:
+      plt.close(fig)
     paths.append(path)
   paths.append(_curves_figure(folder, plt, records, chosen, losses_axis,
                               interactions_axis, select_metric))
@@ -587,15 +657,18 @@ def _curves_figure(folder, plt, records, chosen, losses_axis,
       if j == 0:
         ax.set_ylabel(f"validation {metric_title(select_metric)}", fontsize=7)
   handles = [_legend_line(plt, colours(i / max(1, len(rates) - 1)),
-                             f"lr {rate:g}") for i, rate in enumerate(rates)]
+                             f"lr {study_lib.rate_text(rate)}")
+             for i, rate in enumerate(rates)]
   fig.legend(handles=handles, loc="lower center", ncol=min(6, len(rates)),
              fontsize=7)
   fig.suptitle("Validation curves of every run\n(bold: the chosen run of "
                "each seed)", fontsize=9)
   fig.tight_layout(rect=(0, 0.06, 1, 1))
   path = os.path.join(folder, "validation_curves.png")
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  try:
+    _write(path, lambda f: fig.savefig(f, format="png", dpi=100), binary=True)
+  finally:
+    plt.close(fig)
   return path
 
 
@@ -613,8 +686,9 @@ def write_hparams(study_dir: str, records: Sequence[Dict],
   the study folder, one session per run to its run folder: hyper-parameters
   (with `selected`: whether the run is the chosen one of its seed), and as
   scalars the validation metrics of its best checkpoint, its test metrics,
-  softmax CE and training time. Earlier study HParams files are replaced, so
-  the view follows the latest report.
+  softmax CE and training time. Earlier study HParams files (in every run
+  folder) are removed once the new ones are written, so the view follows
+  the latest report and never shows a run twice.
   """
   domains = [
       hp.HParam("loss", hp.Discrete(list(grid.losses))),
@@ -628,12 +702,25 @@ def write_hparams(study_dir: str, records: Sequence[Dict],
   tags = ([f"validation/{m}" for m in metric_names] +
           [f"test/{m}" for m in metric_names] +
           ["test/softmax_ce", "train_seconds"])
-  folders = [study_dir] + [os.path.join(study_dir, study_lib.RUNS_DIR,
-                                        r["run"]) for r in records]
-  for folder in folders:
-    for path in tf.io.gfile.glob(os.path.join(folder,
-                                              "*" + HPARAMS_SUFFIX)):
+  runs_dir = os.path.join(study_dir, study_lib.RUNS_DIR)
+  # Every run folder, so that runs no longer reported lose theirs too.
+  folders = [study_dir] + [os.path.join(runs_dir, n) for n in sorted(
+      os.listdir(runs_dir) if os.path.isdir(runs_dir) else ())]
+  earlier = [path for folder in folders for path in tf.io.gfile.glob(
+      os.path.join(folder, "*" + HPARAMS_SUFFIX))]
+  try:
+    _write_sessions(study_dir, records, metric_names, chosen, domains, tags)
+    for path in earlier:  # Replaced once the new logs are written.
       tf.io.gfile.remove(path)
+  except (tf.errors.OpError, OSError) as e:
+    message = getattr(e, "message", None) or getattr(e, "strerror", e)
+    raise ValueError(f"cannot write the HParams logs in {study_dir}: "
+                     f"{message}.") from None
+
+
+def _write_sessions(study_dir, records, metric_names, chosen, domains,
+                    tags) -> None:
+  """The HParams experiment in `study_dir`, one session per run folder."""
   with tf.summary.create_file_writer(
       study_dir, filename_suffix=HPARAMS_SUFFIX).as_default():
     hp.hparams_config(hparams=domains,
@@ -696,10 +783,95 @@ def regime_lines(shared: Dict[str, object]) -> List[str]:
   return lines
 
 
+@dataclasses.dataclass
+class Inputs:
+  """What a report is made of, read from a study folder (`read_inputs`).
+
+  Attributes:
+    records: the whole records of the grid's runs, grid order.
+    chosen: the chosen record of each (loss, interaction, seed).
+    arrays: {chosen run: its per-instance test arrays}.
+    missing: the grid's runs without a whole record, or chosen without
+      readable test arrays (names, grid order).
+    unreadable: {run: its unreadable study file (relative path)}.
+    strays: run folders the grid does not name.
+  """
+  records: List[Dict]
+  chosen: Dict[Tuple[str, str, int], Dict]
+  arrays: Dict[str, Dict[str, np.ndarray]]
+  missing: List[str]
+  unreadable: Dict[str, str]
+  strays: List[str]
+
+
+def read_inputs(study_dir: str, grid: study_lib.Grid,
+                metric_names: Sequence[str], select_metric: str,
+                progress: Callable[[str], None] = print) -> Inputs:
+  """Reads the records and the chosen runs' test arrays; writes nothing.
+
+  A record or test-array file that cannot be read is named (one `progress`
+  line each) and its run reported as missing: a run chosen without readable
+  arrays is dropped and its (loss, interaction, seed) chosen again among the
+  rest. Then one line lists the missing runs, one the stray folders.
+  """
+  runs = grid.runs()
+  found = study_lib.contents(study_dir, runs, metric_names)
+  unreadable = {}
+  for error in found.damaged:
+    name = os.path.basename(os.path.dirname(error.path))
+    unreadable[name] = os.path.relpath(error.path, study_dir)
+    progress(f"{error.path} is damaged ({error.reason}): run {name} is "
+             "reported as missing; the study command (without "
+             "--report_only) moves the file aside and evaluates the run "
+             "again.")
+  records, arrays = list(found.records), {}
+  while True:
+    chosen = select(records, select_metric)
+    dropped = set()
+    for record in chosen.values():
+      name = record["run"]
+      if name in arrays:
+        continue
+      path = os.path.join(study_dir, study_lib.RUNS_DIR, name,
+                          study_lib.TEST_FILE)
+      try:
+        values = study_lib.read_test_arrays(study_dir, name, metric_names,
+                                            record["num_test"])
+        problem = None if values is not None else "not found"
+      except study_lib.DamagedFile as e:
+        values, problem = None, f"damaged ({e.reason})"
+      if values is None:
+        dropped.add(name)
+        unreadable[name] = os.path.relpath(path, study_dir)
+        progress(f"{path}: {problem}: run {name} is chosen but its test "
+                 "arrays cannot be read; it is reported as missing (the "
+                 "study command evaluates it again).")
+      else:
+        arrays[name] = values
+    if not dropped:
+      break
+    records = [r for r in records if r["run"] not in dropped]
+  present = {r["run"] for r in records}
+  missing = [run.name for run in runs if run.name not in present]
+  if missing:
+    progress(f"{len(missing)} of the grid's {len(runs)} runs have no result "
+             f"and are reported as missing: {', '.join(missing)}.")
+  if found.strays:
+    progress(f"{os.path.join(study_dir, study_lib.RUNS_DIR)} holds "
+             f"{len(found.strays)} folders that name no run of the grid in "
+             f"{study_lib.STUDY_FILE} (not in the report): "
+             f"{', '.join(found.strays)}.")
+  return Inputs(records, chosen, arrays, missing, unreadable, found.strays)
+
+
 def write_report(study_dir: str, select_metric: Optional[str] = None,
                  num_samples: int = stats.DEFAULT_SAMPLES,
-                 paper_table: Optional[str] = None) -> Dict[str, str]:
+                 paper_table: Optional[str] = None,
+                 progress: Callable[[str], None] = print) -> Dict[str, str]:
   """Writes results.csv, tables.md, figures/ and the HParams logs.
+
+  Holds `study.locked(study_dir)` throughout: reports started together take
+  turns, and each is whole.
 
   Args:
     study_dir: the study's folder.
@@ -708,34 +880,44 @@ def write_report(study_dir: str, select_metric: Optional[str] = None,
     num_samples: bootstrap resamples (>= 10,000).
     paper_table: a `paper_tables` name or a JSON file of the paper's numbers
       to show beside ours.
+    progress: takes one line per unreadable study file, one listing the
+      missing runs and one the stray run folders (`read_inputs`).
 
   Returns:
     {"results": path, "tables": path, "figures": folder}.
 
   Raises:
-    ValueError: a bad argument (one line naming the flag), or a study
-      without finished runs.
+    ValueError: a bad argument (one line naming the flag), a study without
+      finished runs, an unreadable study.json, or a file that cannot be
+      written (naming it).
   """
+  with study_lib.locked(study_dir):
+    return _write_report(study_dir, select_metric, num_samples, paper_table,
+                         progress)
+
+
+def _write_report(study_dir, select_metric, num_samples, paper_table,
+                  progress) -> Dict[str, str]:
+  """`write_report`, its lock held."""
   shared, grid = study_lib.load_study(study_dir)
   metric_names = tuple(shared["metrics"])
   select_metric = select_metric or shared["best_metric"]
   paper = check_options(metric_names, select_metric, num_samples, paper_table)
-  records = study_lib.load_records(study_dir, grid.runs())
+  inputs = read_inputs(study_dir, grid, metric_names, select_metric, progress)
+  records, chosen = inputs.records, inputs.chosen
   if not records:
     raise ValueError(f"--study_dir={study_dir} has no finished run yet.")
-  chosen = select(records, select_metric)
   order = _axis((r["loss"], r["interaction"]) for r in records)
-  cells = build_cells(study_dir, chosen, metric_names, order)
+  cells = build_cells(study_dir, chosen, metric_names, order, inputs.arrays)
   statistics = compute_statistics(cells, metric_names, num_samples)
   paths = {"results": os.path.join(study_dir, RESULTS_FILE),
            "tables": os.path.join(study_dir, TABLES_FILE),
            "figures": os.path.join(study_dir, FIGURES_DIR)}
-  write_results_csv(paths["results"], records, chosen, shared, metric_names)
   text = tables_markdown(shared, grid, cells, records, metric_names,
-                         select_metric, statistics, num_samples, paper)
-  with open(paths["tables"] + ".tmp", "w") as f:
-    f.write(text)
-  os.replace(paths["tables"] + ".tmp", paths["tables"])
+                         select_metric, statistics, num_samples, paper,
+                         inputs.missing, inputs.unreadable, inputs.strays)
+  write_results_csv(paths["results"], records, chosen, shared, metric_names)
+  _write(paths["tables"], lambda f: f.write(text))
   write_figures(paths["figures"], cells, records, chosen, metric_names,
                 statistics, select_metric)
   write_hparams(study_dir, records, grid, metric_names, chosen)
@@ -753,6 +935,13 @@ def check_summary_dir(study_dir: str, summary_dir: str) -> None:
                      f"{study_lib.STUDY_FILE}; choose a new or empty folder.")
 
 
+def _copy(source: str, target: str) -> None:
+  """Copies a file whole (`fileio`), naming the target if it fails."""
+  with open(source, "rb") as f:
+    content = f.read()
+  _write(target, lambda f: f.write(content), binary=True)
+
+
 def write_summary(study_dir: str, summary_dir: str,
                   select_metric: Optional[str] = None) -> int:
   """Copies what the report is made of into `summary_dir`: small enough to
@@ -761,34 +950,49 @@ def write_summary(study_dir: str, summary_dir: str,
   `summary_dir` gets study.json, every finished run's study_result.json and
   the per-instance test arrays of the runs chosen by `select_metric`
   (compressed), then the report itself. A report with another select metric
-  needs the arrays of other runs: the whole study folder.
+  needs the arrays of other runs: the whole study folder. Runs whose files
+  cannot be read are left out, as the study's own report leaves them out
+  (and names them).
 
   Returns:
     The number of run records copied.
 
   Raises:
-    ValueError: the study has no finished run, or `summary_dir` is the study
-      folder or holds something other than a summary.
+    ValueError: the study has no finished run, `summary_dir` is the study
+      folder or holds something other than a summary, or a file cannot be
+      written (naming it).
   """
   check_summary_dir(study_dir, summary_dir)
   shared, grid = study_lib.load_study(study_dir)
-  records = study_lib.load_records(study_dir, grid.runs())
-  if not records:
+  inputs = read_inputs(study_dir, grid, tuple(shared["metrics"]),
+                       select_metric or shared["best_metric"],
+                       progress=lambda line: None)
+  if not inputs.records:
     raise ValueError(f"--study_dir={study_dir} has no finished run yet.")
-  chosen = {r["run"] for r in select(
-      records, select_metric or shared["best_metric"]).values()}
+  try:
+    os.makedirs(summary_dir, exist_ok=True)
+  except OSError as e:
+    raise ValueError(f"cannot write {summary_dir}: {e.strerror or e}.") from None
   runs_dir = os.path.join(summary_dir, study_lib.RUNS_DIR)
-  if os.path.isdir(runs_dir):
-    shutil.rmtree(runs_dir)  # A summary is rewritten whole.
-  for record in records:
-    source = os.path.join(study_dir, study_lib.RUNS_DIR, record["run"])
-    target = os.path.join(runs_dir, record["run"])
-    os.makedirs(target)
-    shutil.copy(os.path.join(source, study_lib.RESULT_FILE), target)
-    if record["run"] in chosen:
-      arrays = study_lib.load_test_arrays(study_dir, record["run"])
-      np.savez_compressed(os.path.join(target, study_lib.TEST_FILE),
-                          **arrays)
-  shutil.copy(os.path.join(study_dir, study_lib.STUDY_FILE), summary_dir)
-  write_report(summary_dir, select_metric)
-  return len(records)
+  with study_lib.locked(summary_dir):
+    try:
+      if os.path.isdir(runs_dir):
+        shutil.rmtree(runs_dir)  # A summary is rewritten whole.
+      for record in inputs.records:
+        source = os.path.join(study_dir, study_lib.RUNS_DIR, record["run"])
+        target = os.path.join(runs_dir, record["run"])
+        os.makedirs(target)
+        _copy(os.path.join(source, study_lib.RESULT_FILE),
+              os.path.join(target, study_lib.RESULT_FILE))
+        if record["run"] in inputs.arrays:
+          arrays = inputs.arrays[record["run"]]
+          _write(os.path.join(target, study_lib.TEST_FILE),
+                 lambda f, a=arrays: np.savez_compressed(f, **a),
+                 binary=True)
+      _copy(os.path.join(study_dir, study_lib.STUDY_FILE),
+            os.path.join(summary_dir, study_lib.STUDY_FILE))
+    except OSError as e:
+      raise ValueError(f"cannot write {e.filename or summary_dir}: "
+                       f"{e.strerror or e}.") from None
+  write_report(summary_dir, select_metric, progress=lambda line: None)
+  return len(inputs.records)
