@@ -294,8 +294,7 @@ class DamagedFile(ValueError):
 
 def _cannot_write(path: str, error: OSError) -> ValueError:
   """The one-line error of a failed write (full disk, permissions)."""
-  return ValueError(f"cannot write {error.filename or path}: "
-                    f"{error.strerror or error}.")
+  return ValueError(f"cannot write {path}: {error.strerror or error}.")
 
 
 @contextlib.contextmanager
@@ -732,12 +731,15 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
                   best_step=_best_step(config), train_seconds=train_seconds,
                   resumed_at_step=resumed_at,
                   validation_curve=_validation_curves(folder, eval_every))
+  # The arrays first: a record is written last, and only over whole arrays.
+  path = os.path.join(folder, TEST_FILE)
   try:
-    fileio.write_atomically(os.path.join(folder, TEST_FILE),
-                            lambda f: np.savez(f, **arrays), binary=True)
-    fileio.write_json_atomically(os.path.join(folder, RESULT_FILE), record)
+    fileio.write_atomically(path, lambda f: np.savez(f, **arrays),
+                            binary=True)
+    path = os.path.join(folder, RESULT_FILE)
+    fileio.write_json_atomically(path, record)
   except OSError as e:
-    raise _cannot_write(folder, e) from None
+    raise _cannot_write(path, e) from None
   tf.keras.backend.clear_session()
   return record
 

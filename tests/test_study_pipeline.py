@@ -186,6 +186,9 @@ class BadInputTest(tf.test.TestCase):
                                 "valid"),
         "empty_list": (["--seeds="], "study: --seeds is empty; give at least "
                        "one value."),
+        # Checked with the grid, before study.json or a run folder exists.
+        "seed_range": (["--seeds=0,-1"], "study: --seeds: -1 must be between "
+                       "0 and 2**32 - 1."),
         "learning_rate": (["--learning_rates=1e-3,fast"],
                           "study: --learning_rates: 'fast' is not a number."),
         "units": (["--mlp_units=64,wide"],

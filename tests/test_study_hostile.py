@@ -1,0 +1,567 @@
+"""Hostile input to the study (issue 32): nothing lost, nothing silently wrong.
+
+Each case ends either correct or with one line naming the file or flag, and
+the folder's contents are checked afterwards. The report cases run on
+hand-made studies (`test_study.fake_run`); the cases that need a trained run
+share one tiny digits study (`TrainedStudyTest`).
+"""
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from unittest import mock
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl.testing import parameterized
+
+from rank4class_tf import config as config_lib
+from rank4class_tf import run_guard
+from rank4class_tf import study
+from rank4class_tf import study_report
+import helpers
+from test_study import base_config
+from test_study import fake_run
+from test_study import N
+
+SAMPLES = 10_000
+
+
+def hashes(folder):
+  """{relative path: sha256} of every file under `folder`."""
+  out = {}
+  for root, _, files in os.walk(folder):
+    for name in files:
+      path = os.path.join(root, name)
+      with open(path, "rb") as f:
+        out[os.path.relpath(path, folder)] = hashlib.sha256(
+            f.read()).hexdigest()
+  return out
+
+
+def truncate(path):
+  """Cuts a file as a crash mid-write does: a JSON file inside its first
+  string (`Unterminated string ...`), any other file at half its length."""
+  with open(path, "rb") as f:
+    content = f.read()
+  end = (content.index(b'"') + 4 if content.startswith(b"{")
+         else len(content) // 2)
+  with open(path, "wb") as f:
+    f.write(content[:end])
+
+
+class RunNameTest(parameterized.TestCase):
+
+  def test_close_rates_get_their_own_exact_folders(self):
+    grid = study.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,),
+                      learning_rates=(0.0012345678, 0.0012345679))
+    names = [r.name for r in grid.runs()]
+    self.assertEqual(names, ["softmax.dot.lr0.0012345678.seed0",
+                             "softmax.dot.lr0.0012345679.seed0"])
+    for run, name in zip(grid.runs(), names):
+      rate = name.split(".lr", 1)[1].rsplit(".seed", 1)[0]
+      self.assertEqual(float(rate), run.learning_rate)
+
+  def test_exact_rates_keep_their_names(self):
+    # The committed studies' folders (results/study_*/runs/) keep loading.
+    self.assertEqual(study.Run("mse", "lc_mlp", 3e-05, 128, 1).name,
+                     "mse.lc_mlp.lr3e-05.u128.seed1")
+    self.assertEqual(study.Run("softmax", "dot", 0.001, None, 0).name,
+                     "softmax.dot.lr0.001.seed0")
+    self.assertEqual(study.rate_text(0.1 + 0.2), "0.30000000000000004")
+
+  def test_paper_rates_are_the_floats_of_their_names(self):
+    rates = study.PAPER_LEARNING_RATES
+    self.assertEqual([study.rate_text(r) for r in rates], [
+        "1e-07", "3e-07", "1e-06", "3e-06", "1e-05", "3e-05", "0.0001",
+        "0.0003", "0.001", "0.003", "0.01", "0.03", "0.1"])
+    for rate in rates:
+      self.assertEqual(float(f"{rate:g}"), rate)
+
+  @parameterized.parameters(-1, 2**32)
+  def test_seed_out_of_range_names_the_flag_and_writes_nothing(self, seed):
+    folder = os.path.join(tempfile.mkdtemp(), "study")
+    grid = study.Grid(losses=("softmax",), interactions=("dot",),
+                      seeds=(0, seed))
+    with self.assertRaisesRegex(ValueError, rf"^--seeds: {seed} must be "
+                                r"between 0 and 2\*\*32 - 1\.$"):
+      study.open_study(folder, base_config(), grid)
+    self.assertFalse(os.path.exists(folder))
+    study.Grid(seeds=(0, 2**32 - 1)).validate()  # The ends are seeds.
+
+
+class DamagedReportTest(tf.test.TestCase):
+  """--report_only on damaged study files: each named, its run missing."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.source = os.path.join(tempfile.mkdtemp(), "study")
+    grid = study.Grid(losses=("softmax", "mse"), interactions=("dot",),
+                      seeds=(0, 1), learning_rates=(1e-3, 1e-2))
+    study.open_study(cls.source, base_config(), grid)
+    rng = np.random.default_rng(0)
+    for run in grid.runs():
+      # 1e-3 is chosen (validation 0.9) over 1e-2 (0.5).
+      fake_run(cls.source, run, (rng.random(N) < 0.7).astype(float),
+               0.9 if run.learning_rate == 1e-3 else 0.5)
+    cls.grid = grid
+
+  def setUp(self):
+    super().setUp()
+    self.dir = os.path.join(tempfile.mkdtemp(), "study")
+    shutil.copytree(self.source, self.dir)
+    self.lines = []
+
+  def report(self):
+    paths = study_report.write_report(self.dir, num_samples=SAMPLES,
+                                      progress=self.lines.append)
+    with open(paths["tables"]) as f:
+      tables = f.read()
+    with open(paths["results"]) as f:
+      rows = f.read().splitlines()[1:]
+    return tables, rows
+
+  def path(self, name, file=study.RESULT_FILE):
+    return os.path.join(self.dir, study.RUNS_DIR, name, file)
+
+  def test_whole_study_reports_nothing_missing(self):
+    tables, rows = self.report()
+    self.assertLen(rows, 8)
+    self.assertEqual(self.lines, [])
+    self.assertNotIn("Runs without a result", tables)
+
+  def test_truncated_record_is_named_and_its_run_missing(self):
+    name = "softmax.dot.lr0.001.seed0"
+    truncate(self.path(name))
+    before = hashes(os.path.join(self.dir, study.RUNS_DIR))
+    tables, rows = self.report()
+    self.assertLen(rows, 7)
+    self.assertNotIn(name, "".join(rows))
+    self.assertRegex(self.lines[0], rf"^{self.path(name)} is damaged "
+                     r"\(Unterminated string .*\): run " + name +
+                     " is reported as missing; the study command")
+    self.assertEqual(self.lines[1], "1 of the grid's 8 runs have no result "
+                     f"and are reported as missing: {name}.")
+    self.assertIn("**1 of the grid's 8 runs have no result**", tables)
+    self.assertIn(f"## Runs without a result\n\n1 of the 8 runs of the grid "
+                  f"in study.json have no whole record (not run yet, or their "
+                  f"study file is unreadable): `{name}` (unreadable: "
+                  f"`runs/{name}/study_result.json`).", tables)
+    # Seed 0 of softmax + dot now chooses its other learning rate.
+    self.assertIn("| Softmax CE + Dot | 0 | 0.01 |", tables)
+    # --report_only reads: the damaged file is where it was.
+    after = hashes(os.path.join(self.dir, study.RUNS_DIR))
+    self.assertEqual({k: v for k, v in after.items()
+                      if not k.endswith(study_report.HPARAMS_SUFFIX)},
+                     {k: v for k, v in before.items()
+                      if not k.endswith(study_report.HPARAMS_SUFFIX)})
+
+  def test_record_without_test_and_record_of_another_run(self):
+    a, b = "mse.dot.lr0.001.seed1", "mse.dot.lr0.01.seed1"
+    with open(self.path(a)) as f:
+      record = json.load(f)
+    del record["test"]
+    with open(self.path(a), "w") as f:
+      json.dump(record, f)
+    with open(self.path(b)) as f:
+      record = json.load(f)
+    record["learning_rate"] = 0.001
+    with open(self.path(b), "w") as f:
+      json.dump(record, f)
+    _, rows = self.report()
+    self.assertLen(rows, 6)
+    self.assertEqual(self.lines[:2], [
+        f"{self.path(a)} is damaged (no test): run {a} is reported as "
+        "missing; the study command (without --report_only) moves the file "
+        "aside and evaluates the run again.",
+        f"{self.path(b)} is damaged (its learning_rate is 0.001, not 0.01: "
+        f"another run's record): run {b} is reported as missing; the study "
+        "command (without --report_only) moves the file aside and evaluates "
+        "the run again."])
+    self.assertEqual(self.lines[2], "2 of the grid's 8 runs have no result "
+                     f"and are reported as missing: {a}, {b}.")
+
+  def test_truncated_arrays_of_a_chosen_run(self):
+    name = "mse.dot.lr0.001.seed0"
+    truncate(self.path(name, study.TEST_FILE))
+    tables, rows = self.report()
+    self.assertLen(rows, 7)
+    self.assertRegex(self.lines[0], rf"^{self.path(name, study.TEST_FILE)}: "
+                     r"damaged \(BadZipFile: .*\): run " + name +
+                     " is chosen but its test arrays cannot be read")
+    self.assertIn("| MSE + Dot | 0 | 0.01 |", tables)
+    # An intact record without arrays (a summary's unchosen run) is fine;
+    # chosen, it is missing too.
+    os.remove(self.path("mse.dot.lr0.01.seed0", study.TEST_FILE))
+    self.lines.clear()
+    tables, rows = self.report()
+    self.assertLen(rows, 6)
+    self.assertIn(f"{self.path('mse.dot.lr0.01.seed0', study.TEST_FILE)}: "
+                  "not found: run mse.dot.lr0.01.seed0 is chosen",
+                  self.lines[1])
+    self.assertNotIn("| MSE + Dot | 0 |", tables)  # No run left for seed 0.
+    self.assertIn("| MSE + Dot | 1 | 0.001 |", tables)
+
+  def test_truncated_study_json_is_named(self):
+    path = os.path.join(self.dir, study.STUDY_FILE)
+    truncate(path)
+    before = hashes(self.dir)
+    with self.assertRaisesRegex(
+        ValueError, rf"^{path} cannot be read \(Unterminated string .*\); it "
+        r"holds the study's shared settings and grid: restore it, or start "
+        r"another --study_dir\.$"):
+      self.report()
+    self.assertEqual(hashes(self.dir), before)
+
+  def test_runs_the_grid_no_longer_names(self):
+    self.report()  # Every run folder gets its HParams session.
+    self.lines.clear()
+    path = os.path.join(self.dir, study.STUDY_FILE)
+    with open(path) as f:
+      saved = json.load(f)
+    saved["grid"]["losses"] = ["softmax"]
+    saved["grid"]["seeds"] = [0, 1, 2]
+    with open(path, "w") as f:
+      json.dump(saved, f)
+    tables, rows = self.report()
+    self.assertLen(rows, 4)
+    strays = ["mse.dot.lr0.001.seed0", "mse.dot.lr0.001.seed1",
+              "mse.dot.lr0.01.seed0", "mse.dot.lr0.01.seed1"]
+    self.assertEqual(self.lines, [
+        "2 of the grid's 6 runs have no result and are reported as missing: "
+        "softmax.dot.lr0.001.seed2, softmax.dot.lr0.01.seed2.",
+        f"{self.dir}/runs holds 4 folders that name no run of the grid in "
+        f"study.json (not in the report): {', '.join(strays)}."])
+    self.assertIn("## Run folders the grid does not name\n\nruns/ holds 4 "
+                  "folders that name no run of the grid in study.json; they "
+                  "are not in this report: " +
+                  ", ".join(f"`{s}`" for s in strays) + ".", tables)
+    # Their HParams sessions are gone too: TensorBoard shows the report.
+    for stray in strays:
+      self.assertEmpty(tf.io.gfile.glob(os.path.join(
+          self.dir, "runs", stray, "*" + study_report.HPARAMS_SUFFIX)))
+
+  def test_reports_together_take_turns(self):
+    # Two --report_only at once, three times: all whole, one HParams file
+    # per folder (before the lock, about one in ten failed).
+    outcomes = []
+
+    def report():
+      try:
+        study_report.write_report(self.dir, num_samples=SAMPLES,
+                                  progress=lambda line: None)
+        outcomes.append("ok")
+      except Exception as e:  # pylint: disable=broad-except
+        outcomes.append(repr(e))
+
+    for _ in range(3):
+      threads = [threading.Thread(target=report) for _ in range(2)]
+      for t in threads:
+        t.start()
+      for t in threads:
+        t.join()
+    self.assertEqual(outcomes, ["ok"] * 6)
+    folders = [self.dir] + [os.path.join(self.dir, "runs", r.name)
+                            for r in self.grid.runs()]
+    for folder in folders:
+      self.assertLen(tf.io.gfile.glob(os.path.join(
+          folder, "*" + study_report.HPARAMS_SUFFIX)), 1, folder)
+    self.assertEqual([n for n in os.listdir(self.dir)
+                      if study.fileio.TMP_MARK in n], [])
+
+  def test_full_disk_names_the_file_and_keeps_the_report(self):
+    self.report()
+    mount = os.path.join(tempfile.mkdtemp(), "small")
+    os.makedirs(mount)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m",
+                              "tmpfs", mount], capture_output=True).returncode
+    if mounted == 0:
+      self.addCleanup(subprocess.run, ["umount", mount])
+      folder = os.path.join(mount, "study")
+      shutil.copytree(self.dir, folder,
+                      ignore=shutil.ignore_patterns("figures", "*.study_"
+                                                    "hparams"))
+      # Fill the disk: what is left is less than results.csv.
+      with open(os.path.join(mount, "filler"), "wb", buffering=0) as f:
+        try:
+          while True:
+            f.write(b"\0" * 4096)
+        except OSError as e:
+          self.assertEqual(e.errno, errno.ENOSPC)
+      failing = contextlib.nullcontext()  # A real full disk.
+    else:  # No tmpfs here: the first write fails as a full disk does.
+      folder = self.dir
+      failing = mock.patch.object(
+          study.fileio.os, "fsync",
+          side_effect=OSError(errno.ENOSPC, "No space left on device"))
+    before = hashes(folder)
+    with failing, self.assertRaisesRegex(
+        ValueError, rf"^cannot write {folder}/results\.csv: No space left on "
+        r"device; the report files written before it are whole\.$"):
+      study_report.write_report(folder, num_samples=SAMPLES,
+                                progress=lambda line: None)
+    self.assertEqual(hashes(folder), before)  # No temporary file left.
+
+
+class StudyFolderTest(tf.test.TestCase):
+  """Creating and merging study.json, without training."""
+
+  def test_studies_started_together_merge_their_grids(self):
+    # Seeds 0 and 1 into one new folder at once, 20 times: both succeed and
+    # study.json holds both seeds (threads: each has its own lock).
+    root = tempfile.mkdtemp()
+    for attempt in range(20):
+      folder = os.path.join(root, str(attempt))
+      barrier = threading.Barrier(2)
+      errors = []
+
+      def start(seed, folder=folder, barrier=barrier, errors=errors):
+        barrier.wait()
+        try:
+          study.open_study(folder, base_config(), study.Grid(
+              losses=("softmax",), interactions=("dot",), seeds=(seed,)))
+        except ValueError as e:
+          errors.append(str(e))
+
+      threads = [threading.Thread(target=start, args=(s,)) for s in (0, 1)]
+      for t in threads:
+        t.start()
+      for t in threads:
+        t.join()
+      self.assertEqual(errors, [])
+      self.assertEqual(sorted(study.load_study(folder)[1].seeds), [0, 1])
+      self.assertEqual(sorted(os.listdir(folder)), ["runs", "study.json"])
+
+  def test_unwritable_folder_is_one_line(self):
+    # Injected (as root, a read-only folder is writable); NobodyTest runs
+    # the real thing where it can.
+    parent = tempfile.mkdtemp()
+    folder = os.path.join(parent, "study")
+    denied = OSError(errno.EACCES, "Permission denied", folder)
+    with mock.patch.object(study.os, "makedirs", side_effect=denied):
+      with self.assertRaisesRegex(ValueError, rf"^cannot write {folder}: "
+                                  r"Permission denied\.$"):
+        study.open_study(folder, base_config(), study.Grid(
+            losses=("softmax",), interactions=("dot",), seeds=(0,)))
+    self.assertEqual(os.listdir(parent), [])
+
+
+def nobody_can_run_python():
+  """(uid, gid) of `nobody` if it can run this interpreter on the
+  repository, else the reason it cannot."""
+  try:
+    entry = pwd.getpwnam("nobody")
+  except KeyError:
+    return "no user 'nobody'"
+  try:
+    probe = subprocess.run(
+        [sys.executable, "-c", "import rank4class_tf.fileio"],
+        cwd=helpers.REPO, capture_output=True,
+        preexec_fn=lambda: (os.setgid(entry.pw_gid), os.setuid(entry.pw_uid)))
+  except OSError as e:  # The interpreter itself cannot be run.
+    return f"user 'nobody' cannot run {sys.executable}: {e}"
+  if probe.returncode:
+    return (f"user 'nobody' cannot run {sys.executable} on {helpers.REPO} "
+            f"({probe.stderr.decode(errors='replace').strip()[-200:]})")
+  return entry.pw_uid, entry.pw_gid
+
+
+class ReadOnlyMountTest(tf.test.TestCase):
+  """A read-only --study_dir that binds root too: a read-only bind mount."""
+
+  def test_read_only_study_dir(self):
+    root = tempfile.mkdtemp()
+    existing = os.path.join(root, "existing")
+    grid = study.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,))
+    study.open_study(existing, base_config(), grid)
+    fake_run(existing, grid.runs()[0], np.ones(N), 0.9)
+    if subprocess.run(["mount", "--bind", "-o", "ro", root, root],
+                      capture_output=True).returncode:
+      self.skipTest("no read-only bind mount here (mount --bind -o ro)")
+    self.addCleanup(subprocess.run, ["umount", root])
+    before = hashes(root)
+    with self.assertRaisesRegex(ValueError, rf"^cannot write {root}/new: "
+                                r"Read-only file system\.$"):
+      study.open_study(os.path.join(root, "new"), base_config(), grid)
+    with self.assertRaisesRegex(ValueError, rf"^cannot write {existing}/"
+                                r"study\.json: Read-only file system\.$"):
+      study.open_study(existing, base_config(), grid)
+    with self.assertRaisesRegex(
+        ValueError, rf"^cannot write {existing}/results\.csv: Read-only file "
+        r"system; the report files written before it are whole\.$"):
+      study_report.write_report(existing, num_samples=SAMPLES,
+                                progress=lambda line: None)
+    self.assertEqual(hashes(root), before)
+
+
+@pytest.mark.slow
+class NobodyTest(tf.test.TestCase):
+  """A read-only --study_dir as a user without root's rights."""
+
+  def test_read_only_study_dir(self):
+    if os.getuid() != 0:
+      self.skipTest("needs root to drop to 'nobody'")
+    user = nobody_can_run_python()
+    if isinstance(user, str):
+      self.skipTest(user)
+    root = tempfile.mkdtemp()
+    os.chmod(root, 0o755)  # Readable, not writable, by nobody.
+    existing = os.path.join(root, "existing")
+    grid = study.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,))
+    study.open_study(existing, base_config(dataset="digits"), grid)
+    fake_run(existing, grid.runs()[0], np.ones(N), 0.9)
+    for path in (root, existing):
+      os.chmod(path, 0o755)
+    before = hashes(root)
+    script = textwrap.dedent("""
+        import sys
+        from absl import flags
+        from pipelines import study
+        flags.FLAGS(["study"] + sys.argv[1:])
+        study.main(["study"])
+        """)
+    cases = {
+        os.path.join(root, "new"): (
+            ["--dataset=digits", "--train_steps=10", "--eval_every=5",
+             "--losses=softmax", "--interactions=dot", "--seeds=0"],
+            f"study: cannot write {root}/new: Permission denied."),
+        existing: (["--report_only"],
+                   f"study: cannot write {existing}/results.csv: Permission "
+                   "denied; the report files written before it are whole."),
+    }
+    for folder, (argv, message) in cases.items():
+      proc = subprocess.run(
+          [sys.executable, "-c", script, f"--study_dir={folder}", *argv],
+          cwd=helpers.REPO, capture_output=True, text=True,
+          env=dict(os.environ, HOME=root, MPLCONFIGDIR=root),
+          preexec_fn=lambda: (os.setgid(user[1]), os.setuid(user[0])))
+      self.assertEqual(proc.returncode, 1, proc.stderr[-2000:])
+      self.assertEqual(proc.stderr.strip().splitlines()[-1], message)
+      self.assertNotIn("Traceback", proc.stderr)
+    self.assertEqual(hashes(root), before)
+
+
+@pytest.mark.slow
+class TrainedStudyTest(tf.test.TestCase):
+  """One tiny trained digits run, copied per test: damaged files redone by
+  evaluation only, a folder of other settings refused, a run in use."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.base = config_lib.TrainConfig.create(
+        model_dir="unused", dataset="digits", train_steps=20, eval_every=10,
+        export=False, deterministic=True)
+    cls.grid = study.Grid(losses=("softmax",), interactions=("dot",),
+                          seeds=(0,), learning_rates=(1e-2,))
+    cls.source = os.path.join(tempfile.mkdtemp(), "study")
+    study.run_study(cls.source, cls.base, cls.grid, progress=lambda l: None)
+    cls.study_run = cls.grid.runs()[0]
+
+  def setUp(self):
+    super().setUp()
+    self.dir = os.path.join(tempfile.mkdtemp(), "study")
+    shutil.copytree(self.source, self.dir)
+    self.folder = study.run_dir(self.dir, self.study_run)
+    self.lines = []
+
+  def record(self):
+    with open(os.path.join(self.folder, study.RESULT_FILE)) as f:
+      return json.load(f)
+
+  def training_files(self):
+    """Hashes of what training wrote (checkpoints, config, logs)."""
+    return {k: v for k, v in hashes(self.folder).items()
+            if not k.startswith(("study", ".")) and
+            study.DAMAGED_SUFFIX not in k}
+
+  def test_damaged_files_are_moved_aside_and_only_evaluated_again(self):
+    want = self.record()
+    trained = self.training_files()
+    for file in (study.TEST_FILE, study.RESULT_FILE):
+      path = os.path.join(self.folder, file)
+      truncate(path)
+      with open(path, "rb") as f:
+        damaged = f.read()
+      self.lines.clear()
+      study.run_study(self.dir, self.base, self.grid,
+                      progress=self.lines.append)
+      self.assertRegex(self.lines[0], rf"^{path} is damaged \(.+\): moved "
+                       rf"to {file}\.damaged; the run is evaluated again\.$")
+      self.assertRegex(self.lines[1], r"^\[1/1\] " + self.study_run.name)
+      with open(path + study.DAMAGED_SUFFIX, "rb") as f:
+        self.assertEqual(f.read(), damaged)  # Kept, not lost.
+      os.remove(path + study.DAMAGED_SUFFIX)
+      # Not trained again: the checkpoints are untouched.
+      self.assertEqual(self.training_files(), trained)
+      got = self.record()
+      for key in ("validation", "test", "test_softmax_ce", "best_step"):
+        self.assertEqual(got[key], want[key], key)
+      arrays = study.read_test_arrays(self.dir, self.study_run.name,
+                                      self.base.trainer.metrics,
+                                      got["num_test"])
+      self.assertLen(arrays["labels"], got["num_test"])
+      # The training time is kept from a whole record, lost with a damaged
+      # one (the run was not trained again).
+      self.assertEqual(got["train_seconds"],
+                       want["train_seconds"] if file == study.TEST_FILE
+                       else None)
+    self.lines.clear()
+    study.run_study(self.dir, self.base, self.grid, progress=self.lines.append)
+    self.assertEqual(self.lines, [f"1 of 1 runs already finished in "
+                                  f"{self.dir}: skipped."])
+
+  def test_folder_with_other_settings_is_refused(self):
+    path = os.path.join(self.folder, "config.json")
+    with open(path) as f:
+      config = json.load(f)
+    config["trainer"]["learning_rate"] = 0.02
+    with open(path, "w") as f:
+      json.dump(config, f)
+    # Its record is whole: the folder is still not taken as the run's.
+    before = hashes(self.dir)
+    with self.assertRaisesRegex(
+        ValueError, rf"^{self.folder} holds a run with other settings than "
+        rf"the study's run {self.study_run.name}: --learning_rate=0\.01 \(was "
+        r"0\.02\)\. Move the folder out of runs/ \(the study then trains the "
+        r"run afresh\)\.$"):
+      study.run_study(self.dir, self.base, self.grid, progress=print)
+    self.assertEqual(hashes(self.dir), before)
+
+  def test_run_in_use_names_the_run(self):
+    shutil.rmtree(self.folder)  # Not trained yet: the study trains it.
+    with run_guard.RunLock(self.folder):
+      with self.assertRaisesRegex(
+          ValueError, rf"^run {self.study_run.name} of --study_dir={self.dir} is "
+          rf"being trained by another process \(pid {os.getpid()}\); wait "
+          r"for it to end, or give this command a grid without it"):
+        study.run_study(self.dir, self.base, self.grid,
+                        progress=lambda l: None)
+
+  def test_report_only_binary_names_the_damaged_file(self):
+    path = os.path.join(self.folder, study.RESULT_FILE)
+    truncate(path)
+    proc = helpers.run_module("pipelines.study", f"--study_dir={self.dir}",
+                              "--report_only", check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertNotIn("Traceback", proc.stderr)
+    self.assertRegex(proc.stdout.splitlines()[0],
+                     rf"^{path} is damaged \(Unterminated string")
+    self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                     f"study: --study_dir={self.dir} has no finished run "
+                     "yet.")
+
+
+if __name__ == "__main__":
+  tf.test.main()
