@@ -73,6 +73,12 @@ flags.DEFINE_string(
     "study_result.json, the chosen runs' per-instance test arrays and the "
     "report (small enough to commit; --report_only --study_dir=<it> "
     "regenerates the report from it).")
+flags.DEFINE_integer(
+    "extend_grid", 0,
+    "After the grid, for each (loss, interaction, seed) whose chosen "
+    "learning rate or MLP width is the lowest or highest tried, add the "
+    "value beyond it (rates on the 1, 3 x 10^k ladder, widths x2 or /2) and "
+    "choose again, up to this many rounds (0: no extension).", lower_bound=0)
 flags.DEFINE_bool("report_only", False,
                   "Write the report from the finished runs; train nothing.")
 
@@ -118,7 +124,8 @@ def main(argv):
           base.trainer.metrics,
           FLAGS.select_metric or base.trainer.best_metric,
           FLAGS.bootstrap_samples, FLAGS.paper_table)
-      study_lib.run_study(FLAGS.study_dir, base, grid_from_flags())
+      study_lib.run_study(FLAGS.study_dir, base, grid_from_flags(),
+                          extend_grid=FLAGS.extend_grid)
     paths = study_report.write_report(
         FLAGS.study_dir, FLAGS.select_metric, FLAGS.bootstrap_samples,
         FLAGS.paper_table)

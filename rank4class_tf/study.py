@@ -14,7 +14,10 @@ the validation split, and the test metrics of the chosen run are reported.
 
 `study_dir` holds:
 
-  study.json               the shared training settings and the grid so far
+  study.json               the shared training settings, the grid so far,
+                           the runs `--extend_grid` added (`extensions`)
+                           and the code that created the study
+                           (`provenance`)
   runs/<run>/              one `pipelines.train` model_dir per run, plus
     study.log              the run's log (TensorFlow's INFO lines included)
     study_test.npz         per-instance test metrics and softmax CE
@@ -71,8 +74,10 @@ from rank4class_tf import fileio
 from rank4class_tf import interactions
 from rank4class_tf import losses
 from rank4class_tf import metrics
+from rank4class_tf import provenance
 from rank4class_tf import run_guard
 from rank4class_tf import serving
+from rank4class_tf import study_extend
 from rank4class_tf import training
 from rank4class_tf.sorting import losses as sodeep_losses
 from rank4class_tf.sorting import sorters
@@ -339,6 +344,51 @@ def load_study(study_dir: str) -> Tuple[Dict[str, object], Grid]:
   return shared, grid
 
 
+def load_extensions(study_dir: str) -> List[study_extend.Extension]:
+  """The runs `--extend_grid` added to the study, in the order added."""
+  path = os.path.join(study_dir, STUDY_FILE)
+  try:
+    raw = _read_json(path).get("extensions", [])
+    return [study_extend.Extension(
+        Run(e["loss"], e["interaction"], float(e["learning_rate"]),
+            e["mlp_units"], int(e["seed"])), int(e["round"]), e["reason"])
+            for e in raw]
+  except (ValueError, TypeError, KeyError, AttributeError) as e:
+    raise ValueError(f"{path} cannot be read ({_reason(e)}): its "
+                     "extensions are damaged.") from None
+
+
+def study_runs(study_dir: str, grid: Optional[Grid] = None) -> List[Run]:
+  """Every run of the study: the grid's, then the extensions'."""
+  if grid is None:
+    grid = load_study(study_dir)[1]
+  runs = grid.runs()
+  names = {run.name for run in runs}
+  for extension in load_extensions(study_dir):
+    if extension.run.name not in names:
+      names.add(extension.run.name)
+      runs.append(extension.run)
+  return runs
+
+
+def add_extensions(study_dir: str,
+                   new: Sequence[study_extend.Extension]) -> None:
+  """Records extensions in study.json (under `locked`, merged with what
+  another process may have added)."""
+  path = os.path.join(study_dir, STUDY_FILE)
+  with locked(study_dir):
+    study = _read_json(path)
+    known = {Run(e["loss"], e["interaction"], float(e["learning_rate"]),
+                 e["mlp_units"], int(e["seed"])).name
+             for e in study.get("extensions", [])}
+    study["extensions"] = study.get("extensions", []) + [
+        e.to_json() for e in new if e.run.name not in known]
+    try:
+      fileio.write_json_atomically(path, study)
+    except OSError as e:
+      raise _cannot_write(path, e) from None
+
+
 def _reason(error: Exception) -> str:
   """An exception as a short phrase: `Unterminated string starting at: line
   1 column 5 (char 4)`, `no 'grid'`."""
@@ -407,11 +457,15 @@ def open_study(study_dir: str, base: config_lib.TrainConfig,
   with locked(study_dir):
     # Again: another study may have written study.json meanwhile.
     _check_folder(study_dir)
+    kept = {"provenance": provenance.collect()}
     if os.path.exists(path):
       grid = _merge(study_dir, shared, grid)
+      # What earlier commands recorded (extensions, the creator's code).
+      kept = {k: v for k, v in _read_json(path).items()
+              if k not in ("shared", "grid")}
     try:
-      fileio.write_json_atomically(path, {"shared": shared,
-                                          "grid": dataclasses.asdict(grid)})
+      fileio.write_json_atomically(path, dict(
+          kept, shared=shared, grid=dataclasses.asdict(grid)))
       os.makedirs(os.path.join(study_dir, RUNS_DIR), exist_ok=True)
     except OSError as e:
       raise _cannot_write(path, e) from None
@@ -695,12 +749,15 @@ def _best_step(config: config_lib.TrainConfig) -> Optional[int]:
 
 
 def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
-                data, earlier: Optional[Dict[str, object]] = None
+                data, earlier: Optional[Dict[str, object]] = None,
+                extension: Optional[study_extend.Extension] = None
                ) -> Dict[str, object]:
   """Trains (or resumes) and evaluates one run; returns its record.
 
   A run whose training finished before is only evaluated; its record keeps
-  the training time of `earlier` (its previous record), if given.
+  the training time of `earlier` (its previous record), if given. The
+  record names the code that made it (`provenance`) and, for a run that
+  `--extend_grid` added, its round and reason (`extension`).
   """
   config = run_config(base, run, study_dir)
   folder = config.trainer.model_dir
@@ -730,7 +787,11 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
     record.update(dataclasses.asdict(run), run=run.name,
                   best_step=_best_step(config), train_seconds=train_seconds,
                   resumed_at_step=resumed_at,
-                  validation_curve=_validation_curves(folder, eval_every))
+                  validation_curve=_validation_curves(folder, eval_every),
+                  provenance=provenance.collect(),
+                  extension=(None if extension is None else
+                             {"round": extension.round,
+                              "reason": extension.reason}))
   # The arrays first: a record is written last, and only over whole arrays.
   path = os.path.join(folder, TEST_FILE)
   try:
@@ -745,7 +806,8 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
 
 
 def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
-              progress: Callable[[str], None] = print) -> List[Run]:
+              progress: Callable[[str], None] = print,
+              extend_grid: int = 0) -> List[Run]:
   """Runs every unfinished run of `grid`; returns the runs of the whole study.
 
   The grid, every run's config, the data, the files the runs read and the
@@ -758,7 +820,14 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
   in the grid, name, validation and test metrics, time, and the estimated
   time left (the mean time of the runs trained so far in this call, times
   the runs left).
+
+  With `extend_grid` > 0, the grid is then extended where a choice is on
+  its edge (`study_extend`), round by round, up to `extend_grid` rounds per
+  (loss, interaction, seed); the extensions made before (study.json) are
+  trained first.
   """
+  if extend_grid < 0:
+    raise ValueError(f"--extend_grid={extend_grid} must be >= 0.")
   # Everything a run reads is checked before the study writes anything.
   check_settings(base, grid)
   data = training.load_data(base)
@@ -767,12 +836,19 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
   for run in grid.runs():
     check_run_folder(base, run, study_dir)
   whole = open_study(study_dir, base, grid)
+  extensions = {e.run.name: e for e in load_extensions(study_dir)}
+  runs = grid.runs() + [e.run for e in extensions.values()
+                        if e.run.cell in {r.cell for r in grid.runs()} and
+                        e.run.seed in grid.seeds]
   names = base.trainer.metrics
+  records = {}
   todo, earlier = [], {}
-  for run in grid.runs():
+  for run in runs:
     record, earlier[run] = finished_record(study_dir, run, names, progress)
     if record is None:
       todo.append(run)
+    else:
+      records[run.name] = record
   if todo and training.uses_feature_cache(base):
     # Built once, before the first run, for every frozen run to share.
     start = time.time()
@@ -783,23 +859,59 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
                                progress=progress)
     progress(f"feature cache {cache.folder}: ready in "
              f"{time.time() - start:.0f} s.")
-  done = len(grid.runs()) - len(todo)
+  done = len(runs) - len(todo)
   if done:
-    progress(f"{done} of {len(grid.runs())} runs already finished in "
+    progress(f"{done} of {len(runs)} runs already finished in "
              f"{study_dir}: skipped.")
+  _train_runs(base, study_dir, data, todo, earlier, extensions, records,
+              done, len(runs), progress)
+  select = base.trainer.best_metric
+  for round_ in range(1, extend_grid + 1):
+    new = study_extend.plan(runs, list(extensions.values()), records,
+                            select, extend_grid, dataclasses.replace)
+    if not new:
+      break
+    add_extensions(study_dir, new)
+    progress(f"--extend_grid: {len(new)} run(s) beyond a chosen value on "
+             f"the edge of its grid (round {round_} of at most "
+             f"{extend_grid}).")
+    for extension in new:
+      extensions[extension.run.name] = extension
+      check_run_folder(base, extension.run, study_dir)
+    runs += [e.run for e in new]
+    _train_runs(base, study_dir, data, [e.run for e in new],
+                {e.run: None for e in new}, extensions, records,
+                len(runs) - len(new), len(runs), progress)
+  for (loss, interaction, seed), found in sorted(study_extend.still_on_edge(
+      runs, records, select).items()):
+    if extend_grid and any(e.run.cell == (loss, interaction) and
+                           e.run.seed == seed and e.round >= extend_grid
+                           for e in extensions.values()):
+      progress(f"{loss}.{interaction} seed {seed}: the choice is still on "
+               f"the {', '.join(f'{s} {f}' for f, s in found)} edge after "
+               f"--extend_grid={extend_grid} rounds (the limit).")
+  return whole.runs() + [run for run in runs if run not in whole.runs()]
+
+
+def _train_runs(base, study_dir, data, todo, earlier, extensions, records,
+                done, total, progress) -> None:
+  """Trains and evaluates `todo`, one progress line each (see run_study)."""
   select = base.trainer.best_metric
   durations = []
   for i, run in enumerate(todo):
     start = time.time()
-    record = execute_run(base, run, study_dir, data, earlier[run])
+    extension = extensions.get(run.name)
+    record = execute_run(base, run, study_dir, data, earlier.get(run),
+                         extension)
+    records[run.name] = record
     durations.append(time.time() - start)
     left = np.mean(durations) * (len(todo) - i - 1)
     test = " ".join(f"{name} {record['test'][name]:.4f}"
                     for name in base.trainer.metrics)
-    progress(f"[{done + i + 1}/{len(grid.runs())}] {run.name}: validation "
+    note = "" if extension is None else f" (extension, round {extension.round})"
+    progress(f"[{done + i + 1}/{total}] {run.name}{note}: validation "
              f"{select} {record['validation'][select]:.4f}; test {test}; "
              f"{durations[-1]:.0f} s; about {_duration(left)} left")
-  return whole.runs()
 
 
 def _duration(seconds: float) -> str:
@@ -857,7 +969,8 @@ def load_records(study_dir: str,
   """The whole records of the finished runs (of `runs`, default: the whole
   grid); `contents` also says which are missing or damaged."""
   shared, grid = load_study(study_dir)
-  return contents(study_dir, grid.runs() if runs is None else runs,
+  return contents(study_dir, study_runs(study_dir, grid) if runs is None
+                  else runs,
                   shared["metrics"]).records
 
 

@@ -814,7 +814,7 @@ def read_inputs(study_dir: str, grid: study_lib.Grid,
   arrays is dropped and its (loss, interaction, seed) chosen again among the
   rest. Then one line lists the missing runs, one the stray folders.
   """
-  runs = grid.runs()
+  runs = study_lib.study_runs(study_dir, grid)  # With --extend_grid's.
   found = study_lib.contents(study_dir, runs, metric_names)
   unreadable = {}
   for error in found.damaged:

@@ -1,0 +1,194 @@
+"""Tests of rank4class_tf.study_extend and `run_study(extend_grid=N)`.
+
+The end-to-end cases use a stand-in trainer: `study.execute_run` replaced by
+one that writes a finished run whose validation Top-1 is a known function of
+its learning rate and width, so the grid's best value is known and lies
+outside the grid.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from unittest import mock
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class_tf import study
+from rank4class_tf import study_extend
+from rank4class_tf import study_report
+from tests import test_study
+
+Run = study.Run
+
+
+def peak_at(rate, units=None):
+  """Validation Top-1 with its maximum at learning rate `rate` (and width
+  `units`): 0.9 minus the squared log-distance to the peak."""
+  def value(run):
+    out = 0.9 - 0.01 * math.log(run.learning_rate / rate) ** 2
+    if units is not None and run.mlp_units is not None:
+      out -= 0.01 * math.log2(run.mlp_units / units) ** 2
+    return out
+  return value
+
+
+def stand_in(value):
+  """An `execute_run` that writes a finished run scored by `value`."""
+  calls = []
+
+  def execute_run(base, run, study_dir, data, earlier=None, extension=None):
+    del base, data, earlier
+    calls.append(run.name)
+    hits = (np.arange(test_study.N) % 2).astype(float)
+    record = test_study.fake_run(study_dir, run, hits, value(run))
+    record["extension"] = (None if extension is None else
+                           {"round": extension.round,
+                            "reason": extension.reason})
+    with open(os.path.join(study.run_dir(study_dir, run),
+                           study.RESULT_FILE), "w") as f:
+      json.dump(record, f)
+    return record
+  return execute_run, calls
+
+
+class StepsTest(tf.test.TestCase):
+
+  def test_next_rate_follows_the_paper_ladder(self):
+    self.assertEqual(study_extend.next_rate(1e-3, up=False), 3e-4)
+    self.assertEqual(study_extend.next_rate(3e-4, up=False), 1e-4)
+    self.assertEqual(study_extend.next_rate(1e-2, up=True), 3e-2)
+    self.assertEqual(study_extend.next_rate(3e-2, up=True), 0.1)
+    self.assertEqual(study_extend.next_rate(1e-7, up=False), 3e-8)
+    # Off the ladder: x3 or /3, two significant digits.
+    self.assertEqual(study_extend.next_rate(5e-4, up=True), 1.5e-3)
+    self.assertEqual(study_extend.next_rate(5e-4, up=False), 1.7e-4)
+
+  def test_next_units(self):
+    self.assertEqual(study_extend.next_units(64, up=False), 32)
+    self.assertEqual(study_extend.next_units(512, up=True), 1024)
+    self.assertIsNone(study_extend.next_units(1, up=False))
+    self.assertIsNone(study_extend.next_units(5, up=False))
+
+
+class PlanTest(tf.test.TestCase):
+
+  def runs(self, rates, widths=(None,), seed=0, interaction="dot"):
+    return [Run("mse", interaction, r, u, seed) for r in rates
+            for u in widths]
+
+  def records(self, runs, value):
+    return {r.name: {"validation": {"top1_accuracy": value(r)}}
+            for r in runs}
+
+  def test_lowest_rate_chosen_adds_the_one_below(self):
+    runs = self.runs((1e-3, 3e-3, 1e-2))
+    new = study_extend.plan(runs, [], self.records(runs, peak_at(1e-5)),
+                            "top1_accuracy", 2, dataclasses.replace)
+    self.assertEqual([e.run.name for e in new], ["mse.dot.lr0.0003.seed0"])
+    self.assertEqual(new[0].round, 1)
+    self.assertEqual(new[0].reason, "learning_rate 0.001 of the chosen run "
+                     "mse.dot.lr0.001.seed0 is the lowest tried")
+
+  def test_interior_choice_adds_nothing_and_waits_for_unfinished_runs(self):
+    runs = self.runs((1e-3, 3e-3, 1e-2))
+    records = self.records(runs, peak_at(3e-3))
+    self.assertEqual(study_extend.plan(runs, [], records, "top1_accuracy",
+                                       2, dataclasses.replace), [])
+    # The lowest rate would be chosen, but one run is not finished: its
+    # choice waits.
+    records = self.records(runs[:2], peak_at(1e-9))
+    self.assertEqual(study_extend.plan(runs, [], records, "top1_accuracy",
+                                       2, dataclasses.replace), [])
+
+  def test_width_edge_extends_at_the_chosen_rate(self):
+    runs = self.runs((1e-3, 3e-3), widths=(64, 128), interaction="lc_mlp")
+    new = study_extend.plan(runs, [], self.records(runs, peak_at(
+        2e-3, units=1024)), "top1_accuracy", 1, dataclasses.replace)
+    # 3e-3 beats 1e-3 (closer to 2e-3 in log): high rate edge and high
+    # width edge, each extended at the other's chosen value.
+    self.assertEqual([e.run.name for e in new],
+                     ["mse.lc_mlp.lr0.01.u128.seed0",
+                      "mse.lc_mlp.lr0.003.u256.seed0"])
+
+  def test_round_limit(self):
+    runs = self.runs((1e-3,))
+    first = study_extend.Extension(Run("mse", "dot", 3e-4, None, 0), 1, "r")
+    runs.append(first.run)
+    records = self.records(runs, peak_at(1e-6))
+    self.assertEqual(study_extend.plan(runs, [first], records,
+                                       "top1_accuracy", 1,
+                                       dataclasses.replace), [])
+    again = study_extend.plan(runs, [first], records, "top1_accuracy", 2,
+                              dataclasses.replace)
+    self.assertEqual([(e.run.name, e.round) for e in again],
+                     [("mse.dot.lr0.0001.seed0", 2)])
+
+
+class RunStudyTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.dir = os.path.join(tempfile.mkdtemp(), "study")
+    self.grid = study.Grid(losses=("softmax",), interactions=("dot",),
+                           seeds=(0, 1), learning_rates=(1e-3, 3e-3, 1e-2))
+
+  def run_study(self, value, extend_grid):
+    execute_run, calls = stand_in(value)
+    lines = []
+    with mock.patch.object(study, "execute_run", execute_run):
+      runs = study.run_study(self.dir, test_study.base_config(), self.grid,
+                             progress=lines.append, extend_grid=extend_grid)
+    return runs, calls, lines
+
+  def test_best_rate_below_the_grid_ends_interior(self):
+    # The peak is at 2e-4: 1e-3 -> 3e-4 -> 1e-4, where 3e-4 is interior.
+    runs, calls, lines = self.run_study(peak_at(2e-4), extend_grid=3)
+    self.assertLen(calls, 6 + 4)  # 2 rounds x 2 seeds.
+    self.assertEqual(calls[6:], ["softmax.dot.lr0.0003.seed0",
+                                 "softmax.dot.lr0.0003.seed1",
+                                 "softmax.dot.lr0.0001.seed0",
+                                 "softmax.dot.lr0.0001.seed1"])
+    self.assertLen(runs, 10)
+    records = {r["run"]: r for r in study.load_records(self.dir)}
+    chosen = study_report.select(list(records.values()), "top1_accuracy")
+    for seed in (0, 1):
+      self.assertEqual(chosen[("softmax", "dot", seed)]["learning_rate"],
+                       3e-4)
+    ext = records["softmax.dot.lr0.0001.seed0"]["extension"]
+    self.assertEqual(ext["round"], 2)
+    self.assertRegex(ext["reason"], "0.0003 .* is the lowest tried")
+    with open(os.path.join(self.dir, study.STUDY_FILE)) as f:
+      saved = json.load(f)
+    self.assertLen(saved["extensions"], 4)
+    self.assertIn("git_commit", saved["provenance"])
+    self.assertTrue(any("round 2" in line for line in lines))
+    # The same command again: everything finished, nothing trained.
+    _, again, _ = self.run_study(peak_at(2e-4), extend_grid=3)
+    self.assertEqual(again, [])
+    # The report reads the extension runs too.
+    paths = study_report.write_report(self.dir, progress=lambda _: None)
+    with open(paths["results"]) as f:
+      self.assertLen(f.read().strip().splitlines(), 1 + 10)
+
+  def test_limit_reached_is_said(self):
+    _, calls, lines = self.run_study(peak_at(1e-9), extend_grid=1)
+    self.assertLen(calls, 6 + 2)
+    self.assertTrue(any("still on the low learning_rate edge after "
+                        "--extend_grid=1 rounds" in line for line in lines),
+                    lines)
+
+  def test_no_extension_by_default(self):
+    _, calls, _ = self.run_study(peak_at(1e-9), extend_grid=0)
+    self.assertLen(calls, 6)
+
+  def test_negative_is_refused_before_writing(self):
+    with self.assertRaisesRegex(ValueError, r"^--extend_grid=-1 must be"):
+      self.run_study(peak_at(1e-3), extend_grid=-1)
+    self.assertFalse(os.path.exists(self.dir))
+
+
+if __name__ == "__main__":
+  tf.test.main()
