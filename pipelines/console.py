@@ -51,6 +51,7 @@ class _RunFolderHandler(py_logging.Handler):
     self._since = time.time()
     self._file = None
     self._pending: List[str] = []
+    self._closed = False
 
   def _started(self) -> bool:
     if not os.path.isdir(os.path.dirname(self._path)):
@@ -65,6 +66,14 @@ class _RunFolderHandler(py_logging.Handler):
   def emit(self, record: py_logging.LogRecord) -> None:
     try:
       line = self.format(record) + "\n"
+      if self._closed:
+        # After `logging.shutdown` closed the handler, objects deleted at
+        # exit still log (TensorFlow's checkpoint `__del__` warnings): each
+        # such line is appended on its own, never to a closed file.
+        if self._started():
+          with open(self._path, "a", encoding="utf-8") as f:
+            f.write(line)
+        return
       if self._file is None:
         if not self._started():
           self._pending.append(line)
@@ -80,6 +89,8 @@ class _RunFolderHandler(py_logging.Handler):
   def close(self) -> None:
     if self._file is not None:
       self._file.close()
+      self._file = None
+    self._closed = True
     super().close()
 
 

@@ -14,7 +14,8 @@ A run trained with --class_encoder=text also ranks classes it never saw:
   .venv/bin/python -m pipelines.predict --model_dir=runs/goemotions_text \
       --text="I can't wait for the trip" --classes=excitement,boredom,fear
  Without --text it reads
-instances from standard input, one per line, in batches of --batch_size, and
+instances from standard input, one per line (ended by \n, \r\n or \r),
+in batches of --batch_size, and
 prints each batch's rankings (an empty line between two instances) before it
 reads the next, so memory does not grow with the input. A bad line (empty,
 not UTF-8, too many segments) stops with one line naming it, after the
@@ -29,6 +30,7 @@ from absl import flags
 import numpy as np
 
 from pipelines import console
+from pipelines import line_input
 from rank4class_tf import class_encoders
 from rank4class_tf import serving
 
@@ -80,19 +82,6 @@ def parse_instances(lines, source, num_segments, first_line=1):
   return np.array(rows, dtype=object)
 
 
-def batches(stream, size):
-  """(number of the first line, [up to `size` lines]) of a binary stream,
-  read lazily so that memory stays one batch whatever the input's size."""
-  batch, first = [], 1
-  for number, line in enumerate(stream, start=1):
-    batch.append(line)
-    if len(batch) == size:
-      yield first, batch
-      batch, first = [], number + 1
-  if batch:
-    yield first, batch
-
-
 def print_rankings(rankings, first):
   """`name<TAB>score` lines per instance, an empty line between instances."""
   for i, ranking in enumerate(rankings):
@@ -111,6 +100,13 @@ def main(argv):
     sys.exit(f"predict: --top_k={FLAGS.top_k} must be > 0.")
   if FLAGS.batch_size <= 0:
     sys.exit(f"predict: --batch_size={FLAGS.batch_size} must be > 0.")
+  if FLAGS.classes is not None:
+    seen = {}
+    for i, name in enumerate(FLAGS.classes, start=1):
+      if name in seen:
+        sys.exit(f"predict: --classes: {name!r} is given twice (classes "
+                 f"{seen[name]} and {i}).")
+      seen[name] = i
   console.quiet()
   try:
     ranker = serving.ExportedRanker(FLAGS.model_dir, FLAGS.export)
@@ -125,7 +121,7 @@ def main(argv):
       source = [(1, [FLAGS.text])]
       name = "--text"
     else:
-      source = batches(sys.stdin.buffer, FLAGS.batch_size)
+      source = line_input.batches(sys.stdin.buffer, FLAGS.batch_size)
       name = "<stdin>"
     printed = False
     for first, lines in source:

@@ -166,10 +166,20 @@ def _validate_images(config: config_lib.TrainConfig) -> None:
 def check_files(config: config_lib.TrainConfig, data) -> None:
   """Checks the files a run reads besides its data (raises ValueError).
 
-  The init checkpoint, the class description file, the held-out class
-  names, and the shipped sorter of a `sodeep_*` loss for the
-  class count: `train` checks them before writing anything.
+  The batch size against the training split's size, the init checkpoint,
+  the class description file, the held-out class names, and the shipped
+  sorter of a `sodeep_*` loss for the class count: `train` checks them
+  before writing anything.
   """
+  if "train" in data.split_names:
+    size = data.size("train")
+    if config.trainer.batch_size > size:
+      # A batch larger than the split repeats its instances within one
+      # step, and an absurd one (10^6) crashes the process in a kernel.
+      raise ValueError(
+          f"--batch_size={config.trainer.batch_size} is larger than the "
+          f"{size} training instances of --dataset={config.data.dataset}; "
+          f"give at most {size}.")
   if config.model.init_checkpoint:
     pretrained.check_init_checkpoint(config.model.init_checkpoint)
   if config.model.class_descriptions:

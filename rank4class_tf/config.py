@@ -380,6 +380,9 @@ class TrainConfig:
       raise ValueError(f"--image_size={self.data.image_size!r} must be "
                        ">= 32.")
     trainer = self.trainer
+    if not 0 <= trainer.seed <= 2**32 - 1:
+      raise ValueError(f"--seed={trainer.seed} must be between 0 and "
+                       "2**32 - 1.")
     if trainer.train_steps % trainer.eval_every:
       raise ValueError(
           f"--train_steps={trainer.train_steps} must be a multiple of "

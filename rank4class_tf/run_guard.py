@@ -22,6 +22,7 @@ pipeline exports the diverged model; these callbacks raise instead.
 
 import errno
 import fcntl
+import fnmatch
 import math
 import os
 import shutil
@@ -87,9 +88,87 @@ def check_identity(model_dir: str, old: Optional[Dict[str, Any]],
         "--overwrite to start it afresh.")
 
 
+# What a run of this package writes into its model_dir, besides `STATE`:
+# top-level names (glob patterns), and for each folder `--overwrite` removes,
+# the names it may hold (None: any; Keras' backup is Keras' own).
+OWN_FILES = (LOCK_FILE, "log.txt", "feature_cache", "backup.unreadable",
+             "workertemp_*", ".*.tmp-*", "*.tmp",
+             # The study's files in a run folder (`study`, `study_report`).
+             "study.log", "study_result.json", "study_test.npz", "*.damaged",
+             "*.damaged.*", "events.out.tfevents.*")
+OWN_CONTENTS = {
+    "train": ("events.out.tfevents.*", "plugins"),
+    "validation": ("events.out.tfevents.*", "plugins"),
+    "checkpoints": ("checkpoint", "ckpt-*", ".*.tmp-*", "*.tmp"),
+    "best_checkpoint": ("checkpoint", "ckpt-*", "best.json", ".*.tmp-*",
+                        "*.tmp"),
+    "export": ("best_model_by_metric", "latest_model", ".tmp-*"),
+    "backup": None,
+}
+
+
+def _matches(name: str, patterns) -> bool:
+  return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def foreign_entries(model_dir: str) -> List[str]:
+  """The files and folders in `model_dir` that no run of this package
+  writes (paths relative to it, sorted): what `--overwrite` must never
+  delete. Looks one level into the folders `clear_state` removes."""
+  if not os.path.isdir(model_dir):
+    return []
+  foreign = []
+  for name in sorted(os.listdir(model_dir)):
+    path = os.path.join(model_dir, name)
+    if name in OWN_CONTENTS and os.path.isdir(path):
+      allowed = OWN_CONTENTS[name]
+      if allowed is not None:
+        foreign += [os.path.join(name, inner)
+                    for inner in sorted(os.listdir(path))
+                    if not _matches(inner, allowed)]
+    elif name not in STATE and not _matches(name, OWN_FILES):
+      foreign.append(name)
+  return foreign
+
+
+def check_model_dir(model_dir: str, overwrite: bool) -> None:
+  """Checks that a run can write `model_dir`, and that `--overwrite` would
+  delete nothing a run did not write. Writes nothing.
+
+  Raises:
+    ValueError: one line naming --model_dir: it is a file or lies under
+      one, cannot be written (permissions, a read-only file system), or
+      (with `overwrite`) holds files no run wrote, named.
+  """
+  flag = f"--model_dir={model_dir}"
+  if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+    raise ValueError(f"{flag} is a file, not a folder.")
+  existing = os.path.abspath(model_dir)
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise ValueError(f"{flag} lies under {existing}, which is a file.")
+  if os.statvfs(existing).f_flag & os.ST_RDONLY:
+    raise ValueError(f"{flag} cannot be written: {existing} is on a "
+                     "read-only file system.")
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise ValueError(f"{flag} cannot be written: permission denied on "
+                     f"{existing}.")
+  if overwrite:
+    foreign = foreign_entries(model_dir)
+    if foreign:
+      shown = ", ".join(foreign[:5]) + (
+          f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+      raise ValueError(
+          f"{flag} holds files no run of rank4class_tf wrote ({shown}); "
+          "--overwrite removes a run's own files only: move them, or choose "
+          "another --model_dir.")
+
+
 def clear_state(model_dir: str) -> None:
   """Removes every file of the run in `model_dir` (`STATE`), so that an
-  `--overwrite` run never mixes with the old one."""
+  `--overwrite` run never mixes with the old one. `check_model_dir` has
+  made sure that these hold nothing a run did not write."""
   for name in STATE:
     path = os.path.join(model_dir, name)
     if os.path.isdir(path):

@@ -50,6 +50,10 @@ BEST_EXPORT = "best_model_by_metric"
 LATEST_EXPORT = "latest_model"
 EXPORTS = (BEST_EXPORT, LATEST_EXPORT)
 SERVING_KEY = "serving_default"
+# A signature without input that returns the export's class names (index =
+# class id): clients name classes from the export itself, never from a file
+# beside it that may have been edited.
+CLASS_NAMES_KEY = "class_names"
 # The class-list signature of a text class encoder's export, and its input.
 CLASS_LIST_KEY = "rank_classes"
 CLASS_TEXTS = "class_texts"
@@ -107,7 +111,8 @@ def signatures(model: tf.keras.Model,
     top_k: ranked classes returned.
 
   Returns:
-    {SERVING_KEY: tf.function}, for `model.save(signatures=...)`.
+    {SERVING_KEY: tf.function, CLASS_NAMES_KEY: tf.function (no input ->
+    `class_names` [num_classes])}, for `model.save(signatures=...)`.
   """
   for name, asset in instance_inputs.serving_assets().items():
     setattr(model, name, asset)
@@ -129,7 +134,11 @@ def signatures(model: tf.keras.Model,
     return {"scores": scores, "top_k_ids": top_ids,
             "top_k_names": top_names, "top_k_scores": top_scores}
 
-  result = {SERVING_KEY: serve}
+  @tf.function(input_signature=[])
+  def names():
+    return {"class_names": class_names}
+
+  result = {SERVING_KEY: serve, CLASS_NAMES_KEY: names}
   parts = text_class_parts(model)
   if parts is not None:
     result[CLASS_LIST_KEY] = _class_list_signature(
@@ -240,8 +249,16 @@ def load_config(model_dir: str) -> config_lib.TrainConfig:
   path = os.path.join(model_dir, CONFIG_FILE)
   if not tf.io.gfile.exists(path):
     raise ValueError(f"{path} not found: --model_dir is not a trained run.")
-  with tf.io.gfile.GFile(path) as f:
-    return config_lib.TrainConfig.from_json(f.read())
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      return config_lib.TrainConfig.from_json(f.read())
+  except (ValueError, TypeError, KeyError, AttributeError,
+          tf.errors.OpError) as e:
+    # JSONDecodeError (a truncated file), TypeError (a field this version
+    # does not know), ...: one line naming the file.
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+    raise ValueError(f"{path} cannot be read as a run's config ({reason})."
+                     ) from None
 
 
 def load_class_names(model_dir: str) -> List[str]:
@@ -249,8 +266,29 @@ def load_class_names(model_dir: str) -> List[str]:
   path = os.path.join(model_dir, CLASSES_FILE)
   if not tf.io.gfile.exists(path):
     raise ValueError(f"{path} not found: --model_dir is not a trained run.")
-  with tf.io.gfile.GFile(path) as f:
-    return json.load(f)
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      names = json.load(f)
+  except (ValueError, tf.errors.OpError) as e:
+    raise ValueError(f"{path} cannot be read ({_first_line(e)}).") from None
+  if not isinstance(names, list) or not all(isinstance(n, str)
+                                            for n in names):
+    raise ValueError(f"{path} is not a list of class names.")
+  return names
+
+
+def _first_line(error: Exception) -> str:
+  text = str(error).strip()
+  return text.splitlines()[0] if text else type(error).__name__
+
+
+def _probe(spec: tf.TensorSpec) -> tf.Tensor:
+  """One instance the serving signature accepts: an empty text, or zeros of
+  the input's shape (32 where a dimension is free)."""
+  shape = [1] + [32 if d is None else d for d in spec.shape.as_list()[1:]]
+  if spec.dtype == tf.string:
+    return tf.fill(shape, "a")
+  return tf.zeros(shape, spec.dtype)
 
 
 class ExportedRanker:
@@ -268,22 +306,60 @@ class ExportedRanker:
   """
 
   def __init__(self, model_dir: str, export: str = BEST_EXPORT):
-    self.class_names = load_class_names(model_dir)
     export_dir = os.path.join(model_dir, "export", export)
     if not tf.io.gfile.exists(export_dir):
       raise ValueError(f"{export_dir} not found: the run has no export.")
-    self._signatures = tf.saved_model.load(export_dir).signatures
-    self._serve = self._signatures[SERVING_KEY]
+    try:
+      self._signatures = tf.saved_model.load(export_dir).signatures
+      self._serve = self._signatures[SERVING_KEY]
+    except Exception as e:  # pylint: disable=broad-except
+      # OSError (no saved_model.pb), DecodeError (a truncated one), ...
+      raise ValueError(
+          f"{export_dir} cannot be loaded ({_first_line(e)}): the export is "
+          f"damaged; remove it and write it again with pipelines.export "
+          f"--model_dir={model_dir}.") from None
     serving_file = os.path.join(model_dir, SERVING_FILE)
+    (key, spec), = self._serve.structured_input_signature[1].items()
     if tf.io.gfile.exists(serving_file):
-      with tf.io.gfile.GFile(serving_file) as f:
-        serving = json.load(f)
-      self.instance_key = serving["name"]
-      self.instance_shape = tuple(serving["shape"][1:])
+      try:
+        with tf.io.gfile.GFile(serving_file) as f:
+          serving = json.load(f)
+        self.instance_key = serving["name"]
+        self.instance_shape = tuple(serving["shape"][1:])
+      except (ValueError, KeyError, TypeError, tf.errors.OpError) as e:
+        raise ValueError(f"{serving_file} cannot be read "
+                         f"({_first_line(e)}).") from None
+      spec = tf.TensorSpec([None, *self.instance_shape], spec.dtype)
     else:  # A run exported with a static serving shape.
-      (self.instance_key, spec), = (
-          self._serve.structured_input_signature[1].items())
-      self.instance_shape = tuple(spec.shape[1:])
+      self.instance_key, self.instance_shape = key, tuple(spec.shape[1:])
+    self.class_names = self._class_names(model_dir, spec)
+
+  def _class_names(self, model_dir: str, spec: tf.TensorSpec) -> List[str]:
+    """The export's class names: from its `class_names` signature; for an
+    export written before it had one, classes.json, checked against what
+    the export itself ranks (its number of scores, and the names it gives
+    its top classes on one instance).
+
+    Raises:
+      ValueError: naming classes.json when it disagrees with the export.
+    """
+    if CLASS_NAMES_KEY in self._signatures:
+      names = self._signatures[CLASS_NAMES_KEY]()["class_names"].numpy()
+      return [name.decode("utf-8") for name in names]
+    names = load_class_names(model_dir)
+    path = os.path.join(model_dir, CLASSES_FILE)
+    outputs = self._serve(**{self.instance_key: _probe(spec)})
+    num_classes = int(outputs["scores"].shape[-1])
+    if len(names) != num_classes:
+      raise ValueError(f"{path} names {len(names)} classes; the export "
+                       f"ranks {num_classes}.")
+    ids = outputs["top_k_ids"].numpy()[0]
+    given = [n.decode("utf-8") for n in outputs["top_k_names"].numpy()[0]]
+    if [names[i] for i in ids] != given:
+      raise ValueError(f"{path} does not match the export's class names "
+                       f"(class {ids[0]} is {given[0]!r} in the export, "
+                       f"{names[ids[0]]!r} in the file).")
+    return names
 
   @property
   def ranks_class_lists(self) -> bool:

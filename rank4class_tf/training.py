@@ -24,6 +24,7 @@ classes.json, serving.json, export/) and:
 import contextlib
 import json
 import os
+import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
@@ -610,6 +611,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   distribute.configure_devices(trainer.cpu_devices)  # Before any TF op.
   checks.validate(config)
   config = resolve_defaults(config)
+  run_guard.check_model_dir(trainer.model_dir, trainer.overwrite)
   # Also before any op: a multi-worker strategy's collectives.
   strategy = distribute.get_strategy(trainer.strategy, trainer.tpu)
   if trainer.deterministic:
@@ -667,6 +669,20 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
           f"cannot write {e.filename or model_dir}: "
           f"{e.strerror or e}; the checkpoints and exports written before "
           "are intact.") from None
+    except tf.errors.OpError as e:
+      # A full disk or a lost permission inside a TensorFlow op (SaveV2 of
+      # a checkpoint, the events writer), or memory exhausted: one line.
+      # Anything else is a defect and keeps its traceback.
+      first = (e.message or str(e)).strip().splitlines()[0]
+      if not (isinstance(e, (tf.errors.ResourceExhaustedError,
+                             tf.errors.PermissionDeniedError)) or
+              "No space left" in first or "Read-only file system" in first):
+        raise
+      first = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", first)
+      _remove_partial_checkpoints(model_dir)
+      raise ValueError(
+          f"training stopped in {model_dir}: {type(e).__name__}: {first}; "
+          "the checkpoints and exports written before are intact.") from None
   if not chief:
     # TF-Ranking writes a non-chief worker's copies under workertemp_<id>.
     scratch = os.path.join(model_dir,
@@ -674,6 +690,16 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     if tf.io.gfile.exists(scratch):
       tf.io.gfile.rmtree(scratch)
   return os.path.join(model_dir, "export", serving.BEST_EXPORT)
+
+
+def _remove_partial_checkpoints(model_dir: str) -> None:
+  """Removes the `<checkpoint>_temp` folders a failed TensorFlow save
+  leaves (a full disk mid-`SaveV2`): half-written, never loadable."""
+  for folder in ("checkpoints", "best_checkpoint",
+                 os.path.join(BACKUP_DIR, "chief")):
+    for path in tf.io.gfile.glob(os.path.join(model_dir, folder, "*_temp*")):
+      if tf.io.gfile.isdir(path):
+        tf.io.gfile.rmtree(path)
 
 
 def _train_and_export(config: config_lib.TrainConfig, data,
@@ -690,8 +716,12 @@ def _train_and_export(config: config_lib.TrainConfig, data,
         model_dir, config, data.class_names,
         pipeline._dataset_builder.serving_spec)  # pylint: disable=protected-access
   final = None if trainer.overwrite else final_checkpoint(config)
-  if resume_epoch(model_dir) == 0 and final:
-    # Training finished but its exports did not, and the backup is gone.
+  num_epochs = trainer.train_steps // trainer.eval_every
+  if final and resume_epoch(model_dir) in (0, num_epochs):
+    # Training finished but its exports did not (killed during them): the
+    # final checkpoint is exported, whether the backup is gone or holds the
+    # last epoch (a `fit` of no epoch would restore the backup without the
+    # optimizer slots a step creates, and TensorFlow warns about each).
     logging.info("Training finished before; exporting from %s.", final)
     pipeline.export_only(final)
   else:

@@ -326,6 +326,12 @@ class ExportTest(tf.test.TestCase):
     again = run([sys.executable, "-c", CRASH_IN_BEST_EXPORT, "027",
                  *train_cmd(model_dir, *steps)[3:], "--crash=no"])
     self.assertNotIn("Epoch 1/2", again.stdout)
+    # Exported from the final checkpoint, not by a `fit` of no epoch over
+    # the backup (whose unrestored optimizer slots TensorFlow warns about
+    # at exit), and no log line is lost to a closed log file.
+    self.assertIn("Training finished before; exporting from", again.stderr)
+    self.assertNotIn("Logging error", again.stderr)
+    self.assertNotIn("Value in checkpoint could not be found", again.stderr)
     self.assertNotIn("Epoch 2/2", again.stdout)
     self.assertEqual(sorted(os.listdir(export)),
                      ["best_model_by_metric", "latest_model"])
