@@ -10,7 +10,9 @@ The serving signature `serving_default` takes raw instances under the
 dataset's instance key (float images, strings tokenized inside the graph, or
 raw uint8 images preprocessed inside the graph) and returns `scores`
 [batch_size, num_classes] in class id order, and best first `top_k_ids`,
-`top_k_names` and `top_k_scores` [batch_size, k].
+`top_k_names` and `top_k_scores` [batch_size, k]. The signature
+`class_names` (no input) returns the class names the export was trained on:
+clients name classes from the export itself, never from `classes.json`.
 
 Exports are written to a temporary sibling folder and renamed into place, so
 an interrupted export never leaves a SavedModel that loads. A run's

@@ -29,6 +29,7 @@ from rank4class_tf import run_guard
 from rank4class_tf import serving
 from rank4class_tf import training
 import helpers
+from test_study_hostile import nobody_can_run_python
 
 
 def tree_digest(folder):
@@ -152,6 +153,27 @@ class ModelDirTest(tf.test.TestCase):
       self.assert_refused(digits_config(folder),
                           r"^--model_dir=.*/run cannot be written: "
                           r"permission denied on .*\.$", folder)
+
+  def test_as_a_user_without_write_permission(self):
+    if os.getuid() != 0:
+      self.skipTest("needs root to drop to 'nobody'")
+    user = nobody_can_run_python()
+    if isinstance(user, str):
+      self.skipTest(user)
+    parent = tempfile.mkdtemp()
+    os.chmod(parent, 0o755)  # Readable, not writable, by nobody.
+    folder = os.path.join(parent, "run")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.train", "--dataset=digits",
+         "--train_steps=10", "--eval_every=10", f"--model_dir={folder}"],
+        cwd=helpers.REPO, capture_output=True, text=True,
+        env=dict(os.environ, HOME=parent),
+        preexec_fn=lambda: (os.setgid(user[1]), os.setuid(user[0])))
+    self.assertEqual(proc.returncode, 1, proc.stderr[-2000:])
+    self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                     f"train: --model_dir={folder} cannot be written: "
+                     f"permission denied on {parent}.")
+    self.assertEqual(os.listdir(parent), [])
 
   @pytest.mark.skipif(not can_mount(), reason="needs root and mount")
   def test_read_only_file_system(self):
