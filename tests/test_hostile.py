@@ -507,5 +507,25 @@ class ConsoleTest(tf.test.TestCase):
       self.assertEqual(f.read(), "before\nafter\n")
 
 
+  def test_tensorflow_warnings_printed_once(self):
+    # Under absl's `app.run`, TensorFlow's records reach both its own
+    # handler and absl's: after `quiet`, only absl's prints them.
+    script = (
+        "from absl import app\n"
+        "import tensorflow as tf\n"
+        "from pipelines import console\n"
+        "def main(argv):\n"
+        "  console.quiet()\n"
+        "  tf.get_logger().warning('the one warning')\n"
+        "  tf.get_logger().info('chatter')\n"
+        "app.run(main)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=helpers.REPO,
+                          capture_output=True, text=True, check=True)
+    lines = [l for l in proc.stderr.splitlines() if "the one warning" in l]
+    self.assertLen(lines, 1, proc.stderr)
+    self.assertRegex(lines[0], r"^W\d{4} .*\] the one warning$")
+    self.assertNotIn("chatter", proc.stderr)
+
+
 if __name__ == "__main__":
   tf.test.main()
