@@ -13,11 +13,16 @@ A run trained with --class_encoder=text also ranks classes it never saw:
 
   .venv/bin/python -m pipelines.predict --model_dir=runs/goemotions_text \
       --text="I can't wait for the trip" --classes=excitement,boredom,fear
- Without --text it reads
-instances from standard input, one per line (ended by \n, \r\n or \r),
-in batches of --batch_size, and
-prints each batch's rankings (an empty line between two instances) before it
-reads the next, so memory does not grow with the input. A bad line (empty,
+
+A class given twice in --classes is refused (`--classes: 'fear' is given
+twice (classes 3 and 4).`), not ranked twice. Class names always come from
+the export itself (its `class_names` signature), not from the run's
+classes.json.
+
+Without --text it reads instances from standard input, one per line (a line
+ends with \n, \r\n or a lone \r), in batches of --batch_size, and prints
+each batch's rankings (an empty line between two instances) before it reads
+the next, so memory does not grow with the input. A bad line (empty,
 not UTF-8, too many segments) stops with one line naming it, after the
 rankings of the batches before it. For two-segment datasets (MIND: title and
 abstract) an instance is `title<TAB>abstract`.
@@ -45,7 +50,7 @@ flags.DEFINE_enum("export", serving.BEST_EXPORT, serving.EXPORTS,
 flags.DEFINE_list("classes", None,
                   "Class texts to rank instead of the training classes "
                   "(runs trained with --class_encoder=text; at most "
-                  f"{class_encoders.MAX_SERVED_CLASSES}).")
+                  f"{class_encoders.MAX_SERVED_CLASSES}, each once).")
 
 FLAGS = flags.FLAGS
 
@@ -100,15 +105,10 @@ def main(argv):
     sys.exit(f"predict: --top_k={FLAGS.top_k} must be > 0.")
   if FLAGS.batch_size <= 0:
     sys.exit(f"predict: --batch_size={FLAGS.batch_size} must be > 0.")
-  if FLAGS.classes is not None:
-    seen = {}
-    for i, name in enumerate(FLAGS.classes, start=1):
-      if name in seen:
-        sys.exit(f"predict: --classes: {name!r} is given twice (classes "
-                 f"{seen[name]} and {i}).")
-      seen[name] = i
   console.quiet()
   try:
+    if FLAGS.classes is not None:
+      serving.check_class_texts(FLAGS.classes)  # Before the export loads.
     ranker = serving.ExportedRanker(FLAGS.model_dir, FLAGS.export)
     if FLAGS.classes is not None and not ranker.ranks_class_lists:
       raise ValueError(f"--classes: {FLAGS.model_dir} ranks its training "

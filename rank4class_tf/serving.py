@@ -299,6 +299,37 @@ def _probe(spec: tf.TensorSpec) -> tf.Tensor:
   return tf.zeros(shape, spec.dtype)
 
 
+def check_class_texts(class_texts: Sequence[str]) -> None:
+  """Checks a class list for `ExportedRanker.rank_class_list` (`predict
+  --classes`) before any export is loaded.
+
+  A text given twice is refused rather than dropped: it would be ranked
+  twice (two rows of one score), and dropping it would print fewer classes
+  than asked for without saying why.
+
+  >>> check_class_texts(["joy", "fear", "joy"])
+  Traceback (most recent call last):
+  ...
+  ValueError: --classes: 'joy' is given twice (classes 1 and 3).
+
+  Raises:
+    ValueError: the list is empty, longer than `class_encoders.
+      MAX_SERVED_CLASSES`, or has an empty or a repeated text.
+  """
+  limit = class_encoders.MAX_SERVED_CLASSES
+  if not class_texts or len(class_texts) > limit:
+    raise ValueError(f"--classes: {len(class_texts)} classes; give 1 to "
+                     f"{limit}.")
+  seen = {}
+  for i, text_ in enumerate(class_texts, start=1):
+    if not text_.strip():
+      raise ValueError(f"--classes: class {i} is an empty text.")
+    if text_ in seen:
+      raise ValueError(f"--classes: {text_!r} is given twice (classes "
+                       f"{seen[text_]} and {i}).")
+    seen[text_] = i
+
+
 class ExportedRanker:
   """Ranks the classes of raw instances with a run's exported SavedModel.
 
@@ -314,6 +345,9 @@ class ExportedRanker:
   """
 
   def __init__(self, model_dir: str, export: str = BEST_EXPORT):
+    if not tf.io.gfile.isdir(model_dir):
+      raise ValueError(f"{model_dir} not found: --model_dir is not a "
+                       "trained run.")
     export_dir = os.path.join(model_dir, "export", export)
     if not tf.io.gfile.exists(export_dir):
       raise ValueError(f"{export_dir} not found: the run has no export.")
@@ -399,21 +433,14 @@ class ExportedRanker:
 
     Raises:
       ValueError: the export has no such signature, or the class list is
-        empty, longer than `class_encoders.MAX_SERVED_CLASSES` or has an
-        empty text.
+        refused by `check_class_texts`.
     """
     if not self.ranks_class_lists:
       raise ValueError("this export ranks its training classes only: "
                        "class lists need a run trained with "
                        "--class_encoder=text.")
     class_texts = list(class_texts)
-    limit = class_encoders.MAX_SERVED_CLASSES
-    if not class_texts or len(class_texts) > limit:
-      raise ValueError(f"--classes: {len(class_texts)} classes; give 1 to "
-                       f"{limit}.")
-    for i, text_ in enumerate(class_texts, start=1):
-      if not text_.strip():
-        raise ValueError(f"--classes: class {i} is an empty text.")
+    check_class_texts(class_texts)
     outputs = self._signatures[CLASS_LIST_KEY](**{
         self.instance_key: tf.constant(instances),
         CLASS_TEXTS: tf.constant(class_texts)})
