@@ -597,10 +597,15 @@ def resolve_defaults(config: config_lib.TrainConfig
 def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   """Trains, checkpoints and exports one run; returns the best export's path.
 
-  The config and the data are checked before anything is written: a bad
-  config or missing data raises ValueError and leaves model_dir untouched.
-  A model_dir that already holds both exports is refused unless
-  `overwrite`. A run interrupted mid-training (a backup in
+  The config, the data, the batch size (against the training split and the
+  memory, `checks.check_batch_size`) and model_dir (a folder that can be
+  written and holds nothing a run did not write, `run_guard.
+  check_model_dir`) are checked before anything is written: each refusal
+  is a one-line ValueError that leaves model_dir untouched. A model_dir
+  that already holds both exports is refused unless `overwrite`, which
+  removes the old run's own files only. A full disk or lost permission
+  mid-run is a one-line ValueError naming the file too, and leaves no
+  half-written checkpoint. A run interrupted mid-training (a backup in
   model_dir/backup) resumes from its last completed validation, with the
   data stream realigned, when started again with the same config. The
   backup is deleted only once both exports are written: a run interrupted
