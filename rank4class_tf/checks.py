@@ -202,8 +202,8 @@ def batch_bytes(config: config_lib.TrainConfig, data) -> int:
 
 def available_memory() -> Optional[int]:
   """Bytes of memory a new allocation can still get: Linux's
-  `MemAvailable`, lowered to what a cgroup (v2) memory limit leaves; None
-  where neither is known (then no batch is refused for memory)."""
+  `MemAvailable`, lowered to what a cgroup (v2 or v1) memory limit leaves;
+  None where neither is known (then no batch is refused for memory)."""
   found = []
   try:
     with open("/proc/meminfo") as f:
@@ -212,15 +212,19 @@ def available_memory() -> Optional[int]:
           found.append(int(line.split()[1]) * 1024)
   except (OSError, ValueError, IndexError):
     pass
-  try:
-    with open("/sys/fs/cgroup/memory.max") as f:
-      limit = f.read().strip()
-    with open("/sys/fs/cgroup/memory.current") as f:
-      used = int(f.read().strip())
-    if limit != "max":
-      found.append(max(int(limit) - used, 0))
-  except (OSError, ValueError):
-    pass
+  for limit_file, used_file in (
+      ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+      ("/sys/fs/cgroup/memory/memory.limit_in_bytes",  # cgroup v1.
+       "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    try:
+      with open(limit_file) as f:
+        limit = f.read().strip()
+      with open(used_file) as f:
+        used = int(f.read().strip())
+      if limit != "max":  # v1's "no limit" is a huge number: min drops it.
+        found.append(max(int(limit) - used, 0))
+    except (OSError, ValueError):
+      pass
   return min(found) if found else None
 
 
