@@ -123,7 +123,7 @@ def main(argv):
       study_report.check_options(
           base.trainer.metrics,
           FLAGS.select_metric or base.trainer.best_metric,
-          FLAGS.bootstrap_samples, FLAGS.paper_table)
+          FLAGS.bootstrap_samples, FLAGS.paper_table, base.data.dataset)
       study_lib.run_study(FLAGS.study_dir, base, grid_from_flags(),
                           extend_grid=FLAGS.extend_grid)
     paths = study_report.write_report(
