@@ -327,7 +327,8 @@ class ReportTest(tf.test.TestCase):
 
   def test_figures_and_hparams(self):
     figures = sorted(os.listdir(self.paths["figures"]))
-    self.assertEqual(figures, ["mrr.png", "ndcg_at_5.png",
+    # digits: no paper table, so no paper_effects.png.
+    self.assertEqual(figures, ["effects.png", "mrr.png", "ndcg_at_5.png",
                                "top1_accuracy.png", "top5_accuracy.png",
                                "validation_curves.png"])
     from tensorboard.plugins.hparams import metadata  # pylint: disable=g-import-not-at-top
