@@ -45,6 +45,7 @@ import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
 from rank4class_tf import catalog
+from rank4class_tf import config as config_lib
 from rank4class_tf import encoders
 from rank4class_tf import fileio
 from rank4class_tf import metrics
@@ -635,6 +636,117 @@ def bruch_lines(records: Sequence[Dict]) -> List[str]:
   return lines
 
 
+ROBUSTNESS_METRICS = ("top1_accuracy", "ndcg@5", "mrr")
+
+
+def _cell_means(chosen: Dict[Tuple[str, str, int], Dict], metric: str
+               ) -> Dict[Tuple[str, str], float]:
+  """{(loss, interaction): mean over seeds of the chosen runs' test
+  metric}."""
+  values: Dict[Tuple[str, str], List[float]] = {}
+  for (loss, interaction, _), record in chosen.items():
+    values.setdefault((loss, interaction), []).append(record["test"][metric])
+  return {key: float(np.mean(v)) for key, v in values.items()}
+
+
+def robustness_lines(records: Sequence[Dict], metric_names: Sequence[str],
+                     select_metric: str, cells: Sequence[Cell]) -> List[str]:
+  """The verdict under selection by each of Top-1, NDCG@5 and MRR: Table 2
+  (the best Rank4Class cell against softmax + dot) and the signs of the
+  contrasts, with the contrasts whose sign changes named. Computed from the
+  records (means over seeds), so it needs no other runs' test arrays."""
+  selections = [m for m in ROBUSTNESS_METRICS if m in metric_names]
+  if len(selections) < 2:
+    return ["Fewer than two of Top-1, NDCG@5 and MRR were recorded: no "
+            "other selection to compare with."]
+  means = {m: {} for m in selections}
+  for selection in selections:
+    chosen = select(records, selection)
+    for metric in metric_names:
+      means[selection][metric] = _cell_means(chosen, metric)
+  lines = ["| selected by | metric | best Rank4Class cell | Δ against "
+           "softmax + dot |", "|---|---|---|---|"]
+  for selection in selections:
+    for metric in metric_names:
+      table = means[selection][metric]
+      if study_lib.BASELINE not in table or len(table) < 2:
+        continue
+      base = table[study_lib.BASELINE]
+      key, value = max(((k, v) for k, v in table.items()
+                        if k != study_lib.BASELINE), key=lambda kv: kv[1])
+      lines.append(f"| {metric_title(selection)} | {metric_title(metric)} | "
+                   f"{cell_title(key)} | {value - base:+.4f} |")
+  # The contrasts of the contrast table, by sign under each selection.
+  keys = {c.key for c in cells}
+  pairs = [((l, i), ("softmax", i)) for l, i in sorted(keys)
+           if l != "softmax" and ("softmax", i) in keys]
+  pairs += [((l, i), (l, "dot")) for l, i in sorted(keys)
+            if i != "dot" and (l, "dot") in keys]
+  changed = []
+  for a, b in pairs:
+    for metric in metric_names:
+      signs = {sel: np.sign(means[sel][metric].get(a, np.nan) -
+                            means[sel][metric].get(b, np.nan))
+               for sel in selections}
+      if len({v for v in signs.values() if not np.isnan(v)}) > 1:
+        changed.append(
+            f"{cell_title(a)} vs {cell_title(b)}, {metric_title(metric)} ("
+            + ", ".join(f"{metric_title(sel)}: {'+' if v > 0 else '−' if v < 0 else '0'}"
+                        for sel, v in signs.items()) + ")")
+  lines += ["", f"Of the {len(pairs) * len(metric_names)} contrasts "
+            f"(loss against softmax CE, interaction against dot, × "
+            f"{len(metric_names)} metrics), {len(changed)} change sign with "
+            "the selection metric" + (":" if changed else ".")]
+  lines += [f"- {text}" for text in changed]
+  return lines
+
+
+def per_class_lines(cells: Sequence[Cell], labels: Optional[np.ndarray],
+                    class_names: Sequence[str], top: int = 3) -> List[str]:
+  """Macro-averaged Top-1 and MRR per cell, and the classes on which each
+  ranking loss gains or loses most Top-1 against softmax CE (same
+  interaction); means over the cell's seeds."""
+  if labels is None or not cells or "top1_accuracy" not in (
+      cells[0].per_instance):
+    return ["No per-instance labels: no per-class view."]
+  classes = np.unique(labels)
+  def per_class(cell, metric):
+    seeds = sorted(cell.runs)
+    values = np.mean([cell.per_instance[metric][s] for s in seeds], axis=0)
+    return np.array([values[labels == c].mean() for c in classes])
+  has_mrr = "mrr" in cells[0].per_instance
+  lines = ["| cell | macro Top-1 | " + ("macro MRR |" if has_mrr else "")
+           , "|---|---|" + ("---|" if has_mrr else "")]
+  for cell in cells:
+    row = f"| {cell_title(cell.key)} | {per_class(cell, 'top1_accuracy').mean():.4f} |"
+    if has_mrr:
+      row += f" {per_class(cell, 'mrr').mean():.4f} |"
+    lines.append(row)
+  by_key = {c.key: c for c in cells}
+  name = lambda c: (class_names[c] if 0 <= c < len(class_names)
+                    else f"class {c}")
+  rows = []
+  for cell in cells:
+    reference = by_key.get(("softmax", cell.interaction))
+    if cell.loss == "softmax" or reference is None:
+      continue
+    delta = per_class(cell, "top1_accuracy") - per_class(
+        reference, "top1_accuracy")
+    order = np.argsort(delta, kind="stable")
+    support = [int((labels == c).sum()) for c in classes]
+    text = lambda i: f"{name(classes[i])} {delta[i]:+.3f} (n={support[i]})"
+    gains = ", ".join(text(i) for i in order[::-1][:top]
+                      if delta[i] > 0) or "—"
+    losses = ", ".join(text(i) for i in order[:top] if delta[i] < 0) or "—"
+    rows.append(f"| {cell_title(cell.key)} | {gains} | {losses} |")
+  if rows:
+    lines += ["", f"Per-class Top-1 against softmax CE with the same "
+              f"interaction: the {top} classes gained and lost most (n: the "
+              "class's test instances; small classes move most).", "",
+              "| cell | gains most | loses most |", "|---|---|---|"] + rows
+  return lines
+
+
 def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
                     cells: Sequence[Cell], records: Sequence[Dict],
                     metric_names: Sequence[str], select_metric: str,
@@ -644,7 +756,9 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
                     unreadable: Optional[Dict[str, str]] = None,
                     strays: Sequence[str] = (),
                     fair: Optional[Dict[str, Dict]] = None,
-                    study: Optional[Dict] = None) -> str:
+                    study: Optional[Dict] = None,
+                    labels: Optional[np.ndarray] = None,
+                    class_names: Sequence[str] = ()) -> str:
   """The whole tables.md.
 
   `paper`: the paper's tables to show effects beside (none: the dataset has
@@ -723,6 +837,13 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
             f"{statistics.num_pairs} pairs × {len(metric_names)} metrics).",
             ""]
   lines += informativeness_lines(statistics, metric_names, cells)
+  lines += ["", "## Robustness: the verdict under another selection metric",
+            "", f"This report chooses each run by validation "
+            f"{metric_title(select_metric)}; the same study chosen by each "
+            "of Top-1, NDCG@5 and MRR (means over seeds):", ""]
+  lines += robustness_lines(records, metric_names, select_metric, cells)
+  lines += ["", "## Per-class view", ""]
+  lines += per_class_lines(cells, labels, class_names)
   lines += ["", "## Softmax cross-entropy and the ranking metrics (Bruch "
             "et al. 2019)", "",
             "The claim: softmax CE tracks the ranking metrics, so a model "
@@ -1268,10 +1389,14 @@ def _write_report(study_dir, select_metric, num_samples, paper_table,
   fair = fairness_marks(records, shared["train_steps"])
   with open(os.path.join(study_dir, study_lib.STUDY_FILE)) as f:
     study = json.load(f)
+  labels = None
+  if inputs.arrays:
+    labels = next(iter(inputs.arrays.values())).get("labels")
   text = tables_markdown(shared, grid, cells, records, metric_names,
                          select_metric, statistics, num_samples, paper,
                          inputs.missing, inputs.unreadable, inputs.strays,
-                         fair, study)
+                         fair, study, labels,
+                         class_names_of(study_dir, shared))
   write_results_csv(paths["results"], records, chosen, shared, metric_names,
                     fair)
   _write(paths["tables"], lambda f: f.write(text))
@@ -1279,6 +1404,29 @@ def _write_report(study_dir, select_metric, num_samples, paper_table,
                 statistics, select_metric, paper)
   write_hparams(study_dir, records, grid, metric_names, chosen)
   return paths
+
+
+def class_names_of(study_dir: str, shared: Dict[str, object]) -> List[str]:
+  """The study's class names: a run folder's classes.json, else the
+  dataset's (loaded offline), else none (classes shown by id)."""
+  for path in sorted(tf.io.gfile.glob(os.path.join(
+      study_dir, study_lib.RUNS_DIR, "*", "classes.json")))[:1]:
+    try:
+      with open(path) as f:
+        return list(json.load(f))
+    except (OSError, ValueError):
+      break
+  try:
+    from rank4class_tf import catalog as catalog_lib  # pylint: disable=g-import-not-at-top,reimported
+    from rank4class_tf import datasets  # pylint: disable=g-import-not-at-top
+    if shared.get("dataset") in catalog_lib.TFDS_DATASETS:
+      return []  # Not prepared here, and not worth loading for names.
+    config = config_lib.TrainConfig.create(**{
+        k: v for k, v in shared.items()
+        if k in config_lib.TrainConfig().flat()})
+    return list(datasets.from_config(config.data).class_names)
+  except Exception:  # pylint: disable=broad-except
+    return []
 
 
 def check_summary_dir(study_dir: str, summary_dir: str) -> None:

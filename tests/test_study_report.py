@@ -268,6 +268,45 @@ class BruchTest(tf.test.TestCase):
     self.assertEqual(found[None]["runs"], 6)
 
 
+class RobustnessAndPerClassTest(tf.test.TestCase):
+
+  def test_a_contrast_whose_sign_depends_on_the_selection(self):
+    # ApproxNDCG: its 1e-3 run wins on validation Top-1 and is worse than
+    # softmax on test; its 1e-2 run wins on validation MRR and is better.
+    def val_of(run):
+      return 0.9 if run.learning_rate == 1e-3 else 0.5
+    def record_of(run):
+      if run.loss != "approx_ndcg":
+        return {}
+      top1 = 0.4 if run.learning_rate == 1e-3 else 0.6
+      return {"validation": {"top1_accuracy": 1.0 - top1,
+                             "top5_accuracy": 1.0, "ndcg@5": top1,
+                             "mrr": top1},
+              "test": {"top1_accuracy": top1, "top5_accuracy": 1.0,
+                       "ndcg@5": top1, "mrr": top1}}
+    folder = make_study(lambda run: np.tile([1., 0.], N // 2),
+                        val_of=val_of, record_of=record_of)
+    _, tables = report(folder)
+    self.assertIn("| Top-1 | Top-1 | ApproxNDCG + Dot | -0.1000 |", tables)
+    self.assertIn("| MRR | Top-1 | ApproxNDCG + Dot | +0.1000 |", tables)
+    self.assertIn("- ApproxNDCG + Dot vs Softmax CE + Dot, Top-1 (Top-1: −, "
+                  "NDCG@5: +, MRR: +)", tables)
+
+  def test_per_class(self):
+    cell = lambda loss, hits_: study_report.Cell(
+        loss, "dot", {0: {}}, {"top1_accuracy": {0: np.array(hits_)},
+                              "mrr": {0: np.array(hits_)}})
+    labels = np.array([0, 0, 1, 1, 1, 2])
+    base = cell("softmax", [1., 1., 0., 0., 0., 1.])
+    other = cell("mse", [0., 1., 1., 1., 1., 1.])
+    lines = study_report.per_class_lines([base, other], labels,
+                                         ["a", "b", "c"])
+    # Macro Top-1: mean over classes of the per-class means.
+    self.assertIn("| Softmax CE + Dot | 0.6667 | 0.6667 |", lines)
+    self.assertIn("| MSE + Dot | 0.8333 | 0.8333 |", lines)
+    self.assertIn("| MSE + Dot | b +1.000 (n=3) | a -0.500 (n=2) |", lines)
+
+
 class DeterminismTest(tf.test.TestCase):
 
   def test_report_twice_is_byte_identical(self):
