@@ -246,7 +246,8 @@ def fairness_marks(records: Sequence[Dict], train_steps: int
   for r in records:
     groups.setdefault((r["loss"], r["interaction"], r["seed"]), []).append(r)
   return {r["run"]: study_stats.fairness(
-      r, groups[(r["loss"], r["interaction"], r["seed"])], train_steps)
+      r, groups[(r["loss"], r["interaction"], r["seed"])],
+      (r.get("extended_steps") or {}).get("to", train_steps))
           for r in records}
 
 
