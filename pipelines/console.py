@@ -35,6 +35,13 @@ class _ConsoleFilter(py_logging.Filter):
             any(part in record.pathname for part in _OWN_CODE))
 
 
+class _Nothing(py_logging.Filter):
+  """Drops every record (a handler whose records another one prints)."""
+
+  def filter(self, record: py_logging.LogRecord) -> bool:
+    return False
+
+
 class _RunFolderHandler(py_logging.Handler):
   """Appends records to `path` once the run has started writing; until then
   keeps them in memory, so a run refused before it writes anything changes
@@ -121,10 +128,17 @@ def quiet(log_dir: Optional[str] = None,
   if flags.FLAGS["verbosity"].present:
     return None
   # absl's handler (on the root logger) and TensorFlow's own handler on the
-  # `tensorflow` logger both write to the console.
-  for logger in (py_logging.getLogger(), py_logging.getLogger("tensorflow")):
-    for handler in logger.handlers:
-      handler.addFilter(_ConsoleFilter())
+  # `tensorflow` logger both write to the console. TensorFlow's records
+  # also reach the root logger, so where absl's handler is there (under
+  # `app.run`), TensorFlow's own prints nothing: each warning once, not
+  # twice (`WARNING:tensorflow:...` and absl's `W1125 ...` line).
+  root = py_logging.getLogger()
+  absl_on_root = any(isinstance(handler, logging.ABSLHandler)
+                     for handler in root.handlers)
+  for handler in root.handlers:
+    handler.addFilter(_ConsoleFilter())
+  for handler in py_logging.getLogger("tensorflow").handlers:
+    handler.addFilter(_Nothing() if absl_on_root else _ConsoleFilter())
   logging.set_verbosity(logging.INFO)
   if not log_dir or _is_worker():
     return None

@@ -4,9 +4,13 @@
 tell), then checks every name against its kind's lookup (datasets,
 encoders, interactions, losses, metrics, sorters, strategies) and the
 combinations the kinds allow. `check_files` checks the files a run reads
-besides its data. Both run no TensorFlow op: a multi-worker strategy must
-be created before the first one.
+besides its data, and the batch size against the data and the memory
+(`batch_bytes`, `available_memory`). Both run no TensorFlow op: a
+multi-worker strategy must be created before the first one.
 """
+
+import os
+from typing import Optional
 
 from rank4class_tf import catalog
 from rank4class_tf import class_encoders
@@ -163,23 +167,103 @@ def _validate_images(config: config_lib.TrainConfig) -> None:
                        "Garden ResNet-50 checkpoint.")
 
 
-def check_files(config: config_lib.TrainConfig, data) -> None:
-  """Checks the files a run reads besides its data (raises ValueError).
+# Batches held at once: the one being trained on and the one tf.data
+# prefetches (`datasets.ranking_dataset`).
+BATCHES_HELD = 2
 
-  The batch size against the training split's size, the init checkpoint,
-  the class description file, the held-out class names, and the shipped
-  sorter of a `sodeep_*` loss for the class count: `train` checks them
-  before writing anything.
+
+def batch_bytes(config: config_lib.TrainConfig, data) -> int:
+  """A lower bound of one training batch's bytes, per instance.
+
+  What any model of this package holds for an instance whatever its
+  encoder: the instance as the model reads it (`data.instance_shape`, 4
+  bytes per value; a text's `max_seq_length` int32 token ids per segment),
+  its labels and its scores, [num_classes] float32 each. Activations, which
+  depend on the encoder, come on top.
+
+  >>> import types
+  >>> import tensorflow as tf
+  >>> digits = types.SimpleNamespace(instance_shape=(8, 8, 1),
+  ...                                instance_dtype=tf.float32,
+  ...                                is_text=False, num_classes=10)
+  >>> batch_bytes(config_lib.TrainConfig.create(dataset="digits"), digits)
+  336
   """
+  if data.is_text:
+    segments = data.instance_shape[0] if data.instance_shape else 1
+    instance = 4 * config.model.max_seq_length * segments
+  else:
+    values = 1
+    for dim in data.instance_shape:
+      values *= dim or 1  # Raw images of any size: at least one value.
+    instance = 4 * values
+  return instance + 2 * 4 * data.num_classes
+
+
+def available_memory() -> Optional[int]:
+  """Bytes of memory a new allocation can still get: Linux's
+  `MemAvailable`, lowered to what a cgroup (v2) memory limit leaves; None
+  where neither is known (then no batch is refused for memory)."""
+  found = []
+  try:
+    with open("/proc/meminfo") as f:
+      for line in f:
+        if line.startswith("MemAvailable:"):
+          found.append(int(line.split()[1]) * 1024)
+  except (OSError, ValueError, IndexError):
+    pass
+  try:
+    with open("/sys/fs/cgroup/memory.max") as f:
+      limit = f.read().strip()
+    with open("/sys/fs/cgroup/memory.current") as f:
+      used = int(f.read().strip())
+    if limit != "max":
+      found.append(max(int(limit) - used, 0))
+  except (OSError, ValueError):
+    pass
+  return min(found) if found else None
+
+
+def check_batch_size(config: config_lib.TrainConfig, data) -> None:
+  """Refuses a batch size the data or the memory cannot hold.
+
+  A batch larger than the training split repeats its instances within one
+  step, and an absurd one (10^6 on digits) used to crash the process in a
+  kernel (a segmentation fault) after the run had started writing. A batch
+  whose lower bound (`batch_bytes`, `BATCHES_HELD` batches at once) exceeds
+  the available memory would only end in the kernel's out-of-memory kill.
+
+  Raises:
+    ValueError: one line naming --batch_size and the largest it allows.
+  """
+  batch_size = config.trainer.batch_size
   if "train" in data.split_names:
     size = data.size("train")
-    if config.trainer.batch_size > size:
-      # A batch larger than the split repeats its instances within one
-      # step, and an absurd one (10^6) crashes the process in a kernel.
+    if batch_size > size:
       raise ValueError(
-          f"--batch_size={config.trainer.batch_size} is larger than the "
-          f"{size} training instances of --dataset={config.data.dataset}; "
-          f"give at most {size}.")
+          f"--batch_size={batch_size} is larger than the {size} training "
+          f"instances of --dataset={config.data.dataset}; give at most "
+          f"{size}.")
+  available = available_memory()
+  per_instance = BATCHES_HELD * batch_bytes(config, data)
+  if available is not None and batch_size * per_instance > available:
+    raise ValueError(
+        f"--batch_size={batch_size} needs at least "
+        f"{batch_size * per_instance / 1e9:.2f} GB of memory for its "
+        f"batches of --dataset={config.data.dataset} ({per_instance} bytes "
+        f"per instance); {available / 1e9:.2f} GB is available: give at "
+        f"most {available // per_instance}.")
+
+
+def check_files(config: config_lib.TrainConfig, data) -> None:
+  """Checks what a run reads besides its config (raises ValueError).
+
+  The batch size against the training split's size and the memory
+  (`check_batch_size`), the init checkpoint, the class description file,
+  the held-out class names, and the shipped sorter of a `sodeep_*` loss for
+  the class count: `train` checks them before writing anything.
+  """
+  check_batch_size(config, data)
   if config.model.init_checkpoint:
     pretrained.check_init_checkpoint(config.model.init_checkpoint)
   if config.model.class_descriptions:

@@ -90,7 +90,7 @@ def check_identity(model_dir: str, old: Optional[Dict[str, Any]],
 
 # What a run of this package writes into its model_dir, besides `STATE`:
 # top-level names (glob patterns), and for each folder `--overwrite` removes,
-# the names it may hold (None: any; Keras' backup is Keras' own).
+# the names it may hold (Keras' backup folders below `backup/` are Keras').
 OWN_FILES = (LOCK_FILE, "log.txt", "feature_cache", "backup.unreadable",
              "workertemp_*", ".*.tmp-*", "*.tmp",
              # The study's files in a run folder (`study`, `study_report`).
@@ -103,7 +103,7 @@ OWN_CONTENTS = {
     "best_checkpoint": ("checkpoint", "ckpt-*", "best.json", ".*.tmp-*",
                         "*.tmp"),
     "export": ("best_model_by_metric", "latest_model", ".tmp-*"),
-    "backup": None,
+    "backup": ("chief", "worker*"),
 }
 
 
@@ -114,31 +114,49 @@ def _matches(name: str, patterns) -> bool:
 def foreign_entries(model_dir: str) -> List[str]:
   """The files and folders in `model_dir` that no run of this package
   writes (paths relative to it, sorted): what `--overwrite` must never
-  delete. Looks one level into the folders `clear_state` removes."""
+  delete. Looks one level into the folders `clear_state` removes; one of
+  their names held by a file (a `train` that is no folder) is foreign.
+
+  >>> import tempfile
+  >>> folder = tempfile.mkdtemp()
+  >>> os.makedirs(os.path.join(folder, "train"))
+  >>> for name in ("log.txt", "train/events.out.tfevents.1.host",
+  ...              "train/data.csv", "notes.txt"):
+  ...   open(os.path.join(folder, name), "w").close()
+  >>> foreign_entries(folder)
+  ['notes.txt', 'train/data.csv']
+  """
   if not os.path.isdir(model_dir):
     return []
   foreign = []
   for name in sorted(os.listdir(model_dir)):
     path = os.path.join(model_dir, name)
-    if name in OWN_CONTENTS and os.path.isdir(path):
-      allowed = OWN_CONTENTS[name]
-      if allowed is not None:
+    if name in OWN_CONTENTS:
+      if os.path.isdir(path):
         foreign += [os.path.join(name, inner)
                     for inner in sorted(os.listdir(path))
-                    if not _matches(inner, allowed)]
+                    if not _matches(inner, OWN_CONTENTS[name])]
+      else:
+        foreign.append(name)
     elif name not in STATE and not _matches(name, OWN_FILES):
       foreign.append(name)
   return foreign
 
 
 def check_model_dir(model_dir: str, overwrite: bool) -> None:
-  """Checks that a run can write `model_dir`, and that `--overwrite` would
-  delete nothing a run did not write. Writes nothing.
+  """Checks that a run can write `model_dir` and would lose nothing there.
+  Writes nothing.
+
+  A folder holding files no run wrote (`foreign_entries`) is refused when
+  it has no `config.json` (it is not a run's folder: a run would mix its
+  files with the user's, and a later `--overwrite` would have to delete
+  around them), and, with `overwrite`, also when it has one: `--overwrite`
+  removes a run's own files (`clear_state`) and never anything else.
 
   Raises:
     ValueError: one line naming --model_dir: it is a file or lies under
       one, cannot be written (permissions, a read-only file system), or
-      (with `overwrite`) holds files no run wrote, named.
+      holds files no run wrote (the first five named).
   """
   flag = f"--model_dir={model_dir}"
   if os.path.exists(model_dir) and not os.path.isdir(model_dir):
@@ -154,15 +172,21 @@ def check_model_dir(model_dir: str, overwrite: bool) -> None:
   if not os.access(existing, os.W_OK | os.X_OK):
     raise ValueError(f"{flag} cannot be written: permission denied on "
                      f"{existing}.")
+  foreign = foreign_entries(model_dir)
+  if not foreign:
+    return
+  shown = ", ".join(foreign[:5]) + (
+      f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+  if not os.path.exists(os.path.join(model_dir, "config.json")):
+    raise ValueError(
+        f"{flag} holds files no run of rank4class_tf wrote ({shown}) and no "
+        "run's config.json: it is not a run's folder; choose an empty or new "
+        "--model_dir.")
   if overwrite:
-    foreign = foreign_entries(model_dir)
-    if foreign:
-      shown = ", ".join(foreign[:5]) + (
-          f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-      raise ValueError(
-          f"{flag} holds files no run of rank4class_tf wrote ({shown}); "
-          "--overwrite removes a run's own files only: move them, or choose "
-          "another --model_dir.")
+    raise ValueError(
+        f"{flag} holds files no run of rank4class_tf wrote ({shown}); "
+        "--overwrite removes a run's own files only: move them, or choose "
+        "another --model_dir.")
 
 
 def clear_state(model_dir: str) -> None:

@@ -136,6 +136,12 @@ def signatures(model: tf.keras.Model,
     return {"scores": scores, "top_k_ids": top_ids,
             "top_k_names": top_names, "top_k_scores": top_scores}
 
+  # The names travel as a signature, not as an attribute tracked on the
+  # model: signatures are part of the SavedModel's MetaGraphDef, written and
+  # read back by `tf.saved_model.load` alike on TF 2.15 (Keras 2) and on TF
+  # 2.20 with tf-keras, with no Keras at all (and by TF Serving and
+  # `saved_model_cli`), while which attributes a `model.save` tracks depends
+  # on the Keras version.
   @tf.function(input_signature=[])
   def names():
     return {"class_names": class_names}
@@ -337,10 +343,15 @@ class ExportedRanker:
     self.class_names = self._class_names(model_dir, spec)
 
   def _class_names(self, model_dir: str, spec: tf.TensorSpec) -> List[str]:
-    """The export's class names: from its `class_names` signature; for an
-    export written before it had one, classes.json, checked against what
-    the export itself ranks (its number of scores, and the names it gives
-    its top classes on one instance).
+    """The export's class names: from its `class_names` signature.
+
+    An export written before it had one names its classes in the string
+    constant its `serving_default` gathers `top_k_names` from (one of the
+    function's captured inputs, [num_classes]), found as the one that gives
+    the export's own `top_k_ids` -> `top_k_names` on a probe instance;
+    `classes.json` must agree with it. Where no such constant is found,
+    `classes.json` is checked against the export's number of scores and the
+    names it gives its top classes on the probe.
 
     Raises:
       ValueError: naming classes.json when it disagrees with the export.
@@ -348,19 +359,31 @@ class ExportedRanker:
     if CLASS_NAMES_KEY in self._signatures:
       names = self._signatures[CLASS_NAMES_KEY]()["class_names"].numpy()
       return [name.decode("utf-8") for name in names]
-    names = load_class_names(model_dir)
     path = os.path.join(model_dir, CLASSES_FILE)
     outputs = self._serve(**{self.instance_key: _probe(spec)})
     num_classes = int(outputs["scores"].shape[-1])
+    ids = outputs["top_k_ids"].numpy()[0]
+    given = [n.decode("utf-8") for n in outputs["top_k_names"].numpy()[0]]
+    found = set()
+    for value in self._serve.captured_inputs:
+      if value.dtype == tf.string and value.shape == [num_classes]:
+        candidate = tuple(n.decode("utf-8") for n in value.numpy())
+        if [candidate[i] for i in ids] == given:
+          found.add(candidate)
+    exported = list(found.pop()) if len(found) == 1 else None
+    if exported is not None and not tf.io.gfile.exists(path):
+      return exported
+    names = load_class_names(model_dir)
     if len(names) != num_classes:
       raise ValueError(f"{path} names {len(names)} classes; the export "
                        f"ranks {num_classes}.")
-    ids = outputs["top_k_ids"].numpy()[0]
-    given = [n.decode("utf-8") for n in outputs["top_k_names"].numpy()[0]]
-    if [names[i] for i in ids] != given:
-      raise ValueError(f"{path} does not match the export's class names "
-                       f"(class {ids[0]} is {given[0]!r} in the export, "
-                       f"{names[ids[0]]!r} in the file).")
+    for i in (range(num_classes) if exported is not None else ids):
+      truth = exported[i] if exported is not None else given[
+          list(ids).index(i)]
+      if names[i] != truth:
+        raise ValueError(f"{path} does not match the export's class names "
+                         f"(class {i} is {truth!r} in the export, "
+                         f"{names[i]!r} in the file).")
     return names
 
   @property

@@ -621,7 +621,8 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   checks.check_files(config, data)
   model_dir = trainer.model_dir
   chief = distribute.is_chief(strategy)
-  if chief:
+  if chief and not trainer.overwrite:
+    # `--overwrite` replaces the run there, readable or not.
     run_guard.check_identity(model_dir, previous_config(model_dir),
                              config.flat(), trainer.overwrite)
   extend_from = None
@@ -754,9 +755,9 @@ def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
     return None
   try:
     return serving.load_config(model_dir).flat()
-  except (ValueError, TypeError, KeyError) as e:
-    raise ValueError(f"{path} cannot be read ({e}); pass --overwrite to "
-                     "start the run afresh.") from None
+  except ValueError as e:  # `load_config`'s line, which names the file.
+    raise ValueError(f"{str(e).rstrip('.')}; pass --overwrite to start the "
+                     "run afresh.") from None
 
 
 def extension_start(config: config_lib.TrainConfig

@@ -406,7 +406,8 @@ class BadInputTest(tf.test.TestCase):
     model_dir = os.path.join(tempfile.mkdtemp(), "run")
     common = dict(dataset="goemotions", data_dir=data_dir, encoder="bert",
                   init_checkpoint="minilm", max_seq_length=12,
-                  train_steps=2, eval_every=1, model_dir=model_dir)
+                  train_steps=2, eval_every=1, batch_size=4,
+                  model_dir=model_dir)
     bad_file = write(["joy", "anger", "anger"])
     cases = [
         (dict(class_encoder="text", class_descriptions=bad_file),

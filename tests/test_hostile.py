@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from pipelines import console
 from pipelines import line_input
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_guard
 from rank4class_tf import serving
@@ -62,6 +63,37 @@ def can_mount() -> bool:
   return ok
 
 
+NOBODY = 65534
+# Root without the capabilities that bypass file permissions.
+_NO_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+           "--inh-caps=-dac_override,-dac_read_search"]
+
+
+def without_write_permission():
+  """How to run a command that may not write into a folder owned by
+  `nobody` with mode 0755 (call as root): (command prefix, preexec_fn).
+
+  As `nobody` where it can run this interpreter on the repository; else as
+  root without CAP_DAC_OVERRIDE (`setpriv`), which leaves root the
+  permissions of any other user on that folder. The reason, where neither
+  works."""
+  user = nobody_can_run_python()
+  if not isinstance(user, str):
+    return [], lambda: (os.setgid(user[1]), os.setuid(user[0]))
+  if not shutil.which("setpriv"):
+    return f"{user}; no setpriv to drop root's capabilities"
+  folder = tempfile.mkdtemp()
+  os.chown(folder, NOBODY, NOBODY)
+  os.chmod(folder, 0o755)
+  probe = subprocess.run([*_NO_DAC, sys.executable, "-c",
+                          f"open({os.path.join(folder, 'x')!r}, 'w')"],
+                         capture_output=True)
+  if b"PermissionError" not in probe.stderr:
+    return (f"{user}; setpriv does not take root's permissions away "
+            f"({probe.stderr.decode(errors='replace').strip()[-200:]})")
+  return _NO_DAC, None
+
+
 class OverwriteTest(tf.test.TestCase):
   """Case 1: --overwrite removes only what a run of this package wrote."""
 
@@ -75,10 +107,22 @@ class OverwriteTest(tf.test.TestCase):
     before = tree_digest(folder)
     self.assertEqual(run_guard.foreign_entries(folder),
                      ["notes.txt", "train/data.csv"])
+    # No config.json: not a run's folder, with or without --overwrite.
+    for overwrite in (False, True):
+      with self.assertRaisesRegex(
+          ValueError, r"^--model_dir=.* holds files no run of rank4class_tf "
+          r"wrote \(notes.txt, train/data.csv\) and no run's config.json: "
+          r"it is not a run's folder; choose an empty or new --model_dir\.$"):
+        training.train(digits_config(folder, overwrite=overwrite))
+      self.assertEqual(tree_digest(folder), before)
+    # A run's folder with the user's files in it: --overwrite refuses.
+    with open(os.path.join(folder, "config.json"), "w") as f:
+      f.write(digits_config(folder).to_json())
+    before = tree_digest(folder)
     with self.assertRaisesRegex(
         ValueError, r"^--model_dir=.* holds files no run of rank4class_tf "
         r"wrote \(notes.txt, train/data.csv\); --overwrite removes a run's "
-        r"own files only"):
+        r"own files only: move them, or choose another --model_dir\.$"):
       training.train(digits_config(folder, overwrite=True))
     self.assertEqual(tree_digest(folder), before)
 
@@ -101,6 +145,12 @@ class OverwriteTest(tf.test.TestCase):
     open(os.path.join(folder, "checkpoints", "my.txt"), "w").close()
     self.assertEqual(run_guard.foreign_entries(folder),
                      ["checkpoints/my.txt"])
+    # A file where a run keeps a folder, and a file beside Keras' backups.
+    shutil.rmtree(os.path.join(folder, "validation"))
+    open(os.path.join(folder, "validation"), "w").close()
+    open(os.path.join(folder, "backup", "mine.csv"), "w").close()
+    self.assertEqual(run_guard.foreign_entries(folder),
+                     ["backup/mine.csv", "checkpoints/my.txt", "validation"])
 
   def test_binary(self):
     folder = tempfile.mkdtemp()
@@ -114,13 +164,12 @@ class OverwriteTest(tf.test.TestCase):
     self.assertEqual(proc.returncode, 1)
     self.assertEqual(proc.stderr.strip().splitlines()[-1],
                      f"train: --model_dir={folder} holds files no run of "
-                     "rank4class_tf wrote (train/data.csv); --overwrite "
-                     "removes a run's own files only: move them, or choose "
-                     "another --model_dir.")
-    self.assertEqual(tree_digest(folder), {"train/data.csv": tree_digest(
-        folder)["train/data.csv"]})
-    with open(os.path.join(folder, "train", "data.csv")) as f:
-      self.assertEqual(f.read(), "keep\n")
+                     "rank4class_tf wrote (train/data.csv) and no run's "
+                     "config.json: it is not a run's folder; choose an empty "
+                     "or new --model_dir.")
+    self.assertNotIn("Traceback", proc.stderr)
+    self.assertEqual(tree_digest(folder), {
+        "train/data.csv": hashlib.sha256(b"keep\n").hexdigest()})
 
 
 class ModelDirTest(tf.test.TestCase):
@@ -156,23 +205,25 @@ class ModelDirTest(tf.test.TestCase):
 
   def test_as_a_user_without_write_permission(self):
     if os.getuid() != 0:
-      self.skipTest("needs root to drop to 'nobody'")
-    user = nobody_can_run_python()
-    if isinstance(user, str):
-      self.skipTest(user)
+      self.skipTest("needs root to take write permission away")
+    how = without_write_permission()
+    if isinstance(how, str):
+      self.skipTest(how)
+    prefix, preexec_fn = how
     parent = tempfile.mkdtemp()
-    os.chmod(parent, 0o755)  # Readable, not writable, by nobody.
+    os.chown(parent, NOBODY, NOBODY)
+    os.chmod(parent, 0o755)  # Readable, not writable, by anyone but nobody.
     folder = os.path.join(parent, "run")
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.train", "--dataset=digits",
+        [*prefix, sys.executable, "-m", "pipelines.train", "--dataset=digits",
          "--train_steps=10", "--eval_every=10", f"--model_dir={folder}"],
         cwd=helpers.REPO, capture_output=True, text=True,
-        env=dict(os.environ, HOME=parent),
-        preexec_fn=lambda: (os.setgid(user[1]), os.setuid(user[0])))
+        preexec_fn=preexec_fn)
     self.assertEqual(proc.returncode, 1, proc.stderr[-2000:])
     self.assertEqual(proc.stderr.strip().splitlines()[-1],
                      f"train: --model_dir={folder} cannot be written: "
                      f"permission denied on {parent}.")
+    self.assertNotIn("Traceback", proc.stderr)
     self.assertEqual(os.listdir(parent), [])
 
   @pytest.mark.skipif(not can_mount(), reason="needs root and mount")
@@ -198,11 +249,26 @@ class ModelDirTest(tf.test.TestCase):
                         r"most 1257\.$", folder)
     self.assertFalse(os.path.exists(folder))
 
+  def test_batch_larger_than_the_memory(self):
+    folder = os.path.join(tempfile.mkdtemp(), "run")
+    # Per digits instance: 8 x 8 x 1 values, 10 labels and 10 scores of 4
+    # bytes, twice (the batch in use and the prefetched one): 672 bytes.
+    with mock.patch.object(checks, "available_memory",
+                           return_value=500_000):
+      self.assert_refused(
+          digits_config(folder, batch_size=1000),
+          r"^--batch_size=1000 needs at least 0\.00 GB of memory for its "
+          r"batches of --dataset=digits \(672 bytes per instance\); 0\.00 GB "
+          r"is available: give at most 744\.$", folder)
+    self.assertFalse(os.path.exists(folder))
+    self.assertGreater(checks.available_memory(), 0)  # Read from /proc.
+
   def test_seed_out_of_range(self):
     for seed in (-1, 2**32):
       with self.assertRaisesRegex(ValueError, rf"^--seed={seed} must be "
                                   r"between 0 and 2\*\*32 - 1\.$"):
-        digits_config("unused", seed=seed).validate()
+        checks.validate(digits_config("unused", seed=seed))
+    checks.validate(digits_config("unused", seed=2**32 - 1))
 
   def test_binary_batch_size(self):
     folder = os.path.join(tempfile.mkdtemp(), "f7")
@@ -295,6 +361,46 @@ class ServingTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r"^.*/classes.json names 9 "
                                 r"classes; the export ranks 10\.$"):
       serving.ExportedRanker(folder)
+
+  def test_old_export_names_come_from_its_graph(self):
+    # The constant the old export's serving_default names its top classes
+    # from: two names swapped outside the probe's top classes are found.
+    folder = self.copy()
+    best = os.path.join(folder, "export", serving.BEST_EXPORT)
+    loaded = tf.saved_model.load(best)
+    serve = loaded.signatures[serving.SERVING_KEY]
+    old = os.path.join(folder, "old")
+    tf.saved_model.save(loaded, old, signatures={serving.SERVING_KEY: serve})
+    shutil.rmtree(best)
+    os.rename(old, best)
+    top = set(serve(image=tf.zeros([1, 8, 8, 1]))["top_k_ids"].numpy()[0])
+    a, b = [i for i in range(10) if i not in top][:2]
+    names = list(self.names)
+    names[a], names[b] = names[b], names[a]
+    self.write_classes(folder, names)
+    with self.assertRaisesRegex(
+        ValueError, rf"^.*/classes.json does not match the export's class "
+        rf"names \(class {a} is '{self.names[a]}' in the export, "
+        rf"'{self.names[b]}' in the file\)\.$"):
+      serving.ExportedRanker(folder)
+    os.remove(os.path.join(folder, serving.CLASSES_FILE))
+    self.assertEqual(serving.ExportedRanker(folder).class_names, self.names)
+
+  def test_overwrite_replaces_an_unreadable_config(self):
+    folder = self.copy()
+    path = os.path.join(folder, serving.CONFIG_FILE)
+    with open(path, "w") as f:
+      f.write('{"data": {"dataset": "dig')
+    before = tree_digest(folder)
+    with self.assertRaisesRegex(
+        ValueError, r"^.*/config.json cannot be read as a run's config "
+        r"\(Unterminated string starting at: .*\); pass --overwrite to "
+        r"start the run afresh\.$"):
+      training.train(digits_config(folder))
+    self.assertEqual(tree_digest(folder), before)
+    training.train(digits_config(folder, overwrite=True))
+    self.assertEqual(serving.load_config(folder).data.dataset, "digits")
+    self.assertEqual(serving.ExportedRanker(folder).class_names, self.names)
 
   def test_damaged_exports(self):
     folder = self.copy()
@@ -399,6 +505,26 @@ class ConsoleTest(tf.test.TestCase):
     error.assert_not_called()
     with open(path) as f:
       self.assertEqual(f.read(), "before\nafter\n")
+
+
+  def test_tensorflow_warnings_printed_once(self):
+    # Under absl's `app.run`, TensorFlow's records reach both its own
+    # handler and absl's: after `quiet`, only absl's prints them.
+    script = (
+        "from absl import app\n"
+        "import tensorflow as tf\n"
+        "from pipelines import console\n"
+        "def main(argv):\n"
+        "  console.quiet()\n"
+        "  tf.get_logger().warning('the one warning')\n"
+        "  tf.get_logger().info('chatter')\n"
+        "app.run(main)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=helpers.REPO,
+                          capture_output=True, text=True, check=True)
+    lines = [l for l in proc.stderr.splitlines() if "the one warning" in l]
+    self.assertLen(lines, 1, proc.stderr)
+    self.assertRegex(lines[0], r"^W\d{4} .*\] the one warning$")
+    self.assertNotIn("chatter", proc.stderr)
 
 
 if __name__ == "__main__":

@@ -166,7 +166,9 @@ class GoEmotionsMiniLMTest(tf.test.TestCase):
     proc = run("pipelines.predict", "--model_dir=/nonexistent", "--text=x",
                check=False)
     self.assertEqual(proc.returncode, 1)
-    self.assertIn("/nonexistent/classes.json not found", proc.stderr)
+    # Names come from the export, so the missing export is what is named.
+    self.assertEqual(proc.stderr.strip(), "predict: /nonexistent/export/"
+                     "best_model_by_metric not found: the run has no export.")
 
 
 class GoogleCheckpointAndMindTest(tf.test.TestCase):
