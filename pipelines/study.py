@@ -79,6 +79,11 @@ flags.DEFINE_integer(
     "learning rate or MLP width is the lowest or highest tried, add the "
     "value beyond it (rates on the 1, 3 x 10^k ladder, widths x2 or /2) and "
     "choose again, up to this many rounds (0: no extension).", lower_bound=0)
+flags.DEFINE_float(
+    "extend_steps", 0.,
+    "Chosen runs whose best validation is their last (still improving) go "
+    "on to this many times their --train_steps, once (0: no extension; "
+    "else > 1).", lower_bound=0.)
 flags.DEFINE_bool("report_only", False,
                   "Write the report from the finished runs; train nothing.")
 
@@ -123,9 +128,10 @@ def main(argv):
       study_report.check_options(
           base.trainer.metrics,
           FLAGS.select_metric or base.trainer.best_metric,
-          FLAGS.bootstrap_samples, FLAGS.paper_table)
+          FLAGS.bootstrap_samples, FLAGS.paper_table, base.data.dataset)
       study_lib.run_study(FLAGS.study_dir, base, grid_from_flags(),
-                          extend_grid=FLAGS.extend_grid)
+                          extend_grid=FLAGS.extend_grid,
+                          extend_steps=FLAGS.extend_steps)
     paths = study_report.write_report(
         FLAGS.study_dir, FLAGS.select_metric, FLAGS.bootstrap_samples,
         FLAGS.paper_table)

@@ -750,8 +750,8 @@ def _best_step(config: config_lib.TrainConfig) -> Optional[int]:
 
 def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
                 data, earlier: Optional[Dict[str, object]] = None,
-                extension: Optional[study_extend.Extension] = None
-               ) -> Dict[str, object]:
+                extension: Optional[study_extend.Extension] = None,
+                train_steps: Optional[int] = None) -> Dict[str, object]:
   """Trains (or resumes) and evaluates one run; returns its record.
 
   A run whose training finished before is only evaluated; its record keeps
@@ -760,6 +760,11 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
   `--extend_grid` added, its round and reason (`extension`).
   """
   config = run_config(base, run, study_dir)
+  extended = None
+  if train_steps and train_steps != config.trainer.train_steps:
+    # `--extend_steps`: the finished run goes on to `train_steps`.
+    extended = {"from": config.trainer.train_steps, "to": train_steps}
+    config = config.replace(train_steps=train_steps)
   folder = config.trainer.model_dir
   eval_every = config.trainer.eval_every
   resumed_at = 0
@@ -791,7 +796,8 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
                   provenance=provenance.collect(),
                   extension=(None if extension is None else
                              {"round": extension.round,
-                              "reason": extension.reason}))
+                              "reason": extension.reason}),
+                  extended_steps=extended)
   # The arrays first: a record is written last, and only over whole arrays.
   path = os.path.join(folder, TEST_FILE)
   try:
@@ -807,7 +813,7 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
 
 def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
               progress: Callable[[str], None] = print,
-              extend_grid: int = 0) -> List[Run]:
+              extend_grid: int = 0, extend_steps: float = 0.) -> List[Run]:
   """Runs every unfinished run of `grid`; returns the runs of the whole study.
 
   The grid, every run's config, the data, the files the runs read and the
@@ -825,9 +831,18 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
   its edge (`study_extend`), round by round, up to `extend_grid` rounds per
   (loss, interaction, seed); the extensions made before (study.json) are
   trained first.
+
+  With `extend_steps` = F > 1, each chosen run whose best validation is its
+  last one (still improving) then goes on to F times its steps (rounded up
+  to a multiple of eval_every), once (`training.extension_start`); the
+  steps are recorded in study.json (`extended_steps`) and in the run's
+  record, and the choice is made again.
   """
   if extend_grid < 0:
     raise ValueError(f"--extend_grid={extend_grid} must be >= 0.")
+  if extend_steps and not extend_steps > 1:
+    raise ValueError(f"--extend_steps={extend_steps:g} must be 0 (no "
+                     "extension) or > 1.")
   # Everything a run reads is checked before the study writes anything.
   check_settings(base, grid)
   data = training.load_data(base)
@@ -841,10 +856,15 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
                         if e.run.cell in {r.cell for r in grid.runs()} and
                         e.run.seed in grid.seeds]
   names = base.trainer.metrics
+  steps = load_extended_steps(study_dir)
   records = {}
   todo, earlier = [], {}
   for run in runs:
     record, earlier[run] = finished_record(study_dir, run, names, progress)
+    if record is not None and run.name in steps and (
+        record.get("extended_steps") or {}).get("to") != steps[run.name]:
+      # Its extension was interrupted: the record is the shorter run's.
+      earlier[run], record = None, None
     if record is None:
       todo.append(run)
     else:
@@ -864,7 +884,7 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
     progress(f"{done} of {len(runs)} runs already finished in "
              f"{study_dir}: skipped.")
   _train_runs(base, study_dir, data, todo, earlier, extensions, records,
-              done, len(runs), progress)
+              done, len(runs), progress, steps)
   select = base.trainer.best_metric
   for round_ in range(1, extend_grid + 1):
     new = study_extend.plan(runs, list(extensions.values()), records,
@@ -881,7 +901,7 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
     runs += [e.run for e in new]
     _train_runs(base, study_dir, data, [e.run for e in new],
                 {e.run: None for e in new}, extensions, records,
-                len(runs) - len(new), len(runs), progress)
+                len(runs) - len(new), len(runs), progress, steps)
   for (loss, interaction, seed), found in sorted(study_extend.still_on_edge(
       runs, records, select).items()):
     if extend_grid and any(e.run.cell == (loss, interaction) and
@@ -890,11 +910,66 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
       progress(f"{loss}.{interaction} seed {seed}: the choice is still on "
                f"the {', '.join(f'{s} {f}' for f, s in found)} edge after "
                f"--extend_grid={extend_grid} rounds (the limit).")
+  if extend_steps:
+    _extend_steps(base, study_dir, data, runs, records, steps, extensions,
+                  extend_steps, progress)
   return whole.runs() + [run for run in runs if run not in whole.runs()]
 
 
+def _extend_steps(base, study_dir, data, runs, records, steps, extensions,
+                  factor, progress) -> None:
+  """`--extend_steps`: chosen runs still improving go on, once."""
+  eval_every = base.trainer.eval_every
+  select = base.trainer.best_metric
+  groups: Dict[Tuple[str, str, int], List[Run]] = {}
+  for run in runs:
+    groups.setdefault(study_extend.group_key(run), []).append(run)
+  todo = []
+  for tried in groups.values():
+    chosen = study_extend.choose(tried, records, select)
+    if chosen is None or chosen.name in steps:
+      continue
+    record = records[chosen.name]
+    trained = base.trainer.train_steps
+    if record.get("best_step") == trained:
+      steps[chosen.name] = int(math.ceil(factor * trained / eval_every)
+                               * eval_every)
+      todo.append(chosen)
+  if not todo:
+    return
+  add_extended_steps(study_dir, {run.name: steps[run.name] for run in todo})
+  progress(f"--extend_steps: {len(todo)} chosen run(s) peaked at their "
+           f"last validation: trained on to {factor:g} x "
+           f"{base.trainer.train_steps} steps.")
+  _train_runs(base, study_dir, data, todo, {run: None for run in todo},
+              extensions, records, 0, len(todo), progress, steps)
+
+
+def load_extended_steps(study_dir: str) -> Dict[str, int]:
+  """{run name: steps} of the runs `--extend_steps` trained on."""
+  path = os.path.join(study_dir, STUDY_FILE)
+  try:
+    return {k: int(v) for k, v in
+            dict(_read_json(path).get("extended_steps", {})).items()}
+  except (ValueError, TypeError, AttributeError) as e:
+    raise ValueError(f"{path} cannot be read ({_reason(e)}): its "
+                     "extended_steps are damaged.") from None
+
+
+def add_extended_steps(study_dir: str, new: Dict[str, int]) -> None:
+  """Records `--extend_steps` decisions in study.json (under `locked`)."""
+  path = os.path.join(study_dir, STUDY_FILE)
+  with locked(study_dir):
+    study = _read_json(path)
+    study["extended_steps"] = dict(study.get("extended_steps", {}), **new)
+    try:
+      fileio.write_json_atomically(path, study)
+    except OSError as e:
+      raise _cannot_write(path, e) from None
+
+
 def _train_runs(base, study_dir, data, todo, earlier, extensions, records,
-                done, total, progress) -> None:
+                done, total, progress, steps=None) -> None:
   """Trains and evaluates `todo`, one progress line each (see run_study)."""
   select = base.trainer.best_metric
   durations = []
@@ -902,7 +977,7 @@ def _train_runs(base, study_dir, data, todo, earlier, extensions, records,
     start = time.time()
     extension = extensions.get(run.name)
     record = execute_run(base, run, study_dir, data, earlier.get(run),
-                         extension)
+                         extension, (steps or {}).get(run.name))
     records[run.name] = record
     durations.append(time.time() - start)
     left = np.mean(durations) * (len(todo) - i - 1)

@@ -34,6 +34,7 @@ the files written before it are whole.
 import csv
 import dataclasses
 import itertools
+import math
 import json
 import os
 import shutil
@@ -44,12 +45,15 @@ import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
 from rank4class_tf import catalog
+from rank4class_tf import config as config_lib
 from rank4class_tf import encoders
 from rank4class_tf import fileio
 from rank4class_tf import metrics
 from rank4class_tf import paper_tables
+from rank4class_tf import provenance
 from rank4class_tf import stats
 from rank4class_tf import study as study_lib
+from rank4class_tf import study_stats
 
 RESULTS_FILE = "results.csv"
 TABLES_FILE = "tables.md"
@@ -160,7 +164,23 @@ def build_cells(study_dir: str, chosen: Dict[Tuple[str, str, int], Dict],
 
 @dataclasses.dataclass
 class Statistics:
-  """The study's tests."""
+  """The study's tests (`study_stats`: hierarchical bootstrap, Holm).
+
+  Attributes:
+    p_vs_baseline: {cell: {metric: p}} against softmax + dot, hierarchical.
+    intervals: {cell: {metric: (low, high)}}: 95% hierarchical intervals of
+      the cells' means.
+    separated: {metric: pairs of cells with p < ALPHA} (raw p).
+    num_pairs: pairs of cells.
+    p_pairs: {(cell a, cell b): {metric: p}} of "a and b have the same
+      mean", hierarchical.
+    effects: {(cell, metric): study_stats.Effect} against softmax + dot,
+      Holm-adjusted over every cell and metric (the family).
+    separated_holm: {metric: pairs with Holm-adjusted p < ALPHA}, Holm over
+      all pairs and metrics.
+    num_seeds: the most seeds of a cell (1: intervals cover test sampling
+      only).
+  """
   p_vs_baseline: Dict[Tuple[str, str], Dict[str, float]]
   intervals: Dict[Tuple[str, str], Dict[str, Tuple[float, float]]]
   separated: Dict[str, int]  # metric -> pairs with p < ALPHA
@@ -168,73 +188,98 @@ class Statistics:
   # (cell a, cell b) -> metric -> p of "a and b have the same mean".
   p_pairs: Dict[Tuple[Tuple[str, str], Tuple[str, str]],
                 Dict[str, float]] = dataclasses.field(default_factory=dict)
+  effects: Dict[Tuple[Tuple[str, str], str], study_stats.Effect] = (
+      dataclasses.field(default_factory=dict))
+  separated_holm: Dict[str, int] = dataclasses.field(default_factory=dict)
+  num_seeds: int = 1
 
 
 def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
                        num_samples: int = stats.DEFAULT_SAMPLES,
                        seed: int = stats.DEFAULT_SEED) -> Statistics:
-  """Paired bootstrap tests of the cells (see the module docstring).
+  """Hierarchical bootstrap tests of the cells (see `study_stats`): seeds
+  and test instances resampled, cells paired by seed and instance.
 
   All comparisons of one call share the same resamples.
   """
   by_key = {c.key: c for c in cells}
   baseline = by_key.get(study_lib.BASELINE)
-  rows, labels = [], []  # The differences to test, and what each one is.
-
-  def add(a: Cell, b: Cell, metric: str, label):
-    x, y, _ = stats.pool_seeds(a.per_instance[metric], b.per_instance[metric])
-    rows.append(x - y)
-    labels.append(label)
-
-  for metric in metric_names:
-    if baseline is not None:
-      for cell in cells:
-        if cell is not baseline:
-          add(cell, baseline, metric, ("base", cell.key, metric))
-    for a, b in itertools.combinations(cells, 2):
-      add(a, b, metric, ("pair", (a.key, b.key), metric))
-  p_values = (stats.paired_bootstrap(np.stack(rows), num_samples, seed)
-              if rows else [])
+  base_pairs = []
+  if baseline is not None:
+    base_pairs = [((cell.key, metric), cell.per_instance[metric],
+                   baseline.per_instance[metric])
+                  for metric in metric_names for cell in cells
+                  if cell is not baseline]
+  effects = study_stats.effects(base_pairs, num_samples, seed)
   p_vs_baseline = {c.key: {} for c in cells}
+  for (key, metric), effect in effects.items():
+    p_vs_baseline[key][metric] = effect.p
+  pair_effects = study_stats.effects(
+      [(((a.key, b.key), metric), a.per_instance[metric],
+        b.per_instance[metric])
+       for metric in metric_names
+       for a, b in itertools.combinations(cells, 2)], num_samples, seed)
   separated = {m: 0 for m in metric_names}
+  separated_holm = {m: 0 for m in metric_names}
   p_pairs = {}
-  for (kind, key, metric), p in zip(labels, p_values):
-    if kind == "base":
-      p_vs_baseline[key][metric] = float(p)
-      continue
-    p_pairs.setdefault(key, {})[metric] = float(p)
-    if p < ALPHA:
-      separated[metric] += 1
+  for (key, metric), effect in pair_effects.items():
+    p_pairs.setdefault(key, {})[metric] = effect.p
+    separated[metric] += effect.p < ALPHA
+    separated_holm[metric] += effect.p_holm < ALPHA
+  bounds = study_stats.intervals(
+      [((c.key, m), c.per_instance[m]) for m in metric_names for c in cells],
+      num_samples, seed)
   intervals = {c.key: {} for c in cells}
-  if cells:
-    pooled = np.stack([c.pooled(m) for m in metric_names for c in cells])
-    bounds = stats.bootstrap_interval(pooled, 0.95, num_samples, seed)
-    for (metric, cell), bound in zip(
-        itertools.product(metric_names, cells), bounds):
-      intervals[cell.key][metric] = (float(bound[0]), float(bound[1]))
+  for (key, metric), bound in bounds.items():
+    intervals[key][metric] = bound
   return Statistics(p_vs_baseline, intervals, separated,
-                    len(cells) * (len(cells) - 1) // 2, p_pairs)
+                    len(cells) * (len(cells) - 1) // 2, p_pairs, effects,
+                    separated_holm,
+                    max((len(c.runs) for c in cells), default=1))
+
+
+def fairness_marks(records: Sequence[Dict], train_steps: int
+                  ) -> Dict[str, Dict[str, object]]:
+  """{run: `study_stats.fairness` marks} of every run, against the runs of
+  its (loss, interaction, seed)."""
+  groups: Dict[Tuple[str, str, int], List[Dict]] = {}
+  for r in records:
+    groups.setdefault((r["loss"], r["interaction"], r["seed"]), []).append(r)
+  return {r["run"]: study_stats.fairness(
+      r, groups[(r["loss"], r["interaction"], r["seed"])],
+      (r.get("extended_steps") or {}).get("to", train_steps))
+          for r in records}
 
 
 def write_results_csv(path: str, records: Sequence[Dict],
                       chosen: Dict[Tuple[str, str, int], Dict],
                       shared: Dict[str, object],
-                      metric_names: Sequence[str]) -> None:
-  """One row per run: hyper-parameters, selection, metrics, time."""
+                      metric_names: Sequence[str],
+                      fair: Optional[Dict[str, Dict]] = None) -> None:
+  """One row per run: hyper-parameters, selection, fairness marks (`lr_edge`,
+  `units_edge`: low / high / only when the run's value is the lowest /
+  highest / only one tried for its (loss, interaction, seed); `best_is_last`),
+  metrics, time, the code that made it."""
   chosen_runs = {r["run"] for r in chosen.values()}
+  fair = fair or fairness_marks(records, shared["train_steps"])
   columns = (["run", "loss", "interaction", "learning_rate", "mlp_units",
-              "seed", "selected", "best_step"] +
+              "seed", "selected", "lr_edge", "units_edge", "best_is_last",
+              "best_step"] +
              [f"validation_{m}" for m in metric_names] +
              [f"test_{m}" for m in metric_names] +
              ["test_softmax_ce", "test_neg_log_mrr", "test_neg_log_ndcg",
               "ce_bound_holds", "num_test", "train_seconds",
-              "resumed_at_step"] + sorted(shared))
+              "resumed_at_step", "git_commit", "git_dirty"] + sorted(shared))
   def write(f):
     writer = csv.writer(f)
     writer.writerow(columns)
     for r in records:
       row = {k: r.get(k) for k in columns}
       row["selected"] = r["run"] in chosen_runs
+      row.update(fair[r["run"]])
+      made = r.get("provenance") or {}
+      row["git_commit"] = made.get("git_commit")
+      row["git_dirty"] = made.get("git_dirty")
       row["mlp_units"] = "" if r["mlp_units"] is None else r["mlp_units"]
       for m in metric_names:
         row[f"validation_{m}"] = r["validation"][m]
@@ -266,15 +311,24 @@ def _csv_value(value):
   return value
 
 
+def _mean_text(cell: Cell, metric: str) -> str:
+  """`mean ± std` over seeds; the mean alone for one seed (no spread)."""
+  if len(cell.runs) == 1:
+    return f"{cell.mean(metric):.4f}"
+  return f"{cell.mean(metric):.4f} ± {cell.std(metric):.4f}"
+
+
 def _cell_text(cell: Cell, metric: str, statistics: Statistics,
                marks: Dict[Tuple[str, str], str]) -> str:
-  text = f"{cell.mean(metric):.4f} ± {cell.std(metric):.4f}"
+  text = _mean_text(cell, metric)
   if cell.key in marks:
     text = f"**{text}**{marks[cell.key]}"
   if cell.key == study_lib.BASELINE:
     return text + " (base)"
-  p = statistics.p_vs_baseline[cell.key].get(metric)
-  return text if p is None else f"{text} (p={_p_text(p)})"
+  effect = statistics.effects.get((cell.key, metric))
+  if effect is None:
+    return text
+  return f"{text} (p={_p_text(effect.p)}, Holm {_p_text(effect.p_holm)})"
 
 
 def _p_text(p: float) -> str:
@@ -332,17 +386,20 @@ def summary_table(cells: Sequence[Cell], metric_names: Sequence[str],
   if not others:
     return ["Only the softmax + dot cell in this study."]
   lines = ["| metric | MCC (softmax + dot) | best Rank4Class cell | its value "
-           "| Δ | p |", "|---|---|---|---|---|---|"]
+           "| Δ [95% interval] | p | Holm p |", "|---|---|---|---|---|---|---|"]
   for metric in metric_names:
     best = max(others, key=lambda c: c.mean(metric))
-    delta = best.mean(metric) - baseline.mean(metric)
-    p = statistics.p_vs_baseline[best.key][metric]
+    effect = statistics.effects[(best.key, metric)]
     lines.append(
-        f"| {metric_title(metric)} | {baseline.mean(metric):.4f} ± "
-        f"{baseline.std(metric):.4f} | {cell_title(best.key)} | "
-        f"{best.mean(metric):.4f} ± {best.std(metric):.4f} | {delta:+.4f} | "
-        f"{_p_text(p)} |")
+        f"| {metric_title(metric)} | {_mean_text(baseline, metric)} | "
+        f"{cell_title(best.key)} | {_mean_text(best, metric)} | "
+        f"{_effect_text(effect)} | {_p_text(effect.p)} | "
+        f"{_p_text(effect.p_holm)} |")
   return lines
+
+
+def _effect_text(effect: study_stats.Effect) -> str:
+  return f"{effect.delta:+.4f} [{effect.low:+.4f}, {effect.high:+.4f}]"
 
 
 def pair_p(statistics: Statistics, a: Tuple[str, str], b: Tuple[str, str],
@@ -387,17 +444,25 @@ def contrast_lines(cells: Sequence[Cell], metric_names: Sequence[str],
   if not rows:
     return ["No pair of cells shares a loss or an interaction."]
   lines = ["| contrast | " + " | ".join(
-      f"Δ {metric_title(m)} (p)" for m in metric_names) + " |",
+      f"Δ {metric_title(m)} (p; Holm p)" for m in metric_names) + " |",
            "|---|" + "---|" * len(metric_names)]
+  raw = [pair_p(statistics, cell.key, reference.key, metric)
+         for _, cell, reference in rows for metric in metric_names]
+  adjusted = iter(stats.holm(raw))
   for _, cell, reference in rows:
     values = []
     for metric in metric_names:
       delta = cell.mean(metric) - reference.mean(metric)
       p = pair_p(statistics, cell.key, reference.key, metric)
-      mark = "**" if p < ALPHA else ""
-      values.append(f"{mark}{delta:+.4f}{mark} ({_p_text(p)})")
+      p_holm = next(adjusted)
+      mark = "**" if p_holm < ALPHA else ""
+      values.append(f"{mark}{delta:+.4f}{mark} ({_p_text(p)}; "
+                    f"{_p_text(p_holm)})")
     lines.append(f"| {cell_title(cell.key)} vs {cell_title(reference.key)} "
                  f"| " + " | ".join(values) + " |")
+  lines += ["", f"Holm over the {len(raw)} contrasts of this table "
+            f"({len(rows)} × {len(metric_names)} metrics); bold: Holm p < "
+            f"{ALPHA}."]
   return lines
 
 
@@ -418,34 +483,268 @@ def bound_lines(cells: Sequence[Cell]) -> List[str]:
 
 
 def informativeness_lines(statistics: Statistics,
-                          metric_names: Sequence[str]) -> List[str]:
-  lines = [f"| metric | pairs of cells separated at p < {ALPHA} | share |",
-           "|---|---|---|"]
+                          metric_names: Sequence[str],
+                          cells: Sequence[Cell] = ()) -> List[str]:
+  """Pairs each metric separates (raw and Holm p), and which metrics sit
+  at their ceiling (every cell's mean 1.0), where no claim can be read."""
+  lines = [f"| metric | pairs separated at p < {ALPHA} | Holm p < {ALPHA} "
+           "| share (Holm) |", "|---|---|---|---|"]
   for metric in metric_names:
     count = statistics.separated[metric]
-    share = count / statistics.num_pairs if statistics.num_pairs else 0.
+    holm = statistics.separated_holm.get(metric, 0)
+    share = holm / statistics.num_pairs if statistics.num_pairs else 0.
     lines.append(f"| {metric_title(metric)} | {count} of "
-                 f"{statistics.num_pairs} | {share:.0%} |")
+                 f"{statistics.num_pairs} | {holm} | {share:.0%} |")
+  ceiling = [metric_title(m) for m in metric_names
+             if cells and all(c.mean(m) >= 1.0 - 1e-12 for c in cells)]
+  if ceiling:
+    lines += ["", f"{', '.join(ceiling)} is 1.0 in every cell here: at its "
+              "ceiling it separates nothing, so this study says nothing "
+              "about its informativeness."]
   return lines
 
 
-def paper_lines(table: paper_tables.PaperTable, cells: Sequence[Cell],
-                metric_names: Sequence[str]) -> List[str]:
-  """Our means beside the paper's numbers, cell by cell."""
+def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
+                       cells: Sequence[Cell], metric_names: Sequence[str],
+                       statistics: Statistics) -> List[str]:
+  """Every cell's effect (Δ against softmax + dot) beside the paper's.
+
+  Absolute values cannot be compared across encoders of different sizes;
+  effects can. For each metric the paper reports: our Δ with its 95%
+  hierarchical interval, raw and Holm p, the paper's Δ in each table, and
+  whether the signs agree with the first table (a paper Δ of 0 agrees with
+  nothing); then the count of agreeing cells.
+  """
   by_key = {c.key: c for c in cells}
-  shown = [m for m in metric_names if m in table.values]
-  lines = [f"Paper: {table.title} ({table.source}).", "",
-           "| metric | cell | ours | paper | ours − paper |",
-           "|---|---|---|---|---|"]
+  first = tables[0]
+  lines = [f"Paper: {'; '.join(f'{t.title} ({t.source})' for t in tables)}."]
+  notes = [t.note for t in tables if t.note]
+  if notes:
+    lines.append("The paper's own tables: " + " ".join(notes))
+  shown = [m for m in metric_names if m in first.values]
+  if not shown:
+    return lines + ["", "The paper reports none of this study's metrics."]
+  if study_lib.BASELINE not in by_key:
+    return lines + ["", "No softmax + dot cell in this study: no effects."]
   for metric in shown:
-    for (interaction, loss), paper in table.cells(metric):
-      cell = by_key.get((loss, interaction))
-      ours = "—" if cell is None else f"{cell.mean(metric):.4f}"
-      diff = ("—" if cell is None else
-              f"{cell.mean(metric) - paper:+.4f}")
-      lines.append(f"| {metric_title(metric)} | "
-                   f"{cell_title((loss, interaction))} | {ours} | "
-                   f"{paper:.4f} | {diff} |")
+    paper = [t.effects(metric) for t in tables]
+    header = " | ".join(f"paper Δ ({t.source.split(', ')[-1]})"
+                        for t in tables)
+    lines += ["", f"**{metric_title(metric)}**", "",
+              f"| cell | ours Δ [95% interval] | p | Holm p | {header} | "
+              "signs agree |",
+              "|---|---|---|---|" + "---|" * len(tables) + "---|"]
+    agree = compared = significant = significant_agree = 0
+    for cell in cells:
+      if cell.key == study_lib.BASELINE:
+        continue
+      effect = statistics.effects[(cell.key, metric)]
+      paper_key = (cell.interaction, cell.loss)
+      theirs = [p.get(paper_key) for p in paper]
+      same = ""
+      if theirs[0] is not None:
+        compared += 1
+        same = "yes" if np.sign(theirs[0]) == np.sign(effect.delta) and (
+            theirs[0] != 0) else "no"
+        agree += same == "yes"
+        if effect.p_holm < ALPHA:
+          significant += 1
+          significant_agree += same == "yes"
+      shown_theirs = " | ".join("—" if t is None else f"{t:+.4f}"
+                                for t in theirs)
+      lines.append(f"| {cell_title(cell.key)} | {_effect_text(effect)} | "
+                   f"{_p_text(effect.p)} | {_p_text(effect.p_holm)} | "
+                   f"{shown_theirs} | {same or '—'} |")
+    lines += ["", f"Signs agree with {first.source.split(', ')[-1]} in "
+              f"{agree} of {compared} cells; of the {significant} cells "
+              f"whose effect here is significant (Holm p < {ALPHA}), "
+              f"{significant_agree} agree."]
+  return lines
+
+
+def fairness_lines(cells: Sequence[Cell], fair: Dict[str, Dict]
+                  ) -> List[str]:
+  """How many chosen runs sit on an edge of what was tried, or peaked at
+  their last validation, per cell and in all."""
+  chosen = [(cell, cell.runs[s]) for cell in cells for s in sorted(cell.runs)]
+  on_edge = lambda r, key: fair[r["run"]][key] in ("low", "high")
+  edge = [r for _, r in chosen
+          if on_edge(r, "lr_edge") or on_edge(r, "units_edge")]
+  last = [r for _, r in chosen if fair[r["run"]]["best_is_last"]]
+  untuned = sorted({name for _, r in chosen for key, name in
+                    (("lr_edge", "learning rate"), ("units_edge", "width"))
+                    if fair[r["run"]][key] == "only"})
+  lines = [f"**{len(edge)} of {len(chosen)} chosen runs are on an edge of "
+           f"the learning rates or widths tried; {len(last)} of "
+           f"{len(chosen)} peaked at their last validation** (still "
+           "improving when they stopped). A choice on an edge may have its "
+           "optimum outside the grid (`--extend_grid`); a run that peaked "
+           "last may gain from more steps."]
+  if untuned:
+    lines.append(f"Not tuned (one value tried): {' and '.join(untuned)}; "
+                 "counted as \"only\" below, not as an edge.")
+  lines += ["",
+           "| cell | learning rate on an edge | width on an edge | peaked "
+           "last |", "|---|---|---|---|"]
+  for cell in cells:
+    runs = [cell.runs[s] for s in sorted(cell.runs)]
+    count = lambda key: sum(bool(fair[r["run"]][key]) for r in runs)
+    sides = lambda key: ", ".join(sorted({fair[r["run"]][key] for r in runs
+                                          if fair[r["run"]][key]}))
+    lr, units = count("lr_edge"), count("units_edge")
+    lr_text = f"{lr} of {len(runs)}" + (f" ({sides('lr_edge')})" if lr
+                                         else "")
+    units_text = f"{units} of {len(runs)}" + (
+        f" ({sides('units_edge')})" if units else "")
+    lines.append(f"| {cell_title(cell.key)} | {lr_text} | {units_text} | "
+                 f"{count('best_is_last')} of {len(runs)} |")
+  return lines
+
+
+def provenance_lines(records: Sequence[Dict],
+                     study: Optional[Dict] = None) -> List[str]:
+  """Which code made the runs; a warning when more than one did."""
+  made = [r.get("provenance") for r in records]
+  distinct = provenance.distinct(made)
+  lines = []
+  for record in distinct:
+    count = sum(provenance.code_key(m) == provenance.code_key(record)
+                for m in made)
+    lines.append(f"- {count} run(s): {provenance.describe(record)}")
+  if provenance.code_differs(made):
+    lines.insert(0, "**Warning: these runs were not all made by one known "
+                 "version of the code** (several versions, a dirty checkout "
+                 "or runs made before provenance was recorded): a "
+                 "difference between cells may come from the code.")
+    lines.insert(1, "")
+  if study and study.get("provenance"):
+    lines.append(f"- the study was created by "
+                 f"{provenance.describe(study['provenance'])}")
+  return lines
+
+
+def bruch_lines(records: Sequence[Dict]) -> List[str]:
+  """Spearman's rho between test softmax CE and MRR / NDCG across runs."""
+  found = study_stats.bruch_correlations(
+      records, group_of=lambda r: r["loss"])
+  lines = ["| runs | number | ρ(CE, MRR) | ρ(CE, NDCG) |",
+           "|---|---|---|---|"]
+  for key, row in found.items():
+    title = "all" if key is None else loss_title(key)
+    text = lambda v: "—" if math.isnan(v) else f"{v:+.3f}"
+    lines.append(f"| {title} | {row['runs']} | {text(row['mrr'])} | "
+                 f"{text(row['ndcg'])} |")
+  return lines
+
+
+ROBUSTNESS_METRICS = ("top1_accuracy", "ndcg@5", "mrr")
+
+
+def _cell_means(chosen: Dict[Tuple[str, str, int], Dict], metric: str
+               ) -> Dict[Tuple[str, str], float]:
+  """{(loss, interaction): mean over seeds of the chosen runs' test
+  metric}."""
+  values: Dict[Tuple[str, str], List[float]] = {}
+  for (loss, interaction, _), record in chosen.items():
+    values.setdefault((loss, interaction), []).append(record["test"][metric])
+  return {key: float(np.mean(v)) for key, v in values.items()}
+
+
+def robustness_lines(records: Sequence[Dict], metric_names: Sequence[str],
+                     select_metric: str, cells: Sequence[Cell]) -> List[str]:
+  """The verdict under selection by each of Top-1, NDCG@5 and MRR: Table 2
+  (the best Rank4Class cell against softmax + dot) and the signs of the
+  contrasts, with the contrasts whose sign changes named. Computed from the
+  records (means over seeds), so it needs no other runs' test arrays."""
+  selections = [m for m in ROBUSTNESS_METRICS if m in metric_names]
+  if len(selections) < 2:
+    return ["Fewer than two of Top-1, NDCG@5 and MRR were recorded: no "
+            "other selection to compare with."]
+  means = {m: {} for m in selections}
+  for selection in selections:
+    chosen = select(records, selection)
+    for metric in metric_names:
+      means[selection][metric] = _cell_means(chosen, metric)
+  lines = ["| selected by | metric | best Rank4Class cell | Δ against "
+           "softmax + dot |", "|---|---|---|---|"]
+  for selection in selections:
+    for metric in metric_names:
+      table = means[selection][metric]
+      if study_lib.BASELINE not in table or len(table) < 2:
+        continue
+      base = table[study_lib.BASELINE]
+      key, value = max(((k, v) for k, v in table.items()
+                        if k != study_lib.BASELINE), key=lambda kv: kv[1])
+      lines.append(f"| {metric_title(selection)} | {metric_title(metric)} | "
+                   f"{cell_title(key)} | {value - base:+.4f} |")
+  # The contrasts of the contrast table, by sign under each selection.
+  keys = {c.key for c in cells}
+  pairs = [((l, i), ("softmax", i)) for l, i in sorted(keys)
+           if l != "softmax" and ("softmax", i) in keys]
+  pairs += [((l, i), (l, "dot")) for l, i in sorted(keys)
+            if i != "dot" and (l, "dot") in keys]
+  changed = []
+  for a, b in pairs:
+    for metric in metric_names:
+      signs = {sel: np.sign(means[sel][metric].get(a, np.nan) -
+                            means[sel][metric].get(b, np.nan))
+               for sel in selections}
+      if len({v for v in signs.values() if not np.isnan(v)}) > 1:
+        changed.append(
+            f"{cell_title(a)} vs {cell_title(b)}, {metric_title(metric)} ("
+            + ", ".join(f"{metric_title(sel)}: {'+' if v > 0 else '−' if v < 0 else '0'}"
+                        for sel, v in signs.items()) + ")")
+  lines += ["", f"Of the {len(pairs) * len(metric_names)} contrasts "
+            f"(loss against softmax CE, interaction against dot, × "
+            f"{len(metric_names)} metrics), {len(changed)} change sign with "
+            "the selection metric" + (":" if changed else ".")]
+  lines += [f"- {text}" for text in changed]
+  return lines
+
+
+def per_class_lines(cells: Sequence[Cell], labels: Optional[np.ndarray],
+                    class_names: Sequence[str], top: int = 3) -> List[str]:
+  """Macro-averaged Top-1 and MRR per cell, and the classes on which each
+  ranking loss gains or loses most Top-1 against softmax CE (same
+  interaction); means over the cell's seeds."""
+  if labels is None or not cells or "top1_accuracy" not in (
+      cells[0].per_instance):
+    return ["No per-instance labels: no per-class view."]
+  classes = np.unique(labels)
+  def per_class(cell, metric):
+    seeds = sorted(cell.runs)
+    values = np.mean([cell.per_instance[metric][s] for s in seeds], axis=0)
+    return np.array([values[labels == c].mean() for c in classes])
+  has_mrr = "mrr" in cells[0].per_instance
+  lines = ["| cell | macro Top-1 | " + ("macro MRR |" if has_mrr else "")
+           , "|---|---|" + ("---|" if has_mrr else "")]
+  for cell in cells:
+    row = f"| {cell_title(cell.key)} | {per_class(cell, 'top1_accuracy').mean():.4f} |"
+    if has_mrr:
+      row += f" {per_class(cell, 'mrr').mean():.4f} |"
+    lines.append(row)
+  by_key = {c.key: c for c in cells}
+  name = lambda c: (class_names[c] if 0 <= c < len(class_names)
+                    else f"class {c}")
+  rows = []
+  for cell in cells:
+    reference = by_key.get(("softmax", cell.interaction))
+    if cell.loss == "softmax" or reference is None:
+      continue
+    delta = per_class(cell, "top1_accuracy") - per_class(
+        reference, "top1_accuracy")
+    order = np.argsort(delta, kind="stable")
+    support = [int((labels == c).sum()) for c in classes]
+    text = lambda i: f"{name(classes[i])} {delta[i]:+.3f} (n={support[i]})"
+    gains = ", ".join(text(i) for i in order[::-1][:top]
+                      if delta[i] > 0) or "—"
+    losses = ", ".join(text(i) for i in order[:top] if delta[i] < 0) or "—"
+    rows.append(f"| {cell_title(cell.key)} | {gains} | {losses} |")
+  if rows:
+    lines += ["", f"Per-class Top-1 against softmax CE with the same "
+              f"interaction: the {top} classes gained and lost most (n: the "
+              "class's test instances; small classes move most).", "",
+              "| cell | gains most | loses most |", "|---|---|---|"] + rows
   return lines
 
 
@@ -453,19 +752,28 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
                     cells: Sequence[Cell], records: Sequence[Dict],
                     metric_names: Sequence[str], select_metric: str,
                     statistics: Statistics, num_samples: int,
-                    paper: Optional[paper_tables.PaperTable],
+                    paper: Sequence[paper_tables.PaperTable] = (),
                     missing: Sequence[str] = (),
                     unreadable: Optional[Dict[str, str]] = None,
-                    strays: Sequence[str] = ()) -> str:
+                    strays: Sequence[str] = (),
+                    fair: Optional[Dict[str, Dict]] = None,
+                    study: Optional[Dict] = None,
+                    labels: Optional[np.ndarray] = None,
+                    class_names: Sequence[str] = ()) -> str:
   """The whole tables.md.
 
-  `missing`: the grid's runs without a result, `unreadable` {run: its
+  `paper`: the paper's tables to show effects beside (none: the dataset has
+  none); `missing`: the grid's runs without a result, `unreadable` {run: its
   unreadable file}, `strays`: run folders the grid does not name; listed at
-  the end when there are any (`absent_lines`).
+  the end when there are any (`absent_lines`); `fair`: {run: fairness
+  marks}; `study`: study.json (its provenance).
   """
   dataset = shared["dataset"]
   num_test = records[0]["num_test"] if records else 0
   seeds = sorted({s for c in cells for s in c.runs})
+  one_seed = statistics.num_seeds == 1
+  spread = ("one seed: no spread over seeds" if one_seed else
+            "mean ± standard deviation over seeds")
   lines = [
       f"# Rank4Class study: {dataset}, encoder {shared['encoder']}", "",
       f"{len(records)} runs; {len(cells)} cells; seeds "
@@ -477,9 +785,11 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
       f"{{{', '.join(study_lib.rate_text(r) for r in grid.learning_rates)}}}"
       f" and MLP width from {{{', '.join(map(str, grid.mlp_units))}}} per "
       f"(loss, interaction, seed) on validation {select_metric}; test "
-      f"metrics of the chosen runs on {num_test} test instances, mean ± "
-      "standard deviation over seeds.",
+      f"metrics of the chosen runs on {num_test} test instances, {spread}.",
   ]
+  if one_seed:
+    lines.append("**One seed per cell: the intervals and p-values cover test "
+                 "sampling only, not training noise.**")
   if missing:
     lines.append(f"**{len(missing)} of the grid's {len(grid.runs())} runs "
                  "have no result** and are not in these tables (listed under "
@@ -490,12 +800,27 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
                  "data**: checkpoints and hyper-parameters are chosen on the "
                  "test split, as the paper does, so the test numbers are "
                  "optimistic.")
+  if fair is not None:
+    lines += ["", "## Fairness of the tuning", ""]
+    lines += fairness_lines(cells, fair)
+  lines += ["", "## Code", ""]
+  lines += provenance_lines(records, study)
+  family = max(0, len(cells) - 1) * len(metric_names)
   lines += [
       "", "## Test metrics (the paper's Tables 7-12 layout)", "",
       "Bold: the top three cells of a metric; `*`: the best. p: two-sided "
-      f"paired bootstrap against softmax + dot ({num_samples:,} resamples of "
-      "the test instances, seeds pooled per instance, fixed seed).", ""]
+      "hierarchical bootstrap against softmax + dot (seeds resampled, then "
+      f"test instances; {num_samples:,} resamples, fixed seed; paired by "
+      f"seed and instance); Holm: adjusted over the family of {family} "
+      f"comparisons ({max(0, len(cells) - 1)} cells × {len(metric_names)} "
+      "metrics against softmax + dot).", ""]
   lines += main_table(cells, metric_names, statistics)
+  lines += ["", "## Effects against softmax + dot, beside the paper's", ""]
+  if paper:
+    lines += paper_effect_lines(paper, cells, metric_names, statistics)
+  else:
+    lines.append(f"The paper has no table for {dataset}: our effects only "
+                 "(the Table 2 section and the contrasts below).")
   lines += ["", "## Classical classifier against the best Rank4Class cell "
             "(Table 2)", ""]
   lines += summary_table(cells, metric_names, statistics)
@@ -505,34 +830,56 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
             "interaction, then each interaction against dot under the same "
             "loss (SoDeep cells: each sorter against the handcrafted one, "
             "then against MSE): the difference of the means over seeds and "
-            "the paired bootstrap p (bold: p < 0.05, uncorrected).", ""]
+            "the hierarchical bootstrap p, raw and Holm-adjusted.", ""]
   lines += contrast_lines(cells, metric_names, statistics)
   lines += ["", "## Metric informativeness", "",
             "Over all pairs of cells, how many pairs each metric tells apart "
-            "(paired bootstrap, p < 0.05, uncorrected for the number of "
-            "comparisons).", ""]
-  lines += informativeness_lines(statistics, metric_names)
-  lines += ["", "## Softmax cross-entropy bound (Bruch et al. 2019)", "",
-            "Mean over a cell's chosen runs of the test softmax cross "
-            "entropy of the scores, −log MRR and −log NDCG (binary "
-            "relevance, ties ranked pessimistically); CE ≥ −log MRR must "
-            "hold in every run.", ""]
+            f"(hierarchical bootstrap, p < {ALPHA}; Holm over all "
+            f"{statistics.num_pairs} pairs × {len(metric_names)} metrics).",
+            ""]
+  lines += informativeness_lines(statistics, metric_names, cells)
+  lines += ["", "## Robustness: the verdict under another selection metric",
+            "", f"This report chooses each run by validation "
+            f"{metric_title(select_metric)}; the same study chosen by each "
+            "of Top-1, NDCG@5 and MRR (means over seeds):", ""]
+  lines += robustness_lines(records, metric_names, select_metric, cells)
+  lines += ["", "## Per-class view", ""]
+  lines += per_class_lines(cells, labels, class_names)
+  lines += ["", "## Softmax cross-entropy and the ranking metrics (Bruch "
+            "et al. 2019)", "",
+            "The claim: softmax CE tracks the ranking metrics, so a model "
+            "with lower test CE has higher MRR and NDCG. Spearman's ρ "
+            "across every run of the study (all runs, then per loss); the "
+            "claim predicts ρ < 0.", ""]
+  lines += bruch_lines(records)
+  lines += ["", "The identity CE ≥ −log MRR ≥ −log NDCG holds for every "
+            "model by construction (a check of the code, not of the claim): "
+            "mean over a cell's chosen runs.", ""]
   lines += bound_lines(cells)
-  if paper is not None:
-    lines += ["", "## The paper beside ours", ""]
-    lines += paper_lines(paper, cells, metric_names)
   lines += ["", "## Chosen runs", "",
             "| cell | seed | learning rate | MLP width | validation "
-            f"{metric_title(select_metric)} | best step |",
-            "|---|---|---|---|---|---|"]
+            f"{metric_title(select_metric)} | best step | fairness |",
+            "|---|---|---|---|---|---|---|"]
   for cell in cells:
     for seed in sorted(cell.runs):
       r = cell.runs[seed]
+      marks = (fair or {}).get(r["run"], {})
+      notes = []
+      if marks.get("lr_edge") == "only":
+        notes.append("rate not tuned")
+      elif marks.get("lr_edge"):
+        notes.append(f"rate {marks['lr_edge']} edge")
+      if marks.get("units_edge") == "only":
+        notes.append("width not tuned")
+      elif marks.get("units_edge"):
+        notes.append(f"width {marks['units_edge']} edge")
+      if marks.get("best_is_last"):
+        notes.append("peaked last")
       lines.append(f"| {cell_title(cell.key)} | {seed} | "
                    f"{study_lib.rate_text(r['learning_rate'])} | "
                    f"{r['mlp_units'] or '—'} | "
                    f"{r['validation'][select_metric]:.4f} | "
-                   f"{r['best_step']} |")
+                   f"{r['best_step']} | {', '.join(notes) or '—'} |")
   lines += absent_lines(grid, missing, unreadable or {}, strays)
   return "\n".join(lines) + "\n"
 
@@ -561,8 +908,20 @@ def absent_lines(grid: study_lib.Grid, missing: Sequence[str],
 
 def write_figures(folder: str, cells: Sequence[Cell], records: Sequence[Dict],
                   chosen: Dict, metric_names: Sequence[str],
-                  statistics: Statistics, select_metric: str) -> List[str]:
-  """Bar charts with 95% intervals per metric; validation curves of the runs."""
+                  statistics: Statistics, select_metric: str,
+                  paper: Sequence[paper_tables.PaperTable] = ()) -> List[str]:
+  """The report's figures (PNG, deterministic bytes):
+
+  * `effects.png`, the main figure: every cell's paired difference from
+    softmax + dot, one panel per metric, with its 95% hierarchical interval
+    (filled: Holm p < 0.05);
+  * `paper_effects.png` (with a paper table): our effects against the
+    paper's, the diagonal where they would agree;
+  * `<metric>.png`: each cell's test mean with its hierarchical interval,
+    bars from 0;
+  * `validation_curves.png`: every run's validation curve, one panel per
+    cell with its own y-range, a colour per (learning rate, width).
+  """
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -575,100 +934,192 @@ def write_figures(folder: str, cells: Sequence[Cell], records: Sequence[Dict],
   interactions_axis = _axis(c.interaction for c in cells)
   colours = plt.get_cmap("tab10")
   by_key = {c.key: c for c in cells}
+  if study_lib.BASELINE in by_key and len(cells) > 1:
+    paths.append(_effects_figure(folder, plt, cells, metric_names,
+                                 statistics))
+    if paper:
+      path = _paper_figure(folder, plt, cells, metric_names, statistics,
+                           paper[0])
+      if path:
+        paths.append(path)
   for metric in metric_names:
     fig, ax = plt.subplots(figsize=(max(6.4, 1.2 + 0.45 * len(cells)), 4.6))
     width = 0.8 / max(1, len(losses_axis))
-    low = []
     for j, loss in enumerate(losses_axis):
       xs, means, errors = [], [], [[], []]
       for i, interaction in enumerate(interactions_axis):
         cell = by_key.get((loss, interaction))
         if cell is None:
           continue
-        mean = float(cell.pooled(metric).mean())
+        mean = cell.mean(metric)
         lo, hi = statistics.intervals[cell.key][metric]
         xs.append(i - 0.4 + width * (j + 0.5))
         means.append(mean)
-        errors[0].append(mean - lo)
-        errors[1].append(hi - mean)
-        low.append(lo)
+        errors[0].append(max(0., mean - lo))
+        errors[1].append(max(0., hi - mean))
       ax.bar(xs, means, width, yerr=errors, capsize=3, color=colours(j),
              label=loss_title(loss))
     baseline = by_key.get(study_lib.BASELINE)
     if baseline is not None:
-      ax.axhline(baseline.pooled(metric).mean(), color="black", lw=0.8,
-                 ls="--", label="softmax + dot")
+      ax.axhline(baseline.mean(metric), color="black", lw=0.8, ls="--",
+                 label="softmax + dot")
     ax.set_xticks(range(len(interactions_axis)))
     ax.set_xticklabels([INTERACTION_TITLES.get(i, i)
                         for i in interactions_axis])
-    highs = [statistics.intervals[c.key][metric][1] for c in cells]
-    top, bottom = max(highs), min(low) if low else 0.
-    span = top - bottom + 1e-3
-    ax.set_ylim(max(0., bottom - 0.1 * span), min(1. + 0.02 * span,
-                                                  top + 0.2 * span))
+    ax.set_ylim(0., 1.05)  # From 0: bar lengths are the values.
     ax.set_ylabel(f"test {metric_title(metric)}")
-    ax.set_title(f"Test {metric_title(metric)} of each cell\n(bars: 95% "
-                 "bootstrap intervals over test instances, seeds pooled)",
-                 fontsize=9)
+    ax.set_title(f"Test {metric_title(metric)} of each cell (bars from 0; "
+                 "95% hierarchical intervals:\nseeds and test instances "
+                 "resampled). The differences: effects.png", fontsize=9)
     ax.legend(fontsize=7, ncol=3, loc="upper center",
               bbox_to_anchor=(0.5, -0.1))
     fig.tight_layout()
     path = os.path.join(folder, f"{metric.replace('@', '_at_')}.png")
-    try:
-      _write(path, lambda f: fig.savefig(f, format="png", dpi=110),
-             binary=True)
-    finally:
-      plt.close(fig)
+    _save(fig, plt, path, dpi=110)
     paths.append(path)
-  paths.append(_curves_figure(folder, plt, records, chosen, losses_axis,
-                              interactions_axis, select_metric))
+  paths.append(_curves_figure(folder, plt, records, chosen, cells,
+                              select_metric))
   return paths
 
 
-def _curves_figure(folder, plt, records, chosen, losses_axis,
-                   interactions_axis, select_metric) -> str:
-  """One panel per cell: every run's validation curve, chosen ones bold."""
-  tag = metrics.keras_name(select_metric)
-  chosen_runs = {r["run"] for r in chosen.values()}
-  rates = _axis(sorted(r["learning_rate"] for r in records))
-  colours = plt.get_cmap("viridis")
-  rows, cols = max(1, len(interactions_axis)), max(1, len(losses_axis))
-  fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.2 * rows),
-                           sharex=True, sharey=True, squeeze=False)
-  for r in records:
-    if r["loss"] not in losses_axis or r["interaction"] not in interactions_axis:
-      continue
-    ax = axes[interactions_axis.index(r["interaction"])][
-        losses_axis.index(r["loss"])]
-    curve = np.array(r["validation_curve"].get(tag, []), np.float64)
-    if not len(curve):
-      continue
-    colour = colours(rates.index(r["learning_rate"]) / max(1, len(rates) - 1))
-    bold = r["run"] in chosen_runs
-    ax.plot(curve[:, 0], curve[:, 1], color=colour,
-            lw=1.6 if bold else 0.6, alpha=1.0 if bold else 0.5)
-  for i, interaction in enumerate(interactions_axis):
-    for j, loss in enumerate(losses_axis):
-      ax = axes[i][j]
-      ax.set_title(cell_title((loss, interaction)), fontsize=8)
-      ax.tick_params(labelsize=7)
-      if i == rows - 1:
-        ax.set_xlabel("training step", fontsize=7)
-      if j == 0:
-        ax.set_ylabel(f"validation {metric_title(select_metric)}", fontsize=7)
-  handles = [_legend_line(plt, colours(i / max(1, len(rates) - 1)),
-                             f"lr {study_lib.rate_text(rate)}")
-             for i, rate in enumerate(rates)]
-  fig.legend(handles=handles, loc="lower center", ncol=min(6, len(rates)),
-             fontsize=7)
-  fig.suptitle("Validation curves of every run\n(bold: the chosen run of "
-               "each seed)", fontsize=9)
-  fig.tight_layout(rect=(0, 0.06, 1, 1))
-  path = os.path.join(folder, "validation_curves.png")
+def _save(fig, plt, path: str, dpi: int) -> None:
+  """Writes a figure atomically with no date or version in its bytes."""
   try:
-    _write(path, lambda f: fig.savefig(f, format="png", dpi=100), binary=True)
+    _write(path, lambda f: fig.savefig(f, format="png", dpi=dpi,
+                                       metadata={"Software": None}),
+           binary=True)
   finally:
     plt.close(fig)
+
+
+def _effects_figure(folder, plt, cells, metric_names, statistics) -> str:
+  """Paired differences from softmax + dot with hierarchical intervals."""
+  others = [c for c in cells if c.key != study_lib.BASELINE]
+  fig, axes = plt.subplots(1, len(metric_names), squeeze=False,
+                           figsize=(2.9 * len(metric_names) + 2.2,
+                                    1.0 + 0.32 * len(others)), sharey=True)
+  colours = plt.get_cmap("tab10")
+  interactions = _axis(c.interaction for c in others)
+  for k, metric in enumerate(metric_names):
+    ax = axes[0][k]
+    for y, cell in enumerate(others):
+      effect = statistics.effects[(cell.key, metric)]
+      colour = colours(interactions.index(cell.interaction))
+      ax.errorbar([effect.delta], [y], xerr=[[effect.delta - effect.low],
+                                             [effect.high - effect.delta]],
+                  fmt="o", color=colour, capsize=2, ms=4,
+                  mfc=colour if effect.p_holm < ALPHA else "white")
+    ax.axvline(0., color="black", lw=0.8)
+    ax.set_title(f"Δ {metric_title(metric)}", fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.grid(axis="x", lw=0.3)
+  axes[0][0].set_yticks(range(len(others)))
+  axes[0][0].set_yticklabels([cell_title(c.key) for c in others],
+                             fontsize=7)
+  axes[0][0].invert_yaxis()
+  fig.suptitle("Each cell minus softmax + dot: 95% hierarchical intervals "
+               "(seeds and test instances resampled);\nfilled: Holm p < "
+               f"{ALPHA}", fontsize=9)
+  fig.tight_layout(rect=(0, 0, 1, 0.93))
+  path = os.path.join(folder, "effects.png")
+  _save(fig, plt, path, dpi=110)
+  return path
+
+
+def _paper_figure(folder, plt, cells, metric_names, statistics,
+                  table: paper_tables.PaperTable) -> Optional[str]:
+  """Our effects (y, with intervals) against the paper's (x)."""
+  shown = [m for m in metric_names if table.effects(m)]
+  if not shown:
+    return None
+  fig, axes = plt.subplots(1, len(shown), squeeze=False,
+                           figsize=(3.6 * len(shown), 3.8))
+  colours = plt.get_cmap("tab10")
+  interactions = _axis(c.interaction for c in cells)
+  for k, metric in enumerate(shown):
+    ax = axes[0][k]
+    theirs = table.effects(metric)
+    xs = []
+    for cell in cells:
+      paper = theirs.get((cell.interaction, cell.loss))
+      if cell.key == study_lib.BASELINE or paper is None:
+        continue
+      effect = statistics.effects[(cell.key, metric)]
+      ax.errorbar([paper], [effect.delta],
+                  yerr=[[effect.delta - effect.low],
+                        [effect.high - effect.delta]], fmt="o", ms=4,
+                  capsize=2,
+                  color=colours(interactions.index(cell.interaction)))
+      xs += [paper, effect.low, effect.high]
+    if xs:
+      lim = max(abs(v) for v in xs) * 1.1 + 1e-4
+      ax.plot([-lim, lim], [-lim, lim], color="grey", lw=0.6, ls="--")
+      ax.set_xlim(-lim, lim)
+    ax.axhline(0., color="black", lw=0.6)
+    ax.axvline(0., color="black", lw=0.6)
+    ax.set_xlabel(f"paper's Δ {metric_title(metric)}", fontsize=8)
+    ax.set_ylabel(f"our Δ {metric_title(metric)}", fontsize=8)
+    ax.tick_params(labelsize=7)
+  handles = [_legend_line(plt, colours(i), INTERACTION_TITLES.get(n, n))
+             for i, n in enumerate(interactions)]
+  fig.legend(handles=handles, loc="lower center", ncol=len(handles),
+             fontsize=7)
+  fig.suptitle(f"Effects against softmax + dot: ours against "
+               f"{table.source.split(', ')[-1]} ({table.title}); same sign "
+               "in the upper-right and lower-left quadrants", fontsize=9)
+  fig.tight_layout(rect=(0, 0.07, 1, 0.93))
+  path = os.path.join(folder, "paper_effects.png")
+  _save(fig, plt, path, dpi=110)
+  return path
+
+
+def _curves_figure(folder, plt, records, chosen, cells,
+                   select_metric) -> str:
+  """One panel per cell (its own y-range, at least 280 px high): every
+  run's validation curve, a colour per (learning rate, width), the chosen
+  ones bold."""
+  tag = metrics.keras_name(select_metric)
+  chosen_runs = {r["run"] for r in chosen.values()}
+  settings = sorted({(r["learning_rate"], r["mlp_units"] or 0)
+                     for r in records})
+  colours = plt.get_cmap("tab20" if len(settings) > 10 else "tab10")
+  keys = [c.key for c in cells] or _axis((r["loss"], r["interaction"])
+                                         for r in records)
+  cols = min(5, len(keys))
+  rows = -(-len(keys) // cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows + 1.0),
+                           squeeze=False)
+  for index, key in enumerate(keys):
+    ax = axes[index // cols][index % cols]
+    for r in records:
+      if (r["loss"], r["interaction"]) != key:
+        continue
+      curve = np.array(r["validation_curve"].get(tag, []), np.float64)
+      if not len(curve):
+        continue
+      colour = colours(settings.index((r["learning_rate"],
+                                       r["mlp_units"] or 0)) % colours.N)
+      bold = r["run"] in chosen_runs
+      ax.plot(curve[:, 0], curve[:, 1], color=colour,
+              lw=1.8 if bold else 0.7, alpha=1.0 if bold else 0.6)
+    ax.set_title(cell_title(key), fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.set_xlabel("training step", fontsize=7)
+    ax.set_ylabel(f"validation {metric_title(select_metric)}", fontsize=7)
+  for index in range(len(keys), rows * cols):  # No empty panels.
+    axes[index // cols][index % cols].axis("off")
+  handles = [_legend_line(plt, colours(i % colours.N),
+                          f"lr {study_lib.rate_text(rate)}" +
+                          (f", width {units}" if units else ""))
+             for i, (rate, units) in enumerate(settings)]
+  fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)),
+             fontsize=7)
+  fig.suptitle("Validation curves of every run (bold: the chosen run of "
+               "each seed; each panel its own y-range)", fontsize=9)
+  legend_rows = -(-len(handles) // 6)
+  fig.tight_layout(rect=(0, 0.03 + 0.1 * legend_rows / rows, 1, 0.96))
+  path = os.path.join(folder, "validation_curves.png")
+  _save(fig, plt, path, dpi=100)
   return path
 
 
@@ -744,9 +1195,11 @@ def _write_sessions(study_dir, records, metric_names, chosen, domains,
 
 
 def check_options(metric_names: Sequence[str], select_metric: str,
-                  num_samples: int, paper_table: Optional[str]
-                 ) -> Optional[paper_tables.PaperTable]:
-  """Checks the report's options; returns the paper table, if one is named.
+                  num_samples: int, paper_table: Optional[str],
+                  dataset: Optional[str] = None
+                 ) -> List[paper_tables.PaperTable]:
+  """Checks the report's options; returns the paper's tables to show
+  (`paper_for`).
 
   Raises:
     ValueError: one line naming the flag.
@@ -757,7 +1210,27 @@ def check_options(metric_names: Sequence[str], select_metric: str,
   if num_samples < stats.DEFAULT_SAMPLES:
     raise ValueError(f"--bootstrap_samples={num_samples} must be >= "
                      f"{stats.DEFAULT_SAMPLES}.")
-  return paper_tables.load(paper_table) if paper_table else None
+  return paper_for(dataset, paper_table)
+
+
+def paper_for(dataset: Optional[str], paper_table: Optional[str]
+             ) -> List[paper_tables.PaperTable]:
+  """The paper's tables a report shows its effects beside: `--paper_table`
+  if given, else the dataset's (`paper_tables.DATASET_TABLES`: GoEmotions
+  -> Tables 7 and 8), else none.
+
+  Raises:
+    ValueError: naming --paper_table: unknown, unreadable, or of another
+      dataset than the study's.
+  """
+  if paper_table:
+    table = paper_tables.load(paper_table)
+    if dataset and table.dataset and table.dataset != dataset:
+      raise ValueError(f"--paper_table={paper_table} is the paper's table "
+                       f"of {table.dataset}; this study is of {dataset}.")
+    return [table]
+  return [paper_tables.load(name)
+          for name in paper_tables.DATASET_TABLES.get(dataset, ())]
 
 
 def regime_lines(shared: Dict[str, object]) -> List[str]:
@@ -902,7 +1375,8 @@ def _write_report(study_dir, select_metric, num_samples, paper_table,
   shared, grid = study_lib.load_study(study_dir)
   metric_names = tuple(shared["metrics"])
   select_metric = select_metric or shared["best_metric"]
-  paper = check_options(metric_names, select_metric, num_samples, paper_table)
+  paper = check_options(metric_names, select_metric, num_samples, paper_table,
+                        shared.get("dataset"))
   inputs = read_inputs(study_dir, grid, metric_names, select_metric, progress)
   records, chosen = inputs.records, inputs.chosen
   if not records:
@@ -913,15 +1387,47 @@ def _write_report(study_dir, select_metric, num_samples, paper_table,
   paths = {"results": os.path.join(study_dir, RESULTS_FILE),
            "tables": os.path.join(study_dir, TABLES_FILE),
            "figures": os.path.join(study_dir, FIGURES_DIR)}
+  fair = fairness_marks(records, shared["train_steps"])
+  with open(os.path.join(study_dir, study_lib.STUDY_FILE)) as f:
+    study = json.load(f)
+  labels = None
+  if inputs.arrays:
+    labels = next(iter(inputs.arrays.values())).get("labels")
   text = tables_markdown(shared, grid, cells, records, metric_names,
                          select_metric, statistics, num_samples, paper,
-                         inputs.missing, inputs.unreadable, inputs.strays)
-  write_results_csv(paths["results"], records, chosen, shared, metric_names)
+                         inputs.missing, inputs.unreadable, inputs.strays,
+                         fair, study, labels,
+                         class_names_of(study_dir, shared))
+  write_results_csv(paths["results"], records, chosen, shared, metric_names,
+                    fair)
   _write(paths["tables"], lambda f: f.write(text))
   write_figures(paths["figures"], cells, records, chosen, metric_names,
-                statistics, select_metric)
+                statistics, select_metric, paper)
   write_hparams(study_dir, records, grid, metric_names, chosen)
   return paths
+
+
+def class_names_of(study_dir: str, shared: Dict[str, object]) -> List[str]:
+  """The study's class names: a run folder's classes.json, else the
+  dataset's (loaded offline), else none (classes shown by id)."""
+  for path in sorted(tf.io.gfile.glob(os.path.join(
+      study_dir, study_lib.RUNS_DIR, "*", "classes.json")))[:1]:
+    try:
+      with open(path) as f:
+        return list(json.load(f))
+    except (OSError, ValueError):
+      break
+  try:
+    from rank4class_tf import catalog as catalog_lib  # pylint: disable=g-import-not-at-top,reimported
+    from rank4class_tf import datasets  # pylint: disable=g-import-not-at-top
+    if shared.get("dataset") in catalog_lib.TFDS_DATASETS:
+      return []  # Not prepared here, and not worth loading for names.
+    config = config_lib.TrainConfig.create(**{
+        k: v for k, v in shared.items()
+        if k in config_lib.TrainConfig().flat()})
+    return list(datasets.from_config(config.data).class_names)
+  except Exception:  # pylint: disable=broad-except
+    return []
 
 
 def check_summary_dir(study_dir: str, summary_dir: str) -> None:

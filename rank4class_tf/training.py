@@ -601,11 +601,13 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   memory, `checks.check_batch_size`) and model_dir (a folder that can be
   written and holds nothing a run did not write, `run_guard.
   check_model_dir`) are checked before anything is written: each refusal
-  is a one-line ValueError that leaves model_dir untouched. A model_dir
-  that already holds both exports is refused unless `overwrite`, which
-  removes the old run's own files only. A full disk or lost permission
-  mid-run is a one-line ValueError naming the file too, and leaves no
-  half-written checkpoint. A run interrupted mid-training (a backup in
+  is a one-line ValueError that leaves model_dir untouched. A finished run
+  started again with more `train_steps` goes on from its final checkpoint
+  (`extension_start`); otherwise a model_dir that already holds both
+  exports is refused unless `overwrite`, which removes the old run's own
+  files only. A full disk or lost permission mid-run is a one-line
+  ValueError naming the file too, and leaves no half-written checkpoint. A
+  run interrupted mid-training (a backup in
   model_dir/backup) resumes from its last completed validation, with the
   data stream realigned, when started again with the same config. The
   backup is deleted only once both exports are written: a run interrupted
@@ -629,9 +631,12 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     # `--overwrite` replaces the run there, readable or not.
     run_guard.check_identity(model_dir, previous_config(model_dir),
                              config.flat(), trainer.overwrite)
+  extend_from = None
   if serving.has_exports(model_dir) and not trainer.overwrite:
-    raise ValueError(f"--model_dir={model_dir} already holds an "
-                     "export; pass --overwrite to replace it.")
+    extend_from = extension_start(config)
+    if extend_from is None:
+      raise ValueError(f"--model_dir={model_dir} already holds an "
+                       "export; pass --overwrite to replace it.")
   tf.keras.utils.set_random_seed(trainer.seed)
   pipeline = build_pipeline(config, data, strategy)  # Reads vocab, ckpts.
   replicas = distribute.num_replicas(strategy)
@@ -643,6 +648,14 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   with run_guard.RunLock(model_dir) if chief else contextlib.nullcontext():
     if chief and trainer.overwrite:
       run_guard.clear_state(model_dir)
+    elif chief and extend_from:
+      # A finished run given more steps: it goes on from its final
+      # checkpoint (weights and optimizer state), the data stream
+      # realigned, as one uninterrupted run of the new length would.
+      logging.info("Extending the finished run from %s (epoch %d) to %d "
+                   "steps.", extend_from[0], extend_from[1],
+                   trainer.train_steps)
+      pipeline = build_pipeline(config, data, strategy, extend_from)
     elif chief:
       start = run_guard.recover_backup(model_dir)
       if start:
@@ -753,6 +766,24 @@ def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
                      "run afresh.") from None
 
 
+def extension_start(config: config_lib.TrainConfig
+                   ) -> Optional[Tuple[str, int]]:
+  """(final checkpoint, its epoch) of the finished run in config's
+  model_dir when `config` gives it more steps than it trained (the same
+  settings otherwise, `run_guard.check_identity`): training goes on from
+  there. None: not a finished run, or not more steps."""
+  model_dir, trainer = config.trainer.model_dir, config.trainer
+  old = previous_config(model_dir)
+  if not old or tf.io.gfile.exists(os.path.join(model_dir, BACKUP_DIR)):
+    return None
+  old_steps = int(old.get("train_steps", 0))
+  if not 0 < old_steps < trainer.train_steps or old_steps % trainer.eval_every:
+    return None
+  epoch = old_steps // trainer.eval_every
+  path = os.path.join(model_dir, "checkpoints", f"ckpt-{epoch:04d}")
+  return (path, epoch) if tf.io.gfile.exists(path + ".index") else None
+
+
 def final_checkpoint(config: config_lib.TrainConfig) -> Optional[str]:
   """The per-validation checkpoint of a run's last epoch, if it exists."""
   trainer = config.trainer
@@ -771,8 +802,10 @@ def is_trained(config: config_lib.TrainConfig) -> bool:
   `--export=false` its last checkpoint is and its backup is gone."""
   model_dir = config.trainer.model_dir
   if config.trainer.export:
+    # The exports, and the checkpoint of config's last step: a finished
+    # run given more steps (`extension_start`) is not trained yet.
     return all(tf.io.gfile.exists(os.path.join(model_dir, "export", name))
-               for name in serving.EXPORTS)
+               for name in serving.EXPORTS) and bool(final_checkpoint(config))
   return bool(final_checkpoint(config)) and not tf.io.gfile.exists(
       os.path.join(model_dir, BACKUP_DIR))
 

@@ -293,10 +293,13 @@ class ReportTest(tf.test.TestCase):
   def test_p_values_against_softmax_dot(self):
     self.assertIn("(base)", self.cell_text("top1_accuracy", "Dot",
                                            "Softmax CE"))
-    self.assertIn("(p=1.0000)", self.cell_text("top1_accuracy", "Dot",
-                                               "ApproxNDCG"))
-    self.assertIn("(p=0.0001)", self.cell_text("top1_accuracy", "LC+MLP",
-                                               "Softmax CE"))
+    self.assertIn("(p=1.0000, Holm 1.0000)", self.cell_text(
+        "top1_accuracy", "Dot", "ApproxNDCG"))
+    # The smallest hierarchical p, times the 12 comparisons of the family
+    # (3 cells x 4 metrics), of which 3 share it (Holm: 12, 11, 10 times
+    # 1/10001, then the running maximum).
+    self.assertIn("(p=0.0001, Holm 0.0012)", self.cell_text(
+        "top1_accuracy", "LC+MLP", "Softmax CE"))
 
   def test_best_and_top_three_marked(self):
     best = self.cell_text("mrr", "LC+MLP", "Softmax CE")
@@ -313,15 +316,19 @@ class ReportTest(tf.test.TestCase):
   def test_summary_informativeness_and_bound(self):
     self.assertRegex(self.tables, r"\| Top-1 \| 0\.5000 ± 0\.0000 \| "
                      r"Softmax CE \+ LC\+MLP \| 1\.0000 ± 0\.0000 \| "
-                     r"\+0\.5000 \| 0\.0001 \|")
-    # Top-5 is 1 for every cell: it separates no pair of the 6.
-    self.assertIn("| Top-5 | 0 of 6 | 0% |", self.tables)
+                     r"\+0\.5000 \[\+0\.4\d{3}, \+0\.5\d{3}\] \| 0\.0001 \| "
+                     r"0\.0012 \|")
+    # Top-5 is 1 for every cell: it separates no pair of the 6, and the
+    # report says it is at its ceiling.
+    self.assertIn("| Top-5 | 0 of 6 | 0 | 0% |", self.tables)
+    self.assertIn("Top-5 is 1.0 in every cell here", self.tables)
     self.assertIn("| Softmax CE + Dot | ", self.tables)
     self.assertIn("holds in 2/2 runs", self.tables)
 
   def test_figures_and_hparams(self):
     figures = sorted(os.listdir(self.paths["figures"]))
-    self.assertEqual(figures, ["mrr.png", "ndcg_at_5.png",
+    # digits: no paper table, so no paper_effects.png.
+    self.assertEqual(figures, ["effects.png", "mrr.png", "ndcg_at_5.png",
                                "top1_accuracy.png", "top5_accuracy.png",
                                "validation_curves.png"])
     from tensorboard.plugins.hparams import metadata  # pylint: disable=g-import-not-at-top
@@ -363,9 +370,12 @@ class ReportTest(tf.test.TestCase):
         "| Softmax CE + LC+MLP vs Softmax CE + Dot",
         "| ApproxNDCG + LC+MLP vs ApproxNDCG + Dot"])
     # The same model: no difference, p = 1.
-    self.assertIn("| +0.0000 (1.0000) |", rows[0])
-    # Right wherever the baseline misses: Top-1 +0.5, the smallest p.
-    self.assertEqual(rows[2].split(" | ")[1], "**+0.5000** (0.0001)")
+    self.assertIn("| +0.0000 (1.0000; 1.0000) |", rows[0])
+    # Right wherever the baseline misses: Top-1 +0.5, the smallest p, Holm
+    # over the table's 16 contrasts.
+    self.assertEqual(rows[2].split(" | ")[1], "**+0.5000** (0.0001; 0.0016)")
+    self.assertIn("Holm over the 16 contrasts of this table (4 × 4 "
+                  "metrics)", self.tables)
 
   def test_sodeep_sorters_against_handcrafted_and_mse(self):
     folder = os.path.join(tempfile.mkdtemp(), "study")
@@ -387,11 +397,11 @@ class ReportTest(tf.test.TestCase):
     rows = [l for l in lines if l.startswith("| ") and " vs " in l]
     self.assertEqual([r.split(" | ")[:2] for r in rows], [
         ["| SoDeep Spearman (pairwise) + Dot vs SoDeep Spearman (handcrafted) "
-         "+ Dot", "**+0.5000** (0.0001)"],
+         "+ Dot", "**+0.5000** (0.0001; 0.0012)"],
         ["| SoDeep Spearman (pairwise) + Dot vs MSE + Dot",
-         "**+0.5000** (0.0001)"],
+         "**+0.5000** (0.0001; 0.0012)"],
         ["| SoDeep Spearman (handcrafted) + Dot vs MSE + Dot",
-         "+0.0000 (1.0000)"]])
+         "+0.0000 (1.0000; 1.0000)"]])
 
   def test_summary_regenerates_the_same_report(self):
     summary = os.path.join(tempfile.mkdtemp(), "summary")
@@ -438,13 +448,16 @@ class ReportTest(tf.test.TestCase):
     path = os.path.join(tempfile.mkdtemp(), "paper.json")
     with open(path, "w") as f:
       json.dump({"title": "Digits (made up for this test)", "source": "test",
-                 "values": {"top1_accuracy": {"dot": {"softmax": 0.25,
-                                                      "mse": None}}}}, f)
+                 "values": {"top1_accuracy": {"dot": {
+                     "softmax": 0.25, "approx_ndcg": 0.5, "mse": None}}}}, f)
     study_report.write_report(self.dir, num_samples=10_000, paper_table=path)
     with open(self.paths["tables"]) as f:
       text = f.read()
-    self.assertIn("| Top-1 | Softmax CE + Dot | 0.5000 | 0.2500 | +0.2500 |",
-                  text)
+    # Effects, not absolute values: ApproxNDCG + Dot equals the baseline
+    # (0), the made-up paper says +0.25 for it.
+    self.assertIn("| ApproxNDCG + Dot | +0.0000 [+0.0000, +0.0000] | 1.0000 "
+                  "| 1.0000 | +0.2500 | no |", text)
+    self.assertIn("Signs agree with test in 0 of 1 cells", text)
     study_report.write_report(self.dir, num_samples=10_000)  # As it was.
 
   def test_bad_report_options(self):
@@ -452,9 +465,13 @@ class ReportTest(tf.test.TestCase):
       study_report.write_report(self.dir, select_metric="map")
     with self.assertRaisesRegex(ValueError, "^--bootstrap_samples=10 must be >= 10000"):
       study_report.write_report(self.dir, num_samples=10)
-    with self.assertRaisesRegex(ValueError, "^--paper_table=cifar10_vgg16: "
-                                "the paper's numbers"):
+    with self.assertRaisesRegex(ValueError, "^--paper_table=cifar10_vgg16 "
+                                "is the paper's table of cifar10; this study "
+                                "is of digits.$"):
       study_report.write_report(self.dir, paper_table="cifar10_vgg16")
+    with self.assertRaisesRegex(ValueError, "^--paper_table=table7 is "
+                                "neither a JSON file nor one of"):
+      study_report.write_report(self.dir, paper_table="table7")
 
 
 class PaperTablesTest(tf.test.TestCase):

@@ -6,10 +6,12 @@ its learning rate and width, so the grid's best value is known and lies
 outside the grid.
 """
 
+import csv
 import dataclasses
 import json
 import math
 import os
+import shutil
 import tempfile
 from unittest import mock
 
@@ -39,14 +41,23 @@ def stand_in(value):
   """An `execute_run` that writes a finished run scored by `value`."""
   calls = []
 
-  def execute_run(base, run, study_dir, data, earlier=None, extension=None):
+  def execute_run(base, run, study_dir, data, earlier=None, extension=None,
+                  train_steps=None):
     del base, data, earlier
-    calls.append(run.name)
+    calls.append(run.name if train_steps is None else
+                 f"{run.name}->{train_steps}")
+    folder = study.run_dir(study_dir, run)
+    if os.path.exists(folder):  # Trained on (--extend_steps).
+      shutil.rmtree(folder)
     hits = (np.arange(test_study.N) % 2).astype(float)
     record = test_study.fake_run(study_dir, run, hits, value(run))
     record["extension"] = (None if extension is None else
                            {"round": extension.round,
                             "reason": extension.reason})
+    if train_steps is not None:
+      # Still improving at 10 steps, peaks at 15 of 20.
+      record["extended_steps"] = {"from": 10, "to": train_steps}
+      record["best_step"] = 15
     with open(os.path.join(study.run_dir(study_dir, run),
                            study.RESULT_FILE), "w") as f:
       json.dump(record, f)
@@ -135,13 +146,48 @@ class RunStudyTest(tf.test.TestCase):
     self.grid = study.Grid(losses=("softmax",), interactions=("dot",),
                            seeds=(0, 1), learning_rates=(1e-3, 3e-3, 1e-2))
 
-  def run_study(self, value, extend_grid):
+  def run_study(self, value, extend_grid, extend_steps=0.):
     execute_run, calls = stand_in(value)
     lines = []
     with mock.patch.object(study, "execute_run", execute_run):
       runs = study.run_study(self.dir, test_study.base_config(), self.grid,
-                             progress=lines.append, extend_grid=extend_grid)
+                             progress=lines.append, extend_grid=extend_grid,
+                             extend_steps=extend_steps)
     return runs, calls, lines
+
+  def test_runs_still_improving_go_on_once(self):
+    # Every stand-in run peaks at its last validation (step 10 of 10): the
+    # chosen run of each seed goes on to 2 x 10 steps, once.
+    _, calls, lines = self.run_study(peak_at(3e-3), 0, extend_steps=2)
+    self.assertEqual(calls[6:], ["softmax.dot.lr0.003.seed0->20",
+                                 "softmax.dot.lr0.003.seed1->20"])
+    self.assertTrue(any(line.startswith("--extend_steps: 2 chosen run(s)")
+                        for line in lines), lines)
+    with open(os.path.join(self.dir, study.STUDY_FILE)) as f:
+      self.assertEqual(json.load(f)["extended_steps"],
+                       {"softmax.dot.lr0.003.seed0": 20,
+                        "softmax.dot.lr0.003.seed1": 20})
+    record = {r["run"]: r for r in study.load_records(self.dir)}[
+        "softmax.dot.lr0.003.seed0"]
+    self.assertEqual(record["extended_steps"], {"from": 10, "to": 20})
+    # Once: the same command again trains nothing.
+    _, again, _ = self.run_study(peak_at(3e-3), 0, extend_steps=2)
+    self.assertEqual(again, [])
+    # The report judges an extended run by its own steps: it peaked at 15
+    # of 20, so it is no longer "peaked last".
+    paths = study_report.write_report(self.dir, progress=lambda _: None)
+    with open(paths["results"]) as f:
+      rows = {r["run"]: r for r in csv.DictReader(f)}
+    self.assertEqual(rows["softmax.dot.lr0.003.seed0"]["best_is_last"],
+                     "False")
+    self.assertEqual(rows["softmax.dot.lr0.001.seed0"]["best_is_last"],
+                     "True")
+
+  def test_bad_extend_steps(self):
+    with self.assertRaisesRegex(ValueError, r"^--extend_steps=0.5 must be 0 "
+                                r"\(no extension\) or > 1\.$"):
+      self.run_study(peak_at(1e-3), 0, extend_steps=0.5)
+    self.assertFalse(os.path.exists(self.dir))
 
   def test_best_rate_below_the_grid_ends_interior(self):
     # The peak is at 2e-4: 1e-3 -> 3e-4 -> 1e-4, where 3e-4 is interior.
@@ -192,3 +238,32 @@ class RunStudyTest(tf.test.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class TrainOnTest(tf.test.TestCase):
+  """`training.train` with more steps on a finished run: it goes on from
+  the final checkpoint and ends where one uninterrupted run would."""
+
+  def test_more_steps_equal_an_uninterrupted_run(self):
+    from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+    from rank4class_tf import serving  # pylint: disable=g-import-not-at-top
+    from rank4class_tf import training  # pylint: disable=g-import-not-at-top
+    root = tempfile.mkdtemp()
+    def config(folder, steps):
+      return config_lib.TrainConfig.create(
+          dataset="digits", train_steps=steps, eval_every=10, dropout=0.0,
+          deterministic=True, model_dir=os.path.join(root, folder))
+    training.train(config("extended", 20))
+    with self.assertRaisesRegex(ValueError, "already holds an export"):
+      training.train(config("extended", 20))  # Not more steps.
+    training.train(config("extended", 40))
+    training.train(config("straight", 40))
+    data = training.load_data(config("straight", 40))
+    got = {name: serving.evaluate(os.path.join(root, name), data,
+                                  export=serving.LATEST_EXPORT)
+           for name in ("extended", "straight")}
+    self.assertAllClose(got["extended"], got["straight"], atol=1e-6)
+    self.assertEqual(serving.load_config(os.path.join(root, "extended"))
+                     .trainer.train_steps, 40)
+    curves = training.validation_curves(os.path.join(root, "extended"))
+    self.assertEqual(sorted(curves["top1_accuracy"]), [0, 1, 2, 3])

@@ -1,0 +1,208 @@
+"""The study's statistics: effects with training noise, fairness, Bruch.
+
+A reproduction's verdict rests on three things this module computes from
+the chosen runs (pure numpy; `study_report` presents them):
+
+* **Effects against the baseline, with training noise.** A cell's effect is
+  its difference from softmax + dot, the paper's classical classifier:
+  d[s, i] = m_cell(s, i) - m_base(s, i) over the seeds s the two cells share
+  and the test instances i. Its interval and p-value come from the
+  hierarchical bootstrap (`stats.hierarchical_*`: seeds resampled, then
+  instances), so a cell whose seeds disagree gets the wide interval it
+  deserves; with one seed they cover test sampling only. The p-values of
+  one family (every cell against the baseline on every metric; or every
+  contrast of a table) are Holm-adjusted (`stats.holm`).
+* **Fairness of the tuning.** A chosen run whose learning rate or width is
+  the lowest or highest tried for its (loss, interaction, seed) may have
+  its optimum outside the grid (`edge`); one whose best validation is its
+  last one was still improving when it stopped (`best_is_last`).
+* **Bruch et al. (2019) as a claim.** Softmax CE >= -log MRR holds for
+  every model by construction (an identity, checked as one); the claim
+  worth testing is that CE *tracks* the ranking metrics: across runs, a
+  lower test CE goes with a higher MRR and NDCG (`bruch_correlations`,
+  Spearman's rho).
+"""
+
+import dataclasses
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rank4class_tf import stats
+
+CellKey = Tuple[str, str]  # (loss, interaction)
+
+
+@dataclasses.dataclass(frozen=True)
+class Effect:
+  """A cell's difference from a reference cell on one metric.
+
+  Attributes:
+    delta: mean over the shared seeds and the test instances.
+    low, high: its 95% hierarchical bootstrap interval.
+    p: two-sided hierarchical bootstrap p of delta = 0.
+    p_holm: p Holm-adjusted over the effect's family.
+    seeds: the seeds the two cells share.
+  """
+  delta: float
+  low: float
+  high: float
+  p: float
+  p_holm: float
+  seeds: Tuple[int, ...]
+
+
+def seed_differences(a: Dict[int, np.ndarray], b: Dict[int, np.ndarray]
+                    ) -> Tuple[np.ndarray, Tuple[int, ...]]:
+  """([S, n] per-seed, per-instance differences a - b, the shared seeds).
+
+  Raises:
+    ValueError: the cells share no seed.
+  """
+  seeds = tuple(sorted(set(a) & set(b)))
+  if not seeds:
+    raise ValueError("the two cells share no seed to pair.")
+  return (stats.seed_matrix(a, seeds) - stats.seed_matrix(b, seeds)), seeds
+
+
+def effects(pairs: Sequence[Tuple[object, Dict[int, np.ndarray],
+                                  Dict[int, np.ndarray]]],
+            num_samples: int = stats.DEFAULT_SAMPLES,
+            seed: int = stats.DEFAULT_SEED) -> Dict[object, Effect]:
+  """Effects of a family of comparisons, Holm-adjusted together.
+
+  Args:
+    pairs: [(label, {seed: [n] values of the cell}, {seed: [n] values of the
+      reference})]; every comparison sees the same resamples where they have
+      the same number of seeds.
+    num_samples: bootstrap resamples.
+    seed: the resampling seed.
+
+  Returns:
+    {label: Effect}.
+  """
+  out, raw = {}, []
+  by_shape: Dict[Tuple[int, int], List] = {}
+  for label, a, b in pairs:
+    diff, seeds = seed_differences(a, b)
+    by_shape.setdefault(diff.shape, []).append((label, diff, seeds))
+  for group in by_shape.values():
+    diffs = np.stack([diff for _, diff, _ in group])
+    p = stats.hierarchical_bootstrap(diffs, num_samples, seed)
+    bounds = stats.hierarchical_interval(diffs, 0.95, num_samples, seed)
+    for (label, diff, seeds), p_value, bound in zip(group, p, bounds):
+      raw.append(label)
+      out[label] = (float(diff.mean()), float(bound[0]), float(bound[1]),
+                    float(p_value), seeds)
+  adjusted = stats.holm([out[label][3] for label in raw])
+  return {label: Effect(*out[label][:4], float(p_holm), out[label][4])
+          for label, p_holm in zip(raw, adjusted)}
+
+
+def intervals(series: Sequence[Tuple[object, Dict[int, np.ndarray]]],
+              num_samples: int = stats.DEFAULT_SAMPLES,
+              seed: int = stats.DEFAULT_SEED
+             ) -> Dict[object, Tuple[float, float]]:
+  """95% hierarchical intervals of means: {label: (low, high)} of
+  [(label, {seed: [n] values})]."""
+  out = {}
+  by_seeds: Dict[Tuple[int, ...], List] = {}
+  for label, values in series:
+    by_seeds.setdefault(tuple(sorted(values)), []).append((label, values))
+  for seeds, group in by_seeds.items():
+    matrix = np.stack([stats.seed_matrix(values, seeds)
+                       for _, values in group])
+    bounds = stats.hierarchical_interval(matrix, 0.95, num_samples, seed)
+    for (label, _), bound in zip(group, bounds):
+      out[label] = (float(bound[0]), float(bound[1]))
+  return out
+
+
+def _edge_text(sides: Sequence[str]) -> str:
+  if "low" in sides and "high" in sides:
+    return "only"  # The only value tried.
+  return sides[0] if sides else ""
+
+
+def fairness(record: Dict, tried: Sequence[Dict],
+             train_steps: Optional[int] = None) -> Dict[str, object]:
+  """The fairness marks of a chosen run.
+
+  Args:
+    record: the chosen run's record.
+    tried: the records of every run of its (loss, interaction, seed).
+    train_steps: the run's steps (default: the last validation step of its
+      curve).
+
+  Returns:
+    {"lr_edge": "low" | "high" | "only" | "", "units_edge": likewise ("" for
+    interactions without a width), "best_is_last": bool}.
+  """
+  marks = {}
+  for field, key in (("learning_rate", "lr_edge"), ("mlp_units",
+                                                    "units_edge")):
+    value = record[field]
+    values = sorted({r[field] for r in tried if r[field] is not None})
+    sides = []
+    if value is not None and values:
+      if value == values[0]:
+        sides.append("low")
+      if value == values[-1]:
+        sides.append("high")
+    marks[key] = _edge_text(sides)
+  last = train_steps
+  if last is None:
+    steps = [step for curve in record.get("validation_curve", {}).values()
+             for step, _ in curve]
+    last = max(steps) if steps else None
+  marks["best_is_last"] = bool(last is not None and
+                               record.get("best_step") == last)
+  return marks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+  """Spearman's rank correlation (average ranks for ties); NaN for fewer
+  than 3 pairs or a constant series."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  if len(x) < 3:
+    return math.nan
+
+  def ranks(v):
+    order = np.argsort(v, kind="stable")
+    r = np.empty(len(v))
+    r[order] = np.arange(len(v), dtype=np.float64)
+    for value in np.unique(v):  # Ties share their average rank.
+      tied = v == value
+      r[tied] = r[tied].mean()
+    return r
+  rx, ry = ranks(x), ranks(y)
+  if rx.std() == 0 or ry.std() == 0:
+    return math.nan
+  return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def bruch_correlations(records: Sequence[Dict], group_of=lambda r: None
+                      ) -> Dict[Optional[str], Dict[str, object]]:
+  """Spearman's rho between test softmax CE and test MRR / NDCG across
+  runs: {group (None: all runs): {"runs": k, "mrr": rho, "ndcg": rho}}.
+
+  MRR and NDCG come from the record's -log MRR and -log NDCG (every study
+  record has them). Bruch et al.'s claim predicts a negative rho.
+  """
+  groups: Dict[Optional[str], List[Dict]] = {None: list(records)}
+  for record in records:
+    key = group_of(record)
+    if key is not None:
+      groups.setdefault(key, []).append(record)
+  out = {}
+  for key, rows in groups.items():
+    ce = [r["test_softmax_ce"] for r in rows]
+    out[key] = {
+        "runs": len(rows),
+        "mrr": spearman(ce, [math.exp(-r["test_neg_log_mrr"])
+                             for r in rows]),
+        "ndcg": spearman(ce, [math.exp(-r["test_neg_log_ndcg"])
+                              for r in rows]),
+    }
+  return out

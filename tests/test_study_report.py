@@ -1,0 +1,331 @@
+"""Tests of the verdict statistics in the study report (issue 33):
+hierarchical intervals and tests, Holm, fairness marks, provenance, the
+paper's effects beside ours, Bruch's claim, determinism.
+
+Hand-made studies (`test_study.fake_run`): known per-instance hits, no
+training.
+"""
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class_tf import provenance
+from rank4class_tf import stats
+from rank4class_tf import study
+from rank4class_tf import study_report
+from rank4class_tf import study_stats
+from test_study import base_config
+from test_study import fake_run
+from test_study import N
+
+
+def make_study(hits_of, seeds=(0, 1, 2), dataset="digits",
+               losses=("softmax", "approx_ndcg"), interactions=("dot",),
+               rates=(1e-3, 1e-2), val_of=None, record_of=None):
+  """A finished hand-made study: `hits_of(run)` its per-instance Top-1
+  hits, `val_of(run)` its validation Top-1 (default: 1e-3 chosen)."""
+  folder = os.path.join(tempfile.mkdtemp(), "study")
+  grid = study.Grid(losses=losses, interactions=interactions, seeds=seeds,
+                    learning_rates=rates, mlp_units=(8,))
+  extra = {"encoder": "bert"} if dataset == "goemotions" else {}
+  study.open_study(folder, base_config(dataset=dataset, **extra), grid)
+  for run in grid.runs():
+    val = (val_of or (lambda r: 0.9 if r.learning_rate == rates[0]
+                      else 0.5))(run)
+    record = fake_run(folder, run, hits_of(run), val)
+    if record_of is not None:
+      record.update(record_of(run))
+      with open(os.path.join(study.run_dir(folder, run),
+                             study.RESULT_FILE), "w") as f:
+        json.dump(record, f)
+  return folder
+
+
+def hits(p, seed):
+  return (np.random.default_rng(seed).random(N) < p).astype(float)
+
+
+def report(folder, **kwargs):
+  paths = study_report.write_report(folder, num_samples=10_000,
+                                    progress=lambda _: None, **kwargs)
+  with open(paths["tables"]) as f:
+    return paths, f.read()
+
+
+def effect_row(tables, cell_title):
+  """The cells of the Table 2 ... no: of the effects table row of a cell."""
+  for line in tables.splitlines():
+    if line.startswith(f"| {cell_title} | ") and "[" in line:
+      return [c.strip() for c in line.strip("|").split("|")]
+  raise AssertionError(f"no effect row for {cell_title}")
+
+
+class HierarchicalReportTest(tf.test.TestCase):
+
+  def test_seeds_that_disagree_widen_the_interval(self):
+    # ApproxNDCG's seeds: 0.05, 0.5 and 0.95 right; softmax 0.5 in each.
+    # Pooled over seeds the instances look alike (mean 0.5 each); the
+    # hierarchical interval of the effect must show the seeds' spread.
+    spread = {0: 0.05, 1: 0.5, 2: 0.95}
+    def hits_of(run):
+      if run.loss == "softmax":
+        return hits(0.5, 100 + run.seed)
+      return hits(spread[run.seed], 200 + run.seed)
+    folder = make_study(hits_of)
+    stats_ = self.statistics(folder)
+    effect = stats_.effects[(("approx_ndcg", "dot"), "top1_accuracy")]
+    self.assertGreater(effect.high - effect.low, 0.4)
+    # The seeds-pooled interval (the old report's) is far narrower.
+    cells = self.cells(folder)
+    pooled = stats.bootstrap_interval(
+        cells[1].pooled("top1_accuracy") - cells[0].pooled("top1_accuracy"))
+    self.assertLess(pooled[1] - pooled[0], 0.2)
+    self.assertGreater(effect.p, 0.2)
+
+  def test_identical_seeds_give_the_instance_only_interval(self):
+    folder = make_study(lambda run: hits(0.5 if run.loss == "softmax"
+                                         else 0.7, 300 if run.loss ==
+                                         "softmax" else 301))
+    stats_ = self.statistics(folder)
+    effect = stats_.effects[(("approx_ndcg", "dot"), "top1_accuracy")]
+    d = hits(0.7, 301) - hits(0.5, 300)
+    low, high = stats.bootstrap_interval(d, num_samples=10_000)
+    self.assertAllClose([effect.low, effect.high], [low, high], atol=1e-12)
+    self.assertAllClose(effect.delta, d.mean())
+
+  def test_one_seed_says_so_and_shows_no_spread(self):
+    folder = make_study(lambda run: hits(0.5, run.seed), seeds=(0,))
+    _, tables = report(folder)
+    self.assertIn("**One seed per cell: the intervals and p-values cover "
+                  "test sampling only, not training noise.**", tables)
+    self.assertNotIn("±", tables.split("## Test metrics")[1].split(
+        "## Effects")[0])
+
+  def test_holm_family_is_stated_and_applied(self):
+    folder = make_study(lambda run: hits(0.5, run.seed))
+    _, tables = report(folder)
+    self.assertIn("Holm: adjusted over the family of 4 comparisons (1 cells "
+                  "× 4 metrics against softmax + dot)", tables)
+    stats_ = self.statistics(folder)
+    raw = [stats_.effects[(("approx_ndcg", "dot"), m)].p
+           for m in ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")]
+    got = [stats_.effects[(("approx_ndcg", "dot"), m)].p_holm
+           for m in ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")]
+    self.assertAllClose(got, stats.holm(raw))
+
+  def cells(self, folder):
+    records = study.load_records(folder)
+    chosen = study_report.select(records, "top1_accuracy")
+    return study_report.build_cells(
+        folder, chosen, ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr"),
+        [("softmax", "dot"), ("approx_ndcg", "dot")])
+
+  def statistics(self, folder):
+    return study_report.compute_statistics(
+        self.cells(folder), ("top1_accuracy", "top5_accuracy", "ndcg@5",
+                             "mrr"), 10_000)
+
+
+class FairnessTest(tf.test.TestCase):
+
+  def test_marks(self):
+    tried = [{"learning_rate": r, "mlp_units": u} for r in (1e-3, 1e-2)
+             for u in (64, 128)]
+    record = {"learning_rate": 1e-3, "mlp_units": 128, "best_step": 100,
+              "validation_curve": {"top1_accuracy": [[50, 0.1], [100, 0.2]]}}
+    self.assertEqual(study_stats.fairness(record, tried),
+                     {"lr_edge": "low", "units_edge": "high",
+                      "best_is_last": True})
+    record = dict(record, mlp_units=None, best_step=50)
+    only = [{"learning_rate": 1e-3, "mlp_units": None}]
+    self.assertEqual(study_stats.fairness(record, only, train_steps=100),
+                     {"lr_edge": "only", "units_edge": "",
+                      "best_is_last": False})
+
+  def test_report_marks_edges_and_runs_still_improving(self):
+    # Rates 1e-4, 1e-3, 1e-2: softmax chooses the interior 1e-3 and peaks
+    # early; approx_ndcg chooses the lowest and peaks at its last step.
+    def val_of(run):
+      best = 1e-3 if run.loss == "softmax" else 1e-4
+      return 0.9 if run.learning_rate == best else 0.5
+    def record_of(run):
+      return {"best_step": 5 if run.loss == "softmax" else 10}
+    folder = make_study(lambda run: hits(0.5, run.seed),
+                        rates=(1e-4, 1e-3, 1e-2), val_of=val_of,
+                        record_of=record_of)
+    paths, tables = report(folder)
+    self.assertIn("**3 of 6 chosen runs are on an edge of the learning "
+                  "rates or widths tried; 3 of 6 peaked at their last "
+                  "validation**", tables)
+    self.assertIn("| Softmax CE + Dot | 0 of 3 | 0 of 3 | 0 of 3 |", tables)
+    self.assertIn("| ApproxNDCG + Dot | 3 of 3 (low) | 0 of 3 | 3 of 3 |",
+                  tables)
+    with open(paths["results"]) as f:
+      rows = {r["run"]: r for r in csv.DictReader(f)}
+    row = rows["approx_ndcg.dot.lr0.0001.seed0"]
+    self.assertEqual((row["selected"], row["lr_edge"], row["units_edge"],
+                      row["best_is_last"]), ("True", "low", "", "True"))
+    self.assertEqual(rows["softmax.dot.lr0.001.seed0"]["lr_edge"], "")
+    self.assertEqual(rows["softmax.dot.lr0.01.seed0"]["lr_edge"], "high")
+
+
+class ProvenanceTest(tf.test.TestCase):
+
+  def made_by(self, commit):
+    return {"package": "0.1.0", "git_commit": commit, "git_dirty": False,
+            "tensorflow": "2.15.1", "tensorflow_ranking": "0.5.5",
+            "python": "3.11.7"}
+
+  def test_one_version_and_a_mixed_study(self):
+    one = make_study(lambda run: hits(0.5, run.seed), record_of=lambda run: {
+        "provenance": self.made_by("a" * 40)})
+    paths, tables = report(one)
+    self.assertIn("- 12 run(s): rank4class_tf 0.1.0, commit aaaaaaaaaaaa, "
+                  "TensorFlow 2.15.1, TF-Ranking 0.5.5", tables)
+    self.assertNotIn("Warning", tables)
+    with open(paths["results"]) as f:
+      self.assertEqual(next(csv.DictReader(f))["git_commit"], "a" * 40)
+    mixed = make_study(lambda run: hits(0.5, run.seed),
+                       record_of=lambda run: {"provenance": self.made_by(
+                           "a" * 40 if run.seed else "b" * 40)})
+    _, tables = report(mixed)
+    self.assertIn("**Warning: these runs were not all made by one known "
+                  "version of the code**", tables)
+    self.assertIn("- 4 run(s): rank4class_tf 0.1.0, commit bbbbbbbbbbbb",
+                  tables)
+    # The study.json of a study created now names this code.
+    self.assertIn("- the study was created by rank4class_tf", tables)
+
+
+class PaperEffectsTest(tf.test.TestCase):
+
+  def test_goemotions_study_beside_tables_7_and_8(self):
+    # Every cell: right on 60% of the instances where softmax + dot is right
+    # on 50%, so every effect is about +0.1; Table 7's effects for dot:
+    # pairwise -0.0079, approx_ndcg -0.0042, gumbel -0.0011, mse -0.0020
+    # (signs disagree), lc_mlp softmax -0.0035 (disagrees).
+    def hits_of(run):
+      if run.cell == ("softmax", "dot"):
+        return np.tile([1., 0.], N // 2)
+      return np.tile([1., 1., 1., 0., 0.], N // 5)
+    folder = make_study(hits_of, dataset="goemotions",
+                        losses=("softmax", "approx_ndcg"),
+                        interactions=("dot", "lc_mlp"))
+    _, tables = report(folder)
+    self.assertIn("Paper: GoEmotions, BERT-Base", tables)
+    self.assertIn("GoEmotions, ELECTRA-Base", tables)
+    row = effect_row(tables, "ApproxNDCG + Dot")
+    self.assertEqual(row[0], "ApproxNDCG + Dot")
+    self.assertTrue(row[1].startswith("+0.1000 ["), row)
+    self.assertEqual(row[4:], ["-0.0042", "+0.0078", "no"])
+    row = effect_row(tables, "ApproxNDCG + LC+MLP")
+    self.assertEqual(row[4:], ["+0.0035", "+0.0078", "yes"])
+    self.assertIn("Signs agree with Table 7 in 1 of 3 cells", tables)
+
+  def test_digits_has_no_paper_table(self):
+    folder = make_study(lambda run: hits(0.5, run.seed))
+    _, tables = report(folder)
+    self.assertIn("The paper has no table for digits", tables)
+
+  def test_another_datasets_table_is_refused_before_writing(self):
+    folder = make_study(lambda run: hits(0.5, run.seed), dataset="goemotions")
+    before = sorted(os.listdir(folder))
+    with self.assertRaisesRegex(ValueError, "^--paper_table=mind_bert is the "
+                                "paper's table of mind; this study is of "
+                                "goemotions.$"):
+      study_report.write_report(folder, paper_table="mind_bert")
+    self.assertEqual(sorted(os.listdir(folder)), before)
+
+
+class BruchTest(tf.test.TestCase):
+
+  def test_spearman(self):
+    self.assertAlmostEqual(study_stats.spearman([1, 2, 3, 4], [8, 6, 4, 2]),
+                           -1.0)
+    # Ties share their average rank: scipy's value for this pair.
+    self.assertAlmostEqual(study_stats.spearman([1, 2, 2, 3], [1, 3, 2, 4]),
+                           0.9486832980505138)
+    self.assertTrue(math.isnan(study_stats.spearman([1, 2], [2, 1])))
+    self.assertTrue(math.isnan(study_stats.spearman([1, 1, 1], [1, 2, 3])))
+
+  def test_correlations_across_runs(self):
+    records = [{"loss": loss, "test_softmax_ce": ce,
+                "test_neg_log_mrr": -math.log(mrr),
+                "test_neg_log_ndcg": -math.log(mrr)}
+               for loss, ce, mrr in (("a", 1., .5), ("a", 2., .4),
+                                     ("a", 3., .3), ("b", 1., .1),
+                                     ("b", 2., .2), ("b", 3., .3))]
+    found = study_stats.bruch_correlations(records, lambda r: r["loss"])
+    self.assertEqual(found["a"]["mrr"], -1.0)
+    self.assertEqual(found["b"]["mrr"], 1.0)
+    self.assertEqual(found[None]["runs"], 6)
+
+
+class RobustnessAndPerClassTest(tf.test.TestCase):
+
+  def test_a_contrast_whose_sign_depends_on_the_selection(self):
+    # ApproxNDCG: its 1e-3 run wins on validation Top-1 and is worse than
+    # softmax on test; its 1e-2 run wins on validation MRR and is better.
+    def val_of(run):
+      return 0.9 if run.learning_rate == 1e-3 else 0.5
+    def record_of(run):
+      if run.loss != "approx_ndcg":
+        return {}
+      top1 = 0.4 if run.learning_rate == 1e-3 else 0.6
+      return {"validation": {"top1_accuracy": 1.0 - top1,
+                             "top5_accuracy": 1.0, "ndcg@5": top1,
+                             "mrr": top1},
+              "test": {"top1_accuracy": top1, "top5_accuracy": 1.0,
+                       "ndcg@5": top1, "mrr": top1}}
+    folder = make_study(lambda run: np.tile([1., 0.], N // 2),
+                        val_of=val_of, record_of=record_of)
+    _, tables = report(folder)
+    self.assertIn("| Top-1 | Top-1 | ApproxNDCG + Dot | -0.1000 |", tables)
+    self.assertIn("| MRR | Top-1 | ApproxNDCG + Dot | +0.1000 |", tables)
+    self.assertIn("- ApproxNDCG + Dot vs Softmax CE + Dot, Top-1 (Top-1: −, "
+                  "NDCG@5: +, MRR: +)", tables)
+
+  def test_per_class(self):
+    cell = lambda loss, hits_: study_report.Cell(
+        loss, "dot", {0: {}}, {"top1_accuracy": {0: np.array(hits_)},
+                              "mrr": {0: np.array(hits_)}})
+    labels = np.array([0, 0, 1, 1, 1, 2])
+    base = cell("softmax", [1., 1., 0., 0., 0., 1.])
+    other = cell("mse", [0., 1., 1., 1., 1., 1.])
+    lines = study_report.per_class_lines([base, other], labels,
+                                         ["a", "b", "c"])
+    # Macro Top-1: mean over classes of the per-class means.
+    self.assertIn("| Softmax CE + Dot | 0.6667 | 0.6667 |", lines)
+    self.assertIn("| MSE + Dot | 0.8333 | 0.8333 |", lines)
+    self.assertIn("| MSE + Dot | b +1.000 (n=3) | a -0.500 (n=2) |", lines)
+
+
+class DeterminismTest(tf.test.TestCase):
+
+  def test_report_twice_is_byte_identical(self):
+    folder = make_study(lambda run: hits(0.5 + 0.1 * run.seed, run.seed),
+                        dataset="goemotions")
+    paths, _ = report(folder)
+    def contents():
+      out = {}
+      for name in ("results", "tables"):
+        with open(paths[name], "rb") as f:
+          out[name] = f.read()
+      for name in sorted(os.listdir(paths["figures"])):
+        with open(os.path.join(paths["figures"], name), "rb") as f:
+          out[name] = f.read()
+      return out
+    first = contents()
+    report(folder)
+    self.assertEqual(contents(), first)
+
+
+if __name__ == "__main__":
+  tf.test.main()
