@@ -634,6 +634,22 @@ def bruch_lines(records: Sequence[Dict]) -> List[str]:
     text = lambda v: "—" if math.isnan(v) else f"{v:+.3f}"
     lines.append(f"| {title} | {row['runs']} | {text(row['mrr'])} | "
                  f"{text(row['ndcg'])} |")
+  within = study_stats.bruch_within_runs(records)
+  if within["runs"]:
+    lines += ["", "Within each softmax-CE run, across its validations "
+              "(its validation loss is its CE; the other losses' is not): "
+              "Spearman's ρ between validation CE and the metric, over "
+              f"{within['runs']} runs:", "",
+              "| metric | median ρ | runs with ρ < 0 | runs with ρ > 0 |",
+              "|---|---|---|---|"]
+    for metric, title in (("mrr", "MRR"), ("ndcg_5", "NDCG@5")):
+      rhos = [v for v in within[metric] if not math.isnan(v)]
+      if not rhos:
+        lines.append(f"| {title} | — | 0 | 0 |")
+        continue
+      lines.append(f"| {title} | {float(np.median(rhos)):+.3f} | "
+                   f"{sum(v < 0 for v in rhos)} | "
+                   f"{sum(v > 0 for v in rhos)} |")
   return lines
 
 

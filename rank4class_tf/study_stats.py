@@ -20,7 +20,8 @@ the chosen runs (pure numpy; `study_report` presents them):
   every model by construction (an identity, checked as one); the claim
   worth testing is that CE *tracks* the ranking metrics: across runs, a
   lower test CE goes with a higher MRR and NDCG (`bruch_correlations`,
-  Spearman's rho).
+  Spearman's rho), and within a softmax-CE run, a validation with a lower
+  CE has a higher MRR and NDCG (`bruch_within_runs`).
 """
 
 import dataclasses
@@ -205,4 +206,38 @@ def bruch_correlations(records: Sequence[Dict], group_of=lambda r: None
         "ndcg": spearman(ce, [math.exp(-r["test_neg_log_ndcg"])
                               for r in rows]),
     }
+  return out
+
+
+def bruch_within_runs(records: Sequence[Dict],
+                      metrics: Sequence[str] = ("mrr", "ndcg_5")
+                     ) -> Dict[str, object]:
+  """Spearman's rho across each softmax-CE run's validations between its
+  validation loss (its softmax CE) and each ranking metric.
+
+  Only a softmax-CE run's validation loss is its CE (another loss's is that
+  loss), so only the records whose loss is `softmax` count; a curve needs
+  3 validations. `metrics` are the Keras names of the records'
+  `validation_curve`.
+
+  Returns:
+    {"runs": k, metric: the rhos of the k runs (NaN where a series is
+    constant)}.
+  """
+  out: Dict[str, object] = {"runs": 0}
+  for metric in metrics:
+    out[metric] = []
+  for record in records:
+    curves = record.get("validation_curve") or {}
+    if record["loss"] != "softmax" or "loss" not in curves:
+      continue
+    loss = {int(step): value for step, value in curves["loss"]}
+    if len(loss) < 3:
+      continue
+    out["runs"] += 1
+    for metric in metrics:
+      points = {int(step): value for step, value in curves.get(metric, [])}
+      steps = sorted(set(loss) & set(points))
+      out[metric].append(spearman([loss[s] for s in steps],
+                                  [points[s] for s in steps]))
   return out

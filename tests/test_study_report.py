@@ -267,6 +267,26 @@ class BruchTest(tf.test.TestCase):
     self.assertEqual(found["b"]["mrr"], 1.0)
     self.assertEqual(found[None]["runs"], 6)
 
+  def test_correlations_within_softmax_runs(self):
+    # Run 1: CE falls as MRR rises (rho -1); NDCG@5 rises then falls
+    # (ranks 0, 2, 1 against CE ranks 2, 1, 0: rho -0.5). Run 2 has two
+    # validations (too few); the MSE run's loss is not its CE.
+    records = [
+        {"loss": "softmax", "validation_curve": {
+            "loss": [[100, 0.9], [200, 0.5], [300, 0.4]],
+            "mrr": [[100, 0.1], [200, 0.2], [300, 0.3]],
+            "ndcg_5": [[100, 0.1], [200, 0.3], [300, 0.2]]}},
+        {"loss": "softmax", "validation_curve": {
+            "loss": [[100, 0.9], [200, 0.5]], "mrr": [[100, 0.1],
+                                                     [200, 0.2]]}},
+        {"loss": "mse", "validation_curve": {
+            "loss": [[100, 0.9], [200, 0.5], [300, 0.4]],
+            "mrr": [[100, 0.1], [200, 0.2], [300, 0.3]]}}]
+    found = study_stats.bruch_within_runs(records)
+    self.assertEqual(found["runs"], 1)
+    self.assertAlmostEqual(found["mrr"][0], -1.0)
+    self.assertAlmostEqual(found["ndcg_5"][0], -0.5)
+
 
 class RobustnessAndPerClassTest(tf.test.TestCase):
 
