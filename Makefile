@@ -42,7 +42,7 @@ STAMP := $(VENV)/.installed
 # stale pin (it runs on TF 2.20 through rank4class_tf/compat.py).
 KNOWN_CONFLICT := tensorflow-ranking 0.5.5 has requirement tensorflow<2.16.0
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test clean peer-venv
 
 setup: $(STAMP)
 
@@ -80,6 +80,12 @@ demo: $(STAMP)
 TESTS ?= tests
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadscope $(TESTS)
+
+# The PyTorch + Hugging Face peer of benchmarks.text_step_time, in its own
+# env (never a dependency of the package): torch 2.13.0 is the CPU build.
+peer-venv:
+	python3 -m venv .venv-peer
+	.venv-peer/bin/python -m pip install --quiet torch==2.13.0 'transformers>=4.40' safetensors
 
 clean:
 	rm -rf .venv .venv-current-* runs

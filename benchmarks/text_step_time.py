@@ -11,8 +11,25 @@ Measures in one run, batch 32, sequence length 32:
   .venv/bin/python -m benchmarks.text_step_time --steps=20
 
 Prints a markdown table.
+
+Then the padding and precision table (issue 34), alternating in `--rounds`
+rounds so that every figure meets the same machine load: the ranking model
+(softmax + dot, MiniLM-L6 weights) with fixed padding to --max_seq_length
+or with length bucketing, each in float32 and bfloat16, on the batches of
+its own training stream (seed 0); and, when `make peer-venv` has made
+`.venv-peer`, the PyTorch + Hugging Face peer (`benchmarks/torch_peer.py`)
+fine-tuning the same MiniLM with its own best practice. Training steps are
+traced once with a free length, as Keras' `fit` traces them. Serving: one
+raw text per call (batch 1) through the exported SavedModel against the
+peer's tokenizer + model. `uptime` is printed before and after.
+
+  .venv/bin/python -m benchmarks.text_step_time --steps=15 --rounds=3
 """
 
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
 from absl import app
@@ -25,6 +42,8 @@ from rank4class_tf import datasets
 from rank4class_tf import encoders
 from rank4class_tf import losses
 from rank4class_tf import model as model_lib
+from rank4class_tf import pretrained
+from rank4class_tf import serving
 from rank4class_tf import training
 
 flags.DEFINE_integer("steps", 20, "Timed training steps per model.")
@@ -32,7 +51,175 @@ flags.DEFINE_integer("input_batches", 300, "Batches timed for the pipeline.")
 flags.DEFINE_integer("batch_size", 32, "Batch size.")
 flags.DEFINE_integer("max_seq_length", 32, "Tokens per instance.")
 flags.DEFINE_integer("mlp_units", 256, "Hidden width of the MLP interactions.")
+flags.DEFINE_integer("rounds", 3, "Rounds of the padding and precision "
+                     "table (each variant and the peer once a round).")
+flags.DEFINE_integer("serve_calls", 100, "Timed batch-1 serving calls per "
+                     "variant and round.")
+flags.DEFINE_bool("interaction_table", True, "Also time the interactions "
+                  "and the plain classifier (the first table).")
+flags.DEFINE_string("peer_python", ".venv-peer/bin/python", "Python of the "
+                    "PyTorch peer's virtual env (`make peer-venv`); the peer "
+                    "is left out when it does not exist.")
 FLAGS = flags.FLAGS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def uptime() -> str:
+  with open("/proc/loadavg") as f:
+    return "load average " + ", ".join(f.read().split()[:3])
+
+
+class Peer:
+  """The PyTorch peer in its own process (`benchmarks/torch_peer.py`)."""
+
+  def __init__(self, python: str):
+    model = os.path.dirname(pretrained.minilm_files()[1])
+    self._proc = subprocess.Popen(
+        [python, os.path.join(REPO, "benchmarks", "torch_peer.py"), model,
+         os.path.join(datasets.REPO_DATA_DIR, "goemotions"),
+         str(FLAGS.max_seq_length)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True)
+    while self._proc.stdout.readline().strip() != "ready":
+      if self._proc.poll() is not None:
+        raise RuntimeError(f"the peer ({python}) did not start.")
+
+  def ms(self, command: str, dtype: str, count: int) -> float:
+    self._proc.stdin.write(f"{command} {dtype} {count}\n")
+    self._proc.stdin.flush()
+    return float(self._proc.stdout.readline())
+
+  def close(self):
+    self._proc.stdin.write("quit\n")
+    self._proc.stdin.flush()
+    self._proc.wait()
+
+
+class Variant:
+  """The ranking model with one padding and one precision: its training
+  step on its own stream's batches, and its export's batch-1 serving."""
+
+  def __init__(self, data, bucketing: bool, precision: str, folder: str):
+    self.name = (("bucketed" if bucketing else "fixed") +
+                 f" length, {precision}")
+    config = config_lib.TrainConfig.create(
+        dataset="goemotions", encoder="bert", init_checkpoint="minilm",
+        pooling="mean", max_seq_length=FLAGS.max_seq_length,
+        batch_size=FLAGS.batch_size, model_dir="unused",
+        length_bucketing=bucketing, mixed_precision=precision)
+    self.inputs = training.build_inputs(config, data)
+    ds = datasets.ranking_dataset(data, "train", FLAGS.batch_size,
+                                  training=True, seed=0,
+                                  instance_inputs=self.inputs)
+    self.batches = list(ds.take(5 + FLAGS.steps * FLAGS.rounds))
+    self.mean_length = sum(f["input_word_ids"].shape[1]
+                           for f, _ in self.batches) / len(self.batches)
+    with training.precision_policy(precision):
+      tf.keras.utils.set_random_seed(0)
+      self.model = model_lib.build_model_builder(
+          data, self.inputs, encoder="bert",
+          encoder_kwargs=encoders.config_kwargs(config.model),
+          interaction="dot").build()
+      loss_fn = losses.get("softmax")
+      optimizer = tf.keras.optimizers.Adam(1e-5)
+      model = self.model
+
+      @tf.function(reduce_retracing=True)
+      def step(x, y):
+        with tf.GradientTape() as tape:
+          loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+      self.step = step
+      export = os.path.join(folder, self.name.replace(" ", "_")
+                            .replace(",", ""))
+      serving.store_class_features(self.model)
+      serving.export_saved_model(self.model, export, serving.signatures(
+          self.model, self.inputs, data.class_names, 5))
+    self.serve = tf.saved_model.load(export).signatures["serving_default"]
+    self.texts = [str(t) for t in data.splits["train"][0][:200]]
+    for f, y in self.batches[:5]:  # Traces (every length), warms up.
+      self.step(f, y).numpy()
+    self.position = 5
+
+  def train_ms(self) -> float:
+    batches = self.batches[self.position:self.position + FLAGS.steps]
+    self.position += FLAGS.steps
+    start = time.perf_counter()
+    for f, y in batches:
+      loss = self.step(f, y)
+    loss.numpy()
+    return (time.perf_counter() - start) / len(batches) * 1e3
+
+  def serve_ms(self) -> float:
+    for text in self.texts[:5]:
+      self.serve(text=tf.constant([text]))
+    start = time.perf_counter()
+    for i in range(FLAGS.serve_calls):
+      self.serve(text=tf.constant([self.texts[i % len(self.texts)]]))
+    return (time.perf_counter() - start) / FLAGS.serve_calls * 1e3
+
+
+def padding_and_precision_table(data) -> None:
+  """Ours (fixed / bucketed x float32 / bfloat16) against the peer."""
+  folder = tempfile.mkdtemp()
+  variants = [Variant(data, bucketing, precision, folder)
+              for bucketing in (False, True)
+              for precision in ("float32", "bfloat16")]
+  peer = None
+  if os.path.exists(FLAGS.peer_python):
+    peer = Peer(FLAGS.peer_python)
+  train = {v.name: [] for v in variants}
+  serve = {v.name: [] for v in variants}
+  peer_names = {dtype: f"peer (PyTorch {dtype}, dynamic padding)"
+                for dtype in ("float32", "bfloat16")}
+  if peer:
+    for name in peer_names.values():
+      train[name], serve[name] = [], []
+  before = uptime()
+  for _ in range(FLAGS.rounds):
+    for v in variants:
+      train[v.name].append(v.train_ms())
+      serve[v.name].append(v.serve_ms())
+    if peer:
+      for dtype, name in peer_names.items():
+        train[name].append(peer.ms("train", dtype, FLAGS.steps))
+        serve[name].append(peer.ms("serve", dtype, FLAGS.serve_calls))
+  after = uptime()
+  if peer:
+    peer.close()
+  median = lambda values: sorted(values)[len(values) // 2]
+  base = median(train[variants[0].name])
+  best_peer = min((median(train[n]) for n in peer_names.values()
+                   if n in train), default=None)
+  best_peer_serve = min((median(serve[n]) for n in peer_names.values()
+                         if n in serve), default=None)
+  print(f"\nGoEmotions, MiniLM-L6 (all-MiniLM-L6-v2 weights), softmax + dot, "
+        f"batch {FLAGS.batch_size}, up to {FLAGS.max_seq_length} tokens; "
+        f"median of {FLAGS.rounds} alternating rounds of {FLAGS.steps} "
+        f"training steps and {FLAGS.serve_calls} batch-1 serving calls; "
+        f"{before} before, {after} after:\n")
+  print("| variant | mean padded length | ms / step (rounds) | examples / s "
+        "| step vs fixed float32 | step vs the peer's best | serving ms "
+        "(batch 1) | serving vs the peer's best |")
+  print("|---|---|---|---|---|---|---|---|")
+  lengths = {v.name: f"{v.mean_length:.1f}" for v in variants}
+  for name in train:
+    ms = median(train[name])
+    rounds = ", ".join(f"{x:.0f}" for x in train[name])
+    vs_peer = f"{ms / best_peer:.2f}" if best_peer else "—"
+    serve_ms = median(serve[name])
+    vs_serve = (f"{serve_ms / best_peer_serve:.2f}" if best_peer_serve
+                else "—")
+    print(f"| {name} | {lengths.get(name, 'longest in batch')} | {ms:.0f} "
+          f"({rounds}) | {FLAGS.batch_size / ms * 1e3:.0f} | "
+          f"{ms / base:.2f} | {vs_peer} | {serve_ms:.2f} | {vs_serve} |")
+  if not peer:
+    print(f"\n(No peer: {FLAGS.peer_python} does not exist; "
+          "`make peer-venv` makes it.)")
 
 
 def input_examples_per_second(data, instance_inputs):
@@ -51,6 +238,9 @@ def input_examples_per_second(data, instance_inputs):
 
 def main(argv):
   del argv
+  if not FLAGS.interaction_table:
+    padding_and_precision_table(datasets.get("goemotions"))
+    return
   tf.keras.utils.set_random_seed(0)
   config = config_lib.TrainConfig.create(
       dataset="goemotions", encoder="bert", encoder_size="minilm_l6",
@@ -97,6 +287,7 @@ def main(argv):
           f"{ms / base:.2f} |")
   print(f"| input pipeline alone (read, shuffle, batch, tokenize) | | "
         f"{examples:.0f} | |")
+  padding_and_precision_table(data)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,20 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 
 DEFAULT_METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
 OPTIMIZERS = ("adam", "adagrad")
+PRECISIONS = ("float32", "bfloat16", "float16")
+# Settings a config written before they existed did not record: it ran with
+# these values (the behaviour of that time), not with today's defaults.
+LEGACY_VALUES = {"length_bucketing": False}
+
+
+def upgrade(values: Dict[str, Any]) -> Dict[str, Any]:
+  """{flag: value} of an older config in today's terms: the boolean
+  `mixed_precision` of release 0.1 (true: mixed_float16) as its precision."""
+  values = dict(values)
+  if isinstance(values.get("mixed_precision"), bool):
+    values["mixed_precision"] = ("float16" if values["mixed_precision"]
+                                 else "float32")
+  return values
 
 
 def field(default: Any, help: str, flag: Optional[str] = None,
@@ -306,11 +320,18 @@ class TrainerConfig:
       True, "Write the SavedModels (export/) when training ends; false keeps "
       "the checkpoints only (pipelines.export writes the SavedModels "
       "later), e.g. for the many runs of a study.")
-  mixed_precision: bool = field(
-      False, "Compute in float16 with float32 weights (Keras "
-      "mixed_float16; for GPUs).")
+  mixed_precision: str = field(
+      "float32", "Compute precision, weights kept in float32: float32, "
+      "bfloat16 (Keras mixed_bfloat16; CPUs with AVX512-BF16 or AMX, TPUs) "
+      "or float16 (mixed_float16 with loss scaling; GPUs). Scores, losses "
+      "and metrics stay float32; the exports compute as trained.")
   jit_compile: bool = field(
       False, "Compile the training and evaluation steps with XLA.")
+  length_bucketing: bool = field(
+      True, "Text datasets: pad each batch to its longest text (rounded up "
+      "to 8 tokens; serving: exactly) instead of --max_seq_length, and "
+      "group training examples of similar length into batches; false: the "
+      "fixed padding of release 0.1. Ignored for other datasets.")
   seed: int = field(
       42, "Seed of initialisation, shuffling and Gumbel noise.")
   model_dir: str = field("", "Directory for everything the run makes.")
@@ -359,7 +380,7 @@ class TrainConfig:
     if self.trainer.optimizer not in OPTIMIZERS:
       raise ValueError(f"--optimizer={self.trainer.optimizer!r} is not "
                        f"valid; choose one of: {', '.join(OPTIMIZERS)}.")
-    for name in ("download", "mixed_precision", "jit_compile",
+    for name in ("download", "jit_compile", "length_bucketing",
                  "freeze_encoder", "feature_cache", "export"):
       if not isinstance(values[name], bool):
         raise ValueError(f"--{name}={values[name]!r} must be true or false.")
@@ -392,9 +413,12 @@ class TrainConfig:
       raise ValueError("--model_dir must be set.")
     if trainer.strategy == "tpu" and not trainer.tpu:
       raise ValueError("--tpu must name the TPU address when --strategy=tpu.")
-    if trainer.mixed_precision and trainer.strategy == "tpu":
-      raise ValueError("--mixed_precision is float16 for GPUs; TPUs compute "
-                       "in bfloat16 on their own.")
+    if trainer.mixed_precision not in PRECISIONS:
+      raise ValueError(f"--mixed_precision={trainer.mixed_precision!r} is "
+                       f"not valid; choose one of: {', '.join(PRECISIONS)}.")
+    if trainer.mixed_precision == "float16" and trainer.strategy == "tpu":
+      raise ValueError("--mixed_precision=float16 is for GPUs; TPUs compute "
+                       "in bfloat16 (--mixed_precision=bfloat16).")
     if self.model.label_dim % self.model.label_heads:
       raise ValueError(f"--label_dim={self.model.label_dim} must be a "
                        f"multiple of --label_heads={self.model.label_heads}.")
@@ -431,6 +455,10 @@ class TrainConfig:
       for f in dataclasses.fields(cls):
         sub = {key: tuple(value) if isinstance(value, list) else value
                for key, value in dict(values.get(f.name, {})).items()}
-        groups[f.name] = _type_hints(cls)[f.name](**sub)
+        kind = _type_hints(cls)[f.name]
+        names = {g.name for g in dataclasses.fields(kind)}
+        sub = upgrade(dict(
+            {k: v for k, v in LEGACY_VALUES.items() if k in names}, **sub))
+        groups[f.name] = kind(**sub)
       return cls(**groups)
-    return cls.create(**values)
+    return cls.create(**upgrade(dict(LEGACY_VALUES, **values)))

@@ -82,6 +82,7 @@ import tensorflow as tf
 from rank4class_tf import features as features_lib
 from rank4class_tf import images
 from rank4class_tf import inputs as inputs_lib
+from rank4class_tf import text
 # The dataset names and their properties (no TensorFlow), used here by name.
 from rank4class_tf.catalog import (  # pylint: disable=g-multiple-import
     DATASET_NAMES, IMAGE_DATASETS, MULTI_LABEL_DATASETS, RESIZED_DATASETS,
@@ -218,7 +219,8 @@ def ranking_dataset(data: ClassificationData,
                     batch_size: int,
                     training: bool,
                     seed: int = 0,
-                    instance_inputs: Optional[features_lib.InstanceInputs] = None
+                    instance_inputs: Optional[features_lib.InstanceInputs] = None,
+                    length_sorted: bool = False
                    ) -> tf.data.Dataset:
   """Batched ranking examples of `split`.
 
@@ -228,8 +230,28 @@ def ranking_dataset(data: ClassificationData,
   order. Images go through `data.preprocessing` per example, before
   batching, with `training` choosing augmentation or evaluation
   preprocessing. Text is tokenized after batching, in parallel.
+
+  Text with length bucketing (`inputs.TextInputs(length_bucketing=True)`):
+  every batch is cut to its longest member rounded up to
+  `text.LENGTH_QUANTUM` tokens. In training, the shuffled stream is
+  tokenized in order, and each example then waits in the queue of its
+  length bucket (`text.bucket_key`) until `batch_size` examples of that
+  bucket have come: batches hold examples of similar length, each epoch
+  still visits every example once in the shuffle's order of arrival, and
+  the stream is a fixed function of `seed`, so a resumed run skips to the
+  same batch. Evaluation keeps the split's order, unless `length_sorted`
+  (for metrics alone, where order does not matter: Keras' validation) reads
+  it sorted by token count, which pads least.
   """
   instance_inputs = instance_inputs or inputs_lib.default_inputs(data)
+  bucketed = getattr(instance_inputs, "length_bucketing", False)
+  if bucketed and training:
+    return _bucketed_training(data, split, batch_size, seed, instance_inputs)
+  if bucketed and length_sorted and split in data.splits:
+    x, y = data.splits[split]
+    order = np.argsort(instance_inputs.token_lengths(x), kind="stable")
+    data = dataclasses.replace(data, splits=dict(
+        data.splits, **{split: (x[order], y[order])}))
   ds = data.dataset(split, shuffle_files=training, seed=seed)
   if data.shuffle_buffer is None:
     ds = ds.cache()
@@ -243,6 +265,41 @@ def ranking_dataset(data: ClassificationData,
   ds = ds.batch(batch_size, drop_remainder=training)
   ds = ds.map(ranking_features(instance_inputs, data.num_classes),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+# Raw texts tokenized per call before bucketing (order is kept).
+TOKENIZE_CHUNK = 256
+
+
+def _bucketed_training(data: ClassificationData, split: str,
+                       batch_size: int, seed: int,
+                       instance_inputs) -> tf.data.Dataset:
+  """The training stream of `ranking_dataset` with length bucketing."""
+  ds = data.dataset(split, shuffle_files=True, seed=seed)
+  if data.shuffle_buffer is None:
+    ds = ds.cache()
+  ds = ds.shuffle(data.shuffle_buffer or data.size(split), seed=seed,
+                  reshuffle_each_iteration=True).repeat()
+  ds = ds.batch(TOKENIZE_CHUNK).map(
+      lambda x, y: (instance_inputs.packed(x), y),
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+  ds = ds.group_by_window(
+      key_func=lambda x, y: text.bucket_key(x),
+      reduce_func=lambda key, window: window.batch(batch_size,
+                                                   drop_remainder=True),
+      window_size=batch_size)
+  num_classes = data.num_classes
+
+  def to_ranking(context, label):
+    features = features_lib.class_list_features(text.trim(context),
+                                                 num_classes)
+    if label.shape.rank == 2:
+      return features, label
+    return features, tf.one_hot(label, num_classes, dtype=tf.float32)
+
+  ds = ds.map(to_ranking, num_parallel_calls=tf.data.AUTOTUNE,
+              deterministic=True)
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
@@ -342,8 +399,8 @@ def read_goemotions_tsv(path: str, num_classes: int
     if len(fields) != 3:
       raise ValueError(f"{path}:{number}: expected 3 tab-separated fields "
                        f"(text, labels, id), got {len(fields)}.")
-    text, label_field, _ = fields
-    if not text.strip():
+    instance, label_field, _ = fields
+    if not instance.strip():
       raise ValueError(f"{path}:{number}: empty text.")
     ids = []
     for token in label_field.split(","):
@@ -356,7 +413,7 @@ def read_goemotions_tsv(path: str, num_classes: int
         raise ValueError(f"{path}:{number}: label {label} is outside the "
                          f"class list (0..{num_classes - 1}).")
       ids.append(label)
-    texts.append(text)
+    texts.append(instance)
     labels.append(ids)
   if not texts:
     raise ValueError(f"{path}: no examples.")

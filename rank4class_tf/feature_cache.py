@@ -46,6 +46,7 @@ import tensorflow as tf
 
 from rank4class_tf import datasets
 from rank4class_tf import encoders
+from rank4class_tf import inputs as inputs_lib
 from rank4class_tf import pretrained
 from rank4class_tf import text
 
@@ -205,33 +206,51 @@ def _check_text(data: datasets.ClassificationData) -> None:
                      f"dataset held in memory; {data.name!r} is not one.")
 
 
+def _pad_to(values: np.ndarray, length: int) -> np.ndarray:
+  """[n, l, ...] values zero-padded on axis 1 to `length`."""
+  pad = [(0, 0)] * values.ndim
+  pad[1] = (0, length - values.shape[1])
+  return np.pad(values, pad)
+
+
 def _build(folder: str, spec: CacheSpec, description: Dict[str, Any],
            data: datasets.ClassificationData,
-           progress: Callable[[str], None]) -> None:
+           progress: Callable[[str], None],
+           length_bucketing: bool = True) -> None:
   """Computes every split into `folder` (through a temporary folder)."""
   tmp = f"{folder}.tmp-{os.getpid()}"
   if os.path.exists(tmp):
     shutil.rmtree(tmp)
   os.makedirs(tmp)
   encoder = spec.build_encoder()
-  preprocessor = text.TextPreprocessor(spec.vocab_file,
-                                       seq_length=spec.max_seq_length)
+  inputs = inputs_lib.TextInputs(
+      "text", (), text.TextPreprocessor(spec.vocab_file,
+                                        seq_length=spec.max_seq_length),
+      length_bucketing=length_bucketing)
 
-  @tf.function
+  @tf.function(reduce_retracing=True)
   def encode(texts):
-    return encoder.features(preprocessor(texts), training=False)
+    return encoder.features(inputs(texts), training=False)
 
   shapes, seconds = {}, {}
   for split in sorted(data.splits):
     instances = data.splits[split][0]
     start = time.time()
+    # With bucketing, the texts are encoded shortest first, each batch cut
+    # to its longest text (`text.trim`), and written back in place.
+    order = (np.argsort(inputs.token_lengths(instances), kind="stable")
+             if length_bucketing else np.arange(len(instances)))
     features = mask = None
     for begin in range(0, len(instances), BUILD_BATCH):
-      batch = instances[begin:begin + BUILD_BATCH]
-      values = encode(tf.constant(batch.tolist(), tf.string))
+      rows = order[begin:begin + BUILD_BATCH]
+      values = encode(tf.constant(instances[rows].tolist(), tf.string))
       if spec.sequence:
-        values, batch_mask = (values["features"].numpy(),
-                              values["mask"].numpy())
+        # Token features padded back to max_seq_length, zero on padding
+        # (what the encoder gives there depends on the padding; no layer
+        # reads it).
+        batch_mask = _pad_to(values["mask"].numpy(), spec.max_seq_length)
+        values = _pad_to(values["features"].numpy(), spec.max_seq_length)
+        values *= batch_mask[..., None].astype(values.dtype)
       else:
         values = values.numpy()
       if features is None:
@@ -242,9 +261,9 @@ def _build(folder: str, spec: CacheSpec, description: Dict[str, Any],
           mask = np.lib.format.open_memmap(
               os.path.join(tmp, f"{split}.mask.npy"), mode="w+",
               dtype=np.int32, shape=(len(instances),) + batch_mask.shape[1:])
-      features[begin:begin + len(batch)] = values
+      features[rows] = values
       if spec.sequence:
-        mask[begin:begin + len(batch)] = batch_mask
+        mask[rows] = batch_mask
     features.flush()
     if spec.sequence:
       mask.flush()
@@ -290,7 +309,8 @@ def _read_array(folder: str, name: str, rows: int) -> np.ndarray:
 
 def load(cache_dir: str, spec: CacheSpec,
          data: datasets.ClassificationData,
-         progress: Callable[[str], None] = logging.info) -> FeatureCache:
+         progress: Callable[[str], None] = logging.info,
+         length_bucketing: bool = True) -> FeatureCache:
   """The cache of `spec` on `data`, built first when it does not exist.
 
   Args:
@@ -298,6 +318,10 @@ def load(cache_dir: str, spec: CacheSpec,
     spec: the frozen encoder.
     data: the text dataset (in-memory splits).
     progress: called with one line per split built.
+    length_bucketing: build it shortest texts first, each batch padded to
+      its longest text (`--length_bucketing`); the values are the same
+      either way (token features are zero on padding), so it is not part
+      of the cache's key.
 
   Returns:
     The cache.
@@ -317,7 +341,7 @@ def load(cache_dir: str, spec: CacheSpec,
                       folder)
       shutil.rmtree(folder)
     os.makedirs(cache_dir, exist_ok=True)
-    _build(folder, spec, description, data, progress)
+    _build(folder, spec, description, data, progress, length_bucketing)
     record = _read_key(folder)
   splits = {}
   for split, (_, labels) in data.splits.items():

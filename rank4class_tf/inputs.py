@@ -14,6 +14,7 @@ All three implement `features.InstanceInputs`.
 
 from typing import Any, Dict, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import features
@@ -71,20 +72,43 @@ class TextInputs:
     shape: () for one string per instance, (num_segments,) for segments
       packed as [CLS] a [SEP] b [SEP].
     preprocessor: the tokenizer layer.
+    length_bucketing: pad each batch to its longest member (rounded up to
+      `text.LENGTH_QUANTUM` tokens in the pipeline, exactly in serving)
+      instead of to `seq_length`; the model then takes any length up to
+      `seq_length`. `datasets.ranking_dataset` also groups training
+      examples by length.
   """
 
   def __init__(self, key: str, shape: Tuple[int, ...],
-               preprocessor: text.TextPreprocessor):
+               preprocessor: text.TextPreprocessor,
+               length_bucketing: bool = False):
     self.key = key
     self.shape = tuple(shape)
     self.preprocessor = preprocessor
+    self.length_bucketing = bool(length_bucketing)
 
   def __call__(self, instance: tf.Tensor) -> Dict[str, tf.Tensor]:
-    return self.preprocessor(instance)
+    packed = self.preprocessor(instance)
+    return text.trim(packed) if self.length_bucketing else packed
 
   def serving_features(self, instance: tf.Tensor) -> Dict[str, tf.Tensor]:
-    """Raw strings are tokenized inside the SavedModel."""
-    return self(instance)
+    """Raw strings are tokenized inside the SavedModel (with bucketing,
+    padded to the request's longest text)."""
+    packed = self.preprocessor(instance)
+    return text.trim(packed, 1) if self.length_bucketing else packed
+
+  def packed(self, instance: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """[batch] raw strings -> inputs padded to `seq_length` (what
+    bucketing groups before it cuts)."""
+    return self.preprocessor(instance)
+
+  def token_lengths(self, instances: np.ndarray,
+                    chunk: int = 1024) -> np.ndarray:
+    """Tokens of each raw instance, special tokens included: [n] int."""
+    out = [text.lengths(self.preprocessor(tf.constant(
+        instances[begin:begin + chunk]))).numpy()
+           for begin in range(0, len(instances), chunk)]
+    return np.concatenate(out) if out else np.zeros([0], np.int32)
 
   def serving_assets(self) -> Dict[str, Any]:
     """The tokenizer: the SavedModel tracks its vocabulary table (and file,
@@ -92,7 +116,7 @@ class TextInputs:
     return {"instance_preprocessor": self.preprocessor}
 
   def context_spec(self) -> Dict[str, tf.io.FixedLenFeature]:
-    length = [self.preprocessor.seq_length]
+    length = [None if self.length_bucketing else self.preprocessor.seq_length]
     return {name: tf.io.FixedLenFeature(length, tf.int32)
             for name in text.BERT_INPUTS}
 

@@ -476,9 +476,23 @@ def split_scores(ranker: ExportedRanker, data, split: str,
   Returns:
     (labels [n] class ids or [n, num_classes] multi-hot, scores
     [n, num_classes]). Raw images of different sizes are scored one per call.
+    Texts held in memory are scored in the order of their length in
+    characters (a SavedModel pads each call to its longest text when
+    trained with length bucketing) and returned in the split's order.
   """
   if None in ranker.instance_shape:
     batch_size = 1
+  if data.is_text and split in data.splits:
+    instances, labels = data.splits[split]
+    order = np.argsort([sum(len(t) for t in np.atleast_1d(x))
+                        for x in instances], kind="stable")
+    scores = np.zeros([len(instances), data.num_classes], np.float32)
+    for begin in range(0, len(order), batch_size):
+      rows = order[begin:begin + batch_size]
+      scores[rows] = ranker.scores(instances[rows].tolist())
+    labels = (labels.astype(np.float32) if labels.ndim == 2
+              else labels.astype(np.int64))
+    return labels, scores
   scores, labels = [], []
   for instance, label in data.dataset(split).batch(batch_size):
     scores.append(ranker.scores(instance))

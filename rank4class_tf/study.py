@@ -476,12 +476,18 @@ def _merge(study_dir: str, shared: Dict[str, object], grid: Grid) -> Grid:
   """The union of `grid` and the study's; refuses other shared settings."""
   old_shared, old_grid = load_study(study_dir)
   # A setting added to TrainConfig after the study began had its default.
-  defaults = shared_settings(config_lib.TrainConfig())
-  old_shared = dict(
+  # (Or, for a setting whose absence meant another behaviour, that value.)
+  defaults = dict(shared_settings(config_lib.TrainConfig()),
+                  **config_lib.LEGACY_VALUES)
+  old_shared = config_lib.upgrade(dict(
       {k: v for k, v in defaults.items() if k not in old_shared},
-      **old_shared)
+      **old_shared))
   for key in sorted(set(shared) | set(old_shared)):
-    if shared.get(key) != old_shared.get(key):
+    new, old = shared.get(key), old_shared.get(key)
+    if key == "length_bucketing":  # It changes text studies only.
+      text_study = shared.get("dataset") in catalog.TEXT_DATASETS
+      new, old = bool(new) and text_study, bool(old) and text_study
+    if new != old:
       raise ValueError(
           f"--{key}={_flag_value(shared.get(key))} differs from the study "
           f"in {study_dir} ({key}={_flag_value(old_shared.get(key))}); "
@@ -876,7 +882,8 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
     cache = feature_cache.load(feature_cache_dir(base, study_dir),
                                training.cache_spec(
                                    training.resolve_defaults(config)), data,
-                               progress=progress)
+                               progress=progress,
+                               length_bucketing=base.trainer.length_bucketing)
     progress(f"feature cache {cache.folder}: ready in "
              f"{time.time() - start:.0f} s.")
   done = len(runs) - len(todo)

@@ -5,6 +5,14 @@ through the Model Garden's `BertTokenizer` and `BertPackInputs` layers) and
 packs them as `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncated round-robin
 and padded to `seq_length`. The same layer runs in the tf.data pipeline and in
 the exported SavedModel, so serving takes raw strings.
+
+**Length bucketing** (`trim`, `bucket_key`): a batch packed to `seq_length`
+is cut to its longest member, rounded up to a multiple of `LENGTH_QUANTUM`
+(8) in training and evaluation, so at most ceil(seq_length / 8) distinct
+shapes occur, and exactly (quantum 1) in serving, never past `seq_length`.
+The cut columns are padding of every member ([PAD] ids, mask 0, type 0), and
+every layer that reads tokens masks padding, so the scores do not change
+(`inputs.TextInputs`, `datasets.ranking_dataset`).
 """
 
 from typing import Any, Dict
@@ -16,6 +24,38 @@ WORD_IDS = "input_word_ids"
 MASK = "input_mask"
 TYPE_IDS = "input_type_ids"
 BERT_INPUTS = (WORD_IDS, MASK, TYPE_IDS)
+# Bucketed batches are padded to a multiple of this many tokens.
+LENGTH_QUANTUM = 8
+
+
+def lengths(inputs: Dict[str, tf.Tensor]) -> tf.Tensor:
+  """Tokens of each packed member, special tokens included: [batch] int32."""
+  return tf.reduce_sum(tf.cast(inputs[MASK], tf.int32), axis=-1)
+
+
+def bucket_key(inputs: Dict[str, tf.Tensor],
+               quantum: int = LENGTH_QUANTUM) -> tf.Tensor:
+  """The length bucket of one packed member (no batch axis), int64: its
+  length rounded up to a multiple of `quantum`, divided by `quantum`."""
+  return tf.cast((lengths(inputs) + quantum - 1) // quantum, tf.int64)
+
+
+def trim(inputs: Dict[str, tf.Tensor],
+         quantum: int = LENGTH_QUANTUM) -> Dict[str, tf.Tensor]:
+  """Packed inputs [batch, seq_length] cut to the batch's longest member
+  rounded up to a multiple of `quantum` (at most seq_length, at least 1).
+
+  >>> packed = {WORD_IDS: tf.constant([[101, 7, 102, 0, 0, 0]]),
+  ...           MASK: tf.constant([[1, 1, 1, 0, 0, 0]]),
+  ...           TYPE_IDS: tf.zeros([1, 6], tf.int32)}
+  >>> trim(packed, quantum=2)[WORD_IDS].numpy()
+  array([[101,   7, 102,   0]], dtype=int32)
+  """
+  seq_length = tf.shape(inputs[MASK])[-1]
+  longest = tf.reduce_max(lengths(inputs))
+  length = (longest + quantum - 1) // quantum * quantum
+  length = tf.clip_by_value(length, 1, seq_length)
+  return {name: value[:, :length] for name, value in inputs.items()}
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class_tf")

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
+from rank4class_tf import catalog
 from rank4class_tf import checks
 from rank4class_tf import class_encoders
 from rank4class_tf import config as config_lib
@@ -118,9 +119,11 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     return self._serving_inputs.serving_spec()
 
   def build_valid_dataset(self) -> tf.data.Dataset:
+    # Keras' validation computes metrics only: the split can be read in
+    # the order that pads least (`length_sorted`, with length bucketing).
     return self._pad(datasets.ranking_dataset(
         self._data, "validation", self._batch_size, training=False,
-        instance_inputs=self._inputs))
+        instance_inputs=self._inputs, length_sorted=True))
 
   def build_signatures(self, model: tf.keras.Model) -> Dict[str, Any]:
     """The serving signature (`serving.signatures`)."""
@@ -217,6 +220,24 @@ def read_best(path: str, monitor: str, model_dir: str,
   return max(values)
 
 
+KERAS_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16",
+                  "float16": "mixed_float16"}
+
+
+@contextlib.contextmanager
+def precision_policy(precision: str):
+  """Keras' global dtype policy for `--mixed_precision` (float32,
+  bfloat16, float16) inside the block, the previous one restored after.
+  Models built inside compute in that dtype with float32 weights; the
+  model's scores are cast to float32 (`model.Rank4ClassScorer`)."""
+  policy = tf.keras.mixed_precision.global_policy()
+  tf.keras.mixed_precision.set_global_policy(KERAS_POLICIES[precision])
+  try:
+    yield
+  finally:
+    tf.keras.mixed_precision.set_global_policy(policy)
+
+
 class XLAModelBuilder(tfr.keras.model.AbstractModelBuilder):
   """Builds the model so that its `compile` turns on XLA (`jit_compile`).
 
@@ -274,8 +295,9 @@ class ResumeModelBuilder(tfr.keras.model.AbstractModelBuilder):
 class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
   """`ModelFitPipeline` with our losses, metrics, checkpoints and exports.
 
-  With `--mixed_precision` the model is built and trained under the
-  Keras `mixed_float16` policy (Keras then wraps the optimizer in a
+  With `--mixed_precision=bfloat16` or `float16` the model is built,
+  trained and exported under the Keras `mixed_bfloat16` / `mixed_float16`
+  policy (`precision_policy`; for float16 Keras wraps the optimizer in a
   `LossScaleOptimizer`); the previous global policy is restored afterwards.
   With `--jit_compile` the model is compiled with XLA.
 
@@ -316,13 +338,8 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
           "config": {"learning_rate": hparams.learning_rate}})
 
   def train_and_validate(self, verbose: int = 0):
-    policy = tf.keras.mixed_precision.global_policy()
-    if self._config.trainer.mixed_precision:
-      tf.keras.mixed_precision.set_global_policy("mixed_float16")
-    try:
+    with precision_policy(self._config.trainer.mixed_precision):
       return super().train_and_validate(verbose=verbose)
-    finally:
-      tf.keras.mixed_precision.set_global_policy(policy)
 
   def build_loss(self) -> tf.keras.losses.Loss:
     return losses.build(self._config.loss, self._dataset_builder.num_classes,
@@ -376,7 +393,8 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     interrupted and whose backup is gone). With `--export=false`, nothing
     unless `force` (`export_run`)."""
     self._export = self._export or force
-    with tfr.keras.strategy_utils.strategy_scope(self._strategy):
+    with tfr.keras.strategy_utils.strategy_scope(self._strategy), \
+        precision_policy(self._config.trainer.mixed_precision):
       model = self._model_builder.build()
       export = os.path.join(self._hparams.model_dir, "export")
       self.export_saved_model(
@@ -448,8 +466,9 @@ def build_inputs(config: config_lib.TrainConfig,
     return inputs_lib.default_inputs(data)
   preprocessor = text.TextPreprocessor(
       vocab_file(config.model), seq_length=config.model.max_seq_length)
-  return inputs_lib.TextInputs(data.instance_key, data.instance_shape,
-                               preprocessor)
+  return inputs_lib.TextInputs(
+      data.instance_key, data.instance_shape, preprocessor,
+      length_bucketing=config.trainer.length_bucketing)
 
 
 def build_pipeline(config: config_lib.TrainConfig,
@@ -495,7 +514,7 @@ def build_pipeline(config: config_lib.TrainConfig,
   train_data, train_inputs, serving_builder = data, instance_inputs, None
   if uses_feature_cache(config):
     cache = feature_cache.load(feature_cache_dir(config), cache_spec(config),
-                               data)
+                               data, length_bucketing=trainer.length_bucketing)
     train_data, train_inputs = cache.data, cache.inputs
     serving_builder = model_builder  # The same model over raw text.
     model_builder = model_lib.build_model_builder(
@@ -586,11 +605,15 @@ def resolve_defaults(config: config_lib.TrainConfig
                     ) -> config_lib.TrainConfig:
   """The config with the defaults that depend on other settings filled in,
   so that config.json records what the run used: a text encoder's pooling
-  (`encoders.default_pooling`)."""
+  (`encoders.default_pooling`); `length_bucketing` false for a dataset that
+  is not text (it has no lengths)."""
   model = config.model
   if model.encoder in encoders.TEXT_ENCODERS and not model.pooling:
-    return config.replace(pooling=encoders.default_pooling(
+    config = config.replace(pooling=encoders.default_pooling(
         model.encoder, model.init_checkpoint))
+  if (config.trainer.length_bucketing and
+      config.data.dataset not in catalog.TEXT_DATASETS):
+    config = config.replace(length_bucketing=False)
   return config
 
 

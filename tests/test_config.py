@@ -111,7 +111,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     fields = list(config_lib.flag_fields(config_lib.TrainConfig))
     flags = [f.flag for f in fields]
     self.assertLen(flags, len(set(flags)))
-    self.assertLen(flags, 61)
+    self.assertLen(flags, 62)
     for field in fields:
       self.assertTrue(field.help.strip(), field.flag)
     renamed = {f.flag: f.name for f in fields if f.flag != f.name}
@@ -161,6 +161,24 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(config_lib.TrainConfig.from_json(json.dumps(flat)),
                      good())
     checks.validate(config)
+
+  def test_an_older_config_keeps_its_behaviour(self):
+    # Before issue 34: no length bucketing, and a boolean mixed precision
+    # (true meant mixed_float16). Both layouts of config.json.
+    values = json.loads(good().to_json())
+    del values["trainer"]["length_bucketing"]
+    values["trainer"]["mixed_precision"] = True
+    config = config_lib.TrainConfig.from_json(json.dumps(values))
+    self.assertEqual((config.trainer.length_bucketing,
+                      config.trainer.mixed_precision), (False, "float16"))
+    flat = good().flat()
+    del flat["length_bucketing"]
+    flat["mixed_precision"] = False
+    config = config_lib.TrainConfig.from_json(json.dumps(flat))
+    self.assertEqual((config.trainer.length_bucketing,
+                      config.trainer.mixed_precision), (False, "float32"))
+    self.assertEqual((good().trainer.length_bucketing,
+                      good().trainer.mixed_precision), (True, "float32"))
 
   def test_json_round_trip(self):
     config = good(loss="approx_ndcg", metrics=("mrr", "ndcg@3"),

@@ -79,9 +79,30 @@ class CacheTest(tf.test.TestCase):
     texts = self.data.splits["train"][0][:2].tolist()
     tokens, mask = minilm_sequence_output(texts, 12)
     cached = cache.data.splits["train"][0]
-    self.assertAllClose(cached["features"][:2], tokens, atol=1e-5)
+    # The encoder's token vectors, zero on padding.
+    self.assertAllClose(cached["features"][:2], tokens * mask[..., None],
+                        atol=1e-5)
     self.assertAllEqual(cached["mask"][:2], mask)
     self.assertEqual(cache.data.instance_shape, (12, 384))
+
+  def test_same_values_whichever_padding_builds_it(self):
+    for sequence in (False, True):
+      built = [feature_cache.load(tempfile.mkdtemp(), spec(sequence=sequence),
+                                  self.data, length_bucketing=bucketing)
+               for bucketing in (False, True)]
+      for split in ("train", "test"):
+        padded, bucketed = (cache.data.splits[split] for cache in built)
+        self.assertAllEqual(padded[1], bucketed[1])
+        if sequence:
+          self.assertAllEqual(padded[0]["mask"], bucketed[0]["mask"])
+          self.assertAllClose(padded[0]["features"], bucketed[0]["features"],
+                              atol=1e-5)
+        else:
+          self.assertAllClose(padded[0], bucketed[0], atol=1e-5)
+      # The fixture's texts are shorter than 12 tokens: bucketing encoded
+      # them at fewer columns and padded the token features back.
+      self.assertLess(built[1].data.splits["train"][0]["mask"].sum(1).max()
+                      if sequence else 0, 12)
 
   def test_reused_without_rebuilding(self):
     lines = []

@@ -136,10 +136,11 @@ class PrecisionAndXLATest(tf.test.TestCase):
     model_dir = os.path.join(tempfile.mkdtemp(), "digits32_mixed_xla")
     run_train("--dataset=digits32", "--encoder=small_cnn", "--encoder_dim=8",
               "--interaction=concat_mlp", "--mlp_units=8", "--batch_size=16",
-              "--train_steps=2", "--eval_every=1", "--mixed_precision",
+              "--train_steps=2", "--eval_every=1", "--mixed_precision=float16",
               "--jit_compile", f"--model_dir={model_dir}")
     config = serving.load_config(model_dir)
-    self.assertTrue(config.trainer.mixed_precision and config.trainer.jit_compile)
+    self.assertEqual(config.trainer.mixed_precision, "float16")
+    self.assertTrue(config.trainer.jit_compile)
     data = datasets.get("digits32")
     out = load_serving(model_dir)(image=tf.constant(
         data.splits["test"][0][:4]))

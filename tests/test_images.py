@@ -280,7 +280,7 @@ class ImageConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_valid(self):
     checks.validate(good(dataset="imagenet2012", encoder="resnet50", image_size=64,
-         init_checkpoint="/ckpt", download=True, mixed_precision=True,
+         init_checkpoint="/ckpt", download=True, mixed_precision="float16",
          jit_compile=True))
     checks.validate(good(dataset="cifar10", encoder="vgg16"))
     checks.validate(good(dataset="digits32", encoder="small_cnn"))
@@ -304,10 +304,13 @@ class ImageConfigTest(tf.test.TestCase, parameterized.TestCase):
        "electra, resnet50 only"),
       (dict(dataset="imagenet2012", encoder="resnet50",
             init_checkpoint="minilm"), "--init_checkpoint='minilm' is a text"),
-      (dict(mixed_precision=1), "--mixed_precision=1 must be true or false"),
+      (dict(mixed_precision="half"), "--mixed_precision='half' is not "
+       "valid; choose one of: float32, bfloat16, float16"),
+      (dict(length_bucketing="no"),
+       "--length_bucketing='no' must be true or false"),
       (dict(jit_compile="yes"), "--jit_compile='yes' must be true or false"),
-      (dict(mixed_precision=True, strategy="tpu", tpu="x"),
-       "--mixed_precision is float16 for GPUs"),
+      (dict(mixed_precision="float16", strategy="tpu", tpu="x"),
+       "--mixed_precision=float16 is for GPUs"),
   )
   def test_bad_value_names_the_flag(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message) as e:

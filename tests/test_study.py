@@ -193,6 +193,32 @@ class OpenStudyTest(tf.test.TestCase):
                                 r"the study in .*\(export=True\)"):
       study.open_study(self.dir, base_config(export=False), self.grid)
 
+  def test_study_older_than_bucketing_and_bfloat16(self):
+    # A study begun before issue 34: no length_bucketing (it ran without)
+    # and a boolean mixed_precision. A digits study goes on with today's
+    # defaults (bucketing changes text only); a text study must say
+    # --nolength_bucketing to go on as it began.
+    for dataset, refused in (("digits", False), ("goemotions", True)):
+      folder = os.path.join(tempfile.mkdtemp(), dataset)
+      kwargs = dict(dataset=dataset)
+      if dataset == "goemotions":
+        kwargs.update(encoder="bert")
+      study.open_study(folder, base_config(**kwargs), self.grid)
+      path = os.path.join(folder, study.STUDY_FILE)
+      with open(path) as f:
+        saved = json.load(f)
+      del saved["shared"]["length_bucketing"]
+      saved["shared"]["mixed_precision"] = False
+      with open(path, "w") as f:
+        json.dump(saved, f)
+      if refused:
+        with self.assertRaisesRegex(
+            ValueError, r"^--length_bucketing=True differs from the study "
+            r"in .*\(length_bucketing=False\)"):
+          study.open_study(folder, base_config(**kwargs), self.grid)
+        kwargs.update(length_bucketing=False)
+      study.open_study(folder, base_config(**kwargs), self.grid)
+
   def test_folder_with_other_files_is_refused(self):
     os.makedirs(self.dir)
     open(os.path.join(self.dir, "notes.txt"), "w").close()

@@ -76,3 +76,130 @@ class TextPreprocessorTest(tf.test.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class LengthBucketingTest(tf.test.TestCase):
+  """Batches padded to their longest text (issue 34), on shipped GoEmotions."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # pylint: disable=g-import-not-at-top
+    from rank4class_tf import config as config_lib
+    from rank4class_tf import datasets
+    from rank4class_tf import training
+    cls.datasets = datasets
+    cls.data = datasets.get("goemotions")
+    cls.inputs = {
+        bucketing: training.build_inputs(config_lib.TrainConfig.create(
+            dataset="goemotions", encoder="bert", max_seq_length=32,
+            model_dir="unused", length_bucketing=bucketing), cls.data)
+        for bucketing in (False, True)}
+
+  def test_trim_rounds_up_and_never_passes_the_length(self):
+    packed = self.inputs[False].packed(tf.constant(
+        ["ok", "one two three four five six seven eight nine ten"]))
+    self.assertEqual(packed[text.WORD_IDS].shape, (2, 32))
+    self.assertAllEqual(text.lengths(packed), [3, 12])
+    self.assertEqual(text.trim(packed)[text.WORD_IDS].shape, (2, 16))
+    self.assertEqual(text.trim(packed, 1)[text.MASK].shape, (2, 12))
+    self.assertAllEqual(text.trim(packed, 1)[text.WORD_IDS],
+                        packed[text.WORD_IDS][:, :12])
+    self.assertEqual(text.trim(packed, 64)[text.WORD_IDS].shape, (2, 32))
+    self.assertAllEqual(
+        [text.bucket_key({text.MASK: packed[text.MASK][i]}) for i in (0, 1)],
+        [1, 2])
+
+  def test_same_scores_with_and_without_bucketing(self):
+    # pylint: disable=g-import-not-at-top
+    from rank4class_tf import encoders
+    from rank4class_tf import features
+    from rank4class_tf import model as model_lib
+    tf.keras.utils.set_random_seed(3)
+    model = model_lib.build_model_builder(
+        self.data, self.inputs[True], encoder="bert",
+        encoder_kwargs=dict(size="minilm_l6", init_checkpoint="minilm",
+                            pooling="mean", dropout=0.0),
+        interaction="dot").build()
+    texts = self.data.splits["validation"][0]
+    order = np.argsort([len(t) for t in texts], kind="stable")
+    batch = tf.constant(texts[order[:24]].tolist())  # Short: 2-8 tokens.
+    scores = {}
+    for bucketing, inputs in self.inputs.items():
+      context = inputs(batch)
+      scores[bucketing] = model(features.class_list_features(
+          context, self.data.num_classes)).numpy()
+    self.assertEqual(self.inputs[True](batch)[text.WORD_IDS].shape, (24, 8))
+    self.assertAllClose(scores[True], scores[False], atol=1e-5, rtol=0)
+    self.assertGreater(np.abs(scores[True]).max(), 0.1)
+
+  def test_training_batches_few_shapes_and_a_seeded_stream(self):
+    def stream(seed, skip=0, take=120):
+      ds = self.datasets.ranking_dataset(
+          self.data, "train", 32, training=True, seed=seed,
+          instance_inputs=self.inputs[True])
+      return [(f[text.WORD_IDS].numpy(), y.numpy())
+              for f, y in ds.skip(skip).take(take)]
+
+    first = stream(7)
+    widths = [ids.shape[1] for ids, _ in first]
+    self.assertLessEqual(set(widths), {8, 16, 24, 32})
+    self.assertGreater(len(set(widths)), 1)
+    self.assertTrue(all(ids.shape[0] == 32 for ids, _ in first))
+    # Every batch is its bucket: its longest text fills the last quantum.
+    for ids, _ in first:
+      longest = (ids != 0).sum(1).max()
+      self.assertEqual(ids.shape[1], -(-longest // 8) * 8)
+    # A resumed run skips to the same batches; another seed differs.
+    again = stream(7, skip=100, take=20)
+    for (a, y), (b, z) in zip(first[100:], again):
+      self.assertAllEqual(a, b)
+      self.assertAllEqual(y, z)
+    self.assertNotAllEqual(stream(8, take=1)[0][1], first[0][1])
+
+  def test_evaluation_keeps_the_order_unless_length_sorted(self):
+    labels = self.data.splits["validation"][1]
+    ds = self.datasets.ranking_dataset(self.data, "validation", 256,
+                                       training=False,
+                                       instance_inputs=self.inputs[True])
+    got = np.concatenate([y.numpy().argmax(1) for _, y in ds])
+    self.assertAllEqual(got, labels)
+    ds = self.datasets.ranking_dataset(self.data, "validation", 256,
+                                       training=False, length_sorted=True,
+                                       instance_inputs=self.inputs[True])
+    widths, got = [], []
+    for f, y in ds:
+      widths.append(f[text.WORD_IDS].shape[1])
+      got.append(y.numpy().argmax(1))
+    self.assertAllEqual(np.sort(np.concatenate(got)), np.sort(labels))
+    self.assertEqual(widths, sorted(widths))
+    self.assertEqual(widths[0], 8)
+
+
+class BFloat16RunTest(tf.test.TestCase):
+  """--mixed_precision=bfloat16 trains, exports and serves (issue 34)."""
+
+  def test_bfloat16_run_trains_exports_and_serves_in_bfloat16(self):
+    # pylint: disable=g-import-not-at-top
+    from rank4class_tf import config as config_lib
+    from rank4class_tf import serving
+    from rank4class_tf import training
+    import test_text_pipelines
+    model_dir = os.path.join(tempfile.mkdtemp(), "bfloat16")
+    training.train(config_lib.TrainConfig.create(
+        dataset="goemotions", data_dir=test_text_pipelines.goemotions_fixture(),
+        encoder="bert", encoder_size="tiny", max_seq_length=16, batch_size=4,
+        train_steps=2, eval_every=1, seed=1, mixed_precision="bfloat16",
+        model_dir=model_dir))
+    self.assertEqual(serving.load_config(model_dir).trainer.mixed_precision,
+                     "bfloat16")
+    scores = serving.ExportedRanker(model_dir).scores(["so happy today",
+                                                       "thanks a lot"])
+    self.assertEqual(scores.shape, (2, 3))  # The fixture's 3 classes.
+    self.assertEqual(scores.dtype, np.float32)
+    self.assertTrue(np.isfinite(scores).all())
+    # The export computes in bfloat16 (a float32 one has no such tensor:
+    # the exports of the other text tests), its scores cast to float32.
+    export = os.path.join(model_dir, "export", serving.BEST_EXPORT)
+    self.assertIn("DT_BFLOAT16", str(tf.saved_model.load(export).signatures[
+        "serving_default"].graph.as_graph_def()))
