@@ -55,6 +55,9 @@ flags.DEFINE_integer("rounds", 3, "Rounds of the padding and precision "
                      "table (each variant and the peer once a round).")
 flags.DEFINE_integer("serve_calls", 100, "Timed batch-1 serving calls per "
                      "variant and round.")
+flags.DEFINE_bool("jit_compile", False, "Compile the padding and precision "
+                  "table's training steps with XLA (one compilation per "
+                  "length).")
 flags.DEFINE_bool("interaction_table", True, "Also time the interactions "
                   "and the plain classifier (the first table).")
 flags.DEFINE_string("peer_python", ".venv-peer/bin/python", "Python of the "
@@ -125,7 +128,8 @@ class Variant:
       optimizer = tf.keras.optimizers.Adam(1e-5)
       model = self.model
 
-      @tf.function(reduce_retracing=True)
+      @tf.function(reduce_retracing=not FLAGS.jit_compile,
+                   jit_compile=FLAGS.jit_compile, autograph=False)
       def step(x, y):
         with tf.GradientTape() as tape:
           loss = loss_fn(y, model(x, training=True))
@@ -161,6 +165,47 @@ class Variant:
     for i in range(FLAGS.serve_calls):
       self.serve(text=tf.constant([self.texts[i % len(self.texts)]]))
     return (time.perf_counter() - start) / FLAGS.serve_calls * 1e3
+
+
+def serving_breakdown(variant: "Variant") -> None:
+  """Where a batch-1 serving call's time goes: the SavedModel call, then
+  its tokenization alone and the model alone on tokenized input (each a
+  tf.function of the same layers)."""
+  inputs, model = variant.inputs, variant.model
+  num_classes = model.output_shape[-1]
+  tokenize = tf.function(inputs.serving_features)
+  from rank4class_tf import features  # pylint: disable=g-import-not-at-top
+  score = tf.function(lambda context: model(features.class_list_features(
+      context, num_classes), training=False), reduce_retracing=True)
+  texts = variant.texts
+  tokenized = [tokenize(tf.constant([t])) for t in texts]
+  for context in tokenized[:20]:
+    score(context)
+
+  def ms(fn, args):
+    for a in args[:5]:
+      fn(a)
+    start = time.perf_counter()
+    for i in range(FLAGS.serve_calls):
+      out = fn(args[i % len(args)])
+    del out
+    return (time.perf_counter() - start) / FLAGS.serve_calls * 1e3
+
+  strings = [tf.constant([t]) for t in texts]
+  rows = [("whole SavedModel call (tokenize, encode, score 28 classes, top 5)",
+           ms(lambda x: variant.serve(text=x), strings)),
+          ("tokenization alone (TextPreprocessor, cut to the text)",
+           ms(tokenize, strings)),
+          ("model alone on tokenized input (encoder, dot, 28 scores)",
+           ms(score, tokenized)),
+          ("an empty tf.function call (dispatch overhead)",
+           ms(tf.function(lambda x: x), strings))]
+  print(f"\nWhere a batch-1 serving call goes ({variant.name}, "
+        f"{FLAGS.serve_calls} calls each; {uptime()}):\n")
+  print("| part | ms / call |")
+  print("|---|---|")
+  for name, value in rows:
+    print(f"| {name} | {value:.2f} |")
 
 
 def padding_and_precision_table(data) -> None:
@@ -220,6 +265,7 @@ def padding_and_precision_table(data) -> None:
   if not peer:
     print(f"\n(No peer: {FLAGS.peer_python} does not exist; "
           "`make peer-venv` makes it.)")
+  serving_breakdown(variants[2])
 
 
 def input_examples_per_second(data, instance_inputs):

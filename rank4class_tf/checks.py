@@ -12,6 +12,8 @@ multi-worker strategy must be created before the first one.
 import os
 from typing import Optional
 
+import tensorflow as tf
+
 from rank4class_tf import catalog
 from rank4class_tf import class_encoders
 from rank4class_tf import config as config_lib
@@ -62,6 +64,7 @@ def validate(config: config_lib.TrainConfig) -> None:
                      "choose --dataset from: "
                      f"{', '.join(catalog.IMAGE_DATASETS)}.")
   _validate_images(config)
+  _validate_precision(config)
   _validate_text_encoder(config)
   _validate_class_encoder(config)
   if loss.name.startswith("sodeep_"):
@@ -82,6 +85,39 @@ def validate(config: config_lib.TrainConfig) -> None:
                      "score of the validation split on one replica; use "
                      "--strategy=default, or compute it afterwards with "
                      "pipelines.evaluate.")
+
+
+CPUINFO = "/proc/cpuinfo"
+BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_has_bfloat16(cpuinfo: Optional[str] = None) -> Optional[bool]:
+  """Whether the CPU has bfloat16 instructions (AVX512-BF16 or AMX-BF16,
+  by the `flags` of /proc/cpuinfo); None where that file cannot be read."""
+  try:
+    with open(cpuinfo or CPUINFO) as f:
+      for line in f:
+        if line.startswith("flags"):
+          return any(flag in line.split() for flag in BFLOAT16_CPU_FLAGS)
+  except OSError:
+    return None
+  return None
+
+
+def _validate_precision(config: config_lib.TrainConfig) -> None:
+  """--mixed_precision=bfloat16 on a CPU without bfloat16 instructions (and
+  no GPU or TPU) is refused: TensorFlow would emulate it, slower than
+  float32, for a less precise model."""
+  trainer = config.trainer
+  if (trainer.mixed_precision != "bfloat16" or trainer.strategy == "tpu" or
+      cpu_has_bfloat16() is not False or
+      tf.config.list_physical_devices("GPU")):
+    return
+  raise ValueError(
+      "--mixed_precision=bfloat16: this CPU has no bfloat16 instructions "
+      f"({' or '.join(BFLOAT16_CPU_FLAGS)} in {CPUINFO}) and no GPU is "
+      "visible; TensorFlow would emulate them, slower than float32. Use "
+      "--mixed_precision=float32.")
 
 
 def _validate_label_attention(config: config_lib.TrainConfig) -> None:

@@ -1,6 +1,8 @@
 """Tests of rank4class_tf.config: every bad value names its flag."""
 
 import json
+import os
+from unittest import mock
 
 import tensorflow as tf
 from absl.testing import parameterized
@@ -179,6 +181,28 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
                       config.trainer.mixed_precision), (False, "float32"))
     self.assertEqual((good().trainer.length_bucketing,
                       good().trainer.mixed_precision), (True, "float32"))
+
+  def test_bfloat16_needs_a_cpu_with_bfloat16(self):
+    folder = self.get_temp_dir()
+    paths = {}
+    for name, flags in (("old", "fpu sse avx2 avx512f"),
+                        ("new", "fpu avx512f avx512_bf16")):
+      paths[name] = os.path.join(folder, name)
+      with open(paths[name], "w") as f:
+        f.write(f"processor\t: 0\nflags\t\t: {flags}\n")
+    self.assertFalse(checks.cpu_has_bfloat16(paths["old"]))
+    self.assertTrue(checks.cpu_has_bfloat16(paths["new"]))
+    self.assertIsNone(checks.cpu_has_bfloat16(os.path.join(folder, "none")))
+    config = good(mixed_precision="bfloat16")
+    with mock.patch.object(checks, "CPUINFO", paths["old"]):
+      with self.assertRaisesRegex(
+          ValueError, r"^--mixed_precision=bfloat16: this CPU has no "
+          r"bfloat16 instructions .* Use --mixed_precision=float32\.$"):
+        checks.validate(config)
+    with mock.patch.object(checks, "cpu_has_bfloat16", lambda: True):
+      checks.validate(config)
+    with mock.patch.object(checks, "cpu_has_bfloat16", lambda: False):
+      checks.validate(good(mixed_precision="float32"))
 
   def test_json_round_trip(self):
     config = good(loss="approx_ndcg", metrics=("mrr", "ndcg@3"),
