@@ -19,6 +19,10 @@ encoder, softmax + dot, batch 32, length 32), each layer that `fit` adds:
 
   .venv/bin/python -m benchmarks.text_training_loop --steps=30
 
+`--nolength_bucketing` pads every batch to --max_seq_length (release 0.1's
+padding) and `--mixed_precision=bfloat16` computes every row in bfloat16,
+so the table can be taken for each padding and precision.
+
 Prints two markdown tables: ms per training step of 1-6, and the seconds of
 each phase of 6.
 """
@@ -51,6 +55,11 @@ flags.DEFINE_string("init_checkpoint", "",
                     "Encoder weights for the training.train row (empty: "
                     "random weights of the MiniLM-L6 size; speed is the "
                     "same).")
+flags.DEFINE_bool("length_bucketing", True, "Pad each batch to its longest "
+                  "text (the default of pipelines.train) instead of "
+                  "--max_seq_length.")
+flags.DEFINE_enum("mixed_precision", "float32", ["float32", "bfloat16"],
+                  "Compute precision of every row.")
 FLAGS = flags.FLAGS
 
 
@@ -140,7 +149,8 @@ def main(argv):
   config = config_lib.TrainConfig.create(
       dataset="goemotions", encoder="bert", encoder_size="minilm_l6",
       max_seq_length=FLAGS.max_seq_length, batch_size=FLAGS.batch_size,
-      model_dir="unused")
+      model_dir="unused", length_bucketing=FLAGS.length_bucketing,
+      mixed_precision=FLAGS.mixed_precision)
   data = datasets.get("goemotions")
   instance_inputs = training.build_inputs(config, data)
   real = datasets.ranking_dataset(data, "train", FLAGS.batch_size,
@@ -150,10 +160,11 @@ def main(argv):
   fixed = tf.data.Dataset.from_tensors((features, labels)).repeat()
 
   def fresh_model():
-    return model_lib.build_model_builder(
-        data, instance_inputs, encoder="bert",
-        encoder_kwargs=encoders.config_kwargs(config.model),
-        interaction="dot").build()
+    with training.precision_policy(FLAGS.mixed_precision):
+      return model_lib.build_model_builder(
+          data, instance_inputs, encoder="bert",
+          encoder_kwargs=encoders.config_kwargs(config.model),
+          interaction="dot").build()
 
   rows = []
   model = fresh_model()
@@ -195,7 +206,9 @@ def main(argv):
 
   base = rows[0][1]
   print(f"\nGoEmotions, MiniLM-L6 size, softmax + dot, batch "
-        f"{FLAGS.batch_size}, length {FLAGS.max_seq_length}, "
+        f"{FLAGS.batch_size}, length {FLAGS.max_seq_length} ("
+        f"{'bucketed' if FLAGS.length_bucketing else 'fixed'} padding; rows "
+        f"1-3 on one batch of that stream), {FLAGS.mixed_precision}, "
         f"{FLAGS.steps} timed steps per row:\n")
   print("| what runs | ms / step | ratio to the isolated step |")
   print("|---|---|---|")
