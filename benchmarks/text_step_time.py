@@ -145,6 +145,7 @@ class Variant:
           self.model, self.inputs, data.class_names, 5))
     self.serve = tf.saved_model.load(export).signatures["serving_default"]
     self.texts = [str(t) for t in data.splits["train"][0][:200]]
+    self.num_classes = data.num_classes
     for f, y in self.batches[:5]:  # Traces (every length), warms up.
       self.step(f, y).numpy()
     self.position = 5
@@ -172,7 +173,7 @@ def serving_breakdown(variant: "Variant") -> None:
   its tokenization alone and the model alone on tokenized input (each a
   tf.function of the same layers)."""
   inputs, model = variant.inputs, variant.model
-  num_classes = model.output_shape[-1]
+  num_classes = variant.num_classes
   tokenize = tf.function(inputs.serving_features)
   from rank4class_tf import features  # pylint: disable=g-import-not-at-top
   score = tf.function(lambda context: model(features.class_list_features(
