@@ -124,20 +124,10 @@ class Variant:
           data, self.inputs, encoder="bert",
           encoder_kwargs=encoders.config_kwargs(config.model),
           interaction="dot").build()
-      loss_fn = losses.get("softmax")
-      optimizer = tf.keras.optimizers.Adam(1e-5)
-      model = self.model
-
-      @tf.function(reduce_retracing=not FLAGS.jit_compile,
-                   jit_compile=FLAGS.jit_compile, autograph=False)
-      def step(x, y):
-        with tf.GradientTape() as tape:
-          loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-      self.step = step
+      self.step = timing.make_step(
+          self.model, losses.get("softmax"), tf.keras.optimizers.Adam(1e-5),
+          reduce_retracing=not FLAGS.jit_compile,
+          jit_compile=FLAGS.jit_compile, autograph=False)
       export = os.path.join(folder, self.name.replace(" ", "_")
                             .replace(",", ""))
       serving.store_class_features(self.model)

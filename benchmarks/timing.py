@@ -5,10 +5,11 @@ import time
 import tensorflow as tf
 
 
-def make_step(model, loss_fn, optimizer):
-  """A compiled training step: forward, loss, backward, optimizer update."""
+def make_step(model, loss_fn, optimizer, **function_kwargs):
+  """A compiled training step: forward, loss, backward, optimizer update.
+  `function_kwargs` go to `tf.function` (e.g. reduce_retracing, jit_compile)."""
 
-  @tf.function
+  @tf.function(**function_kwargs)
   def step(x, y):
     with tf.GradientTape() as tape:
       loss = loss_fn(y, model(x, training=True))

@@ -200,9 +200,10 @@ class ClassificationData:
     return tf.data.Dataset.from_tensor_slices((x, y))
 
 
-def ranking_features(instance_inputs: features_lib.InstanceInputs,
+def ranking_features(instance_inputs: Callable,
                      num_classes: int) -> Callable:
-  """Returns a map fn: batched (instance, label) -> (features, labels)."""
+  """Returns a map fn: batched (instance, label) -> (features, labels),
+  the context features being `instance_inputs(instance)`."""
 
   def to_ranking(instance, label):
     features = features_lib.class_list_features(instance_inputs(instance),
@@ -245,9 +246,7 @@ def ranking_dataset(data: ClassificationData,
   """
   instance_inputs = instance_inputs or inputs_lib.default_inputs(data)
   bucketed = getattr(instance_inputs, "length_bucketing", False)
-  if bucketed and training:
-    return _bucketed_training(data, split, batch_size, seed, instance_inputs)
-  if bucketed and length_sorted and split in data.splits:
+  if bucketed and length_sorted and not training and split in data.splits:
     x, y = data.splits[split]
     order = np.argsort(instance_inputs.token_lengths(x), kind="stable")
     data = dataclasses.replace(data, splits=dict(
@@ -258,6 +257,9 @@ def ranking_dataset(data: ClassificationData,
   if training:
     ds = ds.shuffle(data.shuffle_buffer or data.size(split), seed=seed,
                     reshuffle_each_iteration=True).repeat()
+  if bucketed and training:
+    return _bucketed_batches(ds, batch_size, instance_inputs,
+                             data.num_classes)
   if data.preprocessing is not None:
     preprocess = data.preprocessing
     ds = ds.map(lambda x, y: (preprocess(x, training=training), y),
@@ -272,15 +274,10 @@ def ranking_dataset(data: ClassificationData,
 TOKENIZE_CHUNK = 256
 
 
-def _bucketed_training(data: ClassificationData, split: str,
-                       batch_size: int, seed: int,
-                       instance_inputs) -> tf.data.Dataset:
-  """The training stream of `ranking_dataset` with length bucketing."""
-  ds = data.dataset(split, shuffle_files=True, seed=seed)
-  if data.shuffle_buffer is None:
-    ds = ds.cache()
-  ds = ds.shuffle(data.shuffle_buffer or data.size(split), seed=seed,
-                  reshuffle_each_iteration=True).repeat()
+def _bucketed_batches(ds: tf.data.Dataset, batch_size: int,
+                      instance_inputs, num_classes: int) -> tf.data.Dataset:
+  """The shuffled training stream of `ranking_dataset`, tokenized in order,
+  grouped by length bucket and each batch cut to its bucket."""
   ds = ds.batch(TOKENIZE_CHUNK).map(
       lambda x, y: (instance_inputs.packed(x), y),
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
@@ -289,17 +286,8 @@ def _bucketed_training(data: ClassificationData, split: str,
       reduce_func=lambda key, window: window.batch(batch_size,
                                                    drop_remainder=True),
       window_size=batch_size)
-  num_classes = data.num_classes
-
-  def to_ranking(context, label):
-    features = features_lib.class_list_features(text.trim(context),
-                                                 num_classes)
-    if label.shape.rank == 2:
-      return features, label
-    return features, tf.one_hot(label, num_classes, dtype=tf.float32)
-
-  ds = ds.map(to_ranking, num_parallel_calls=tf.data.AUTOTUNE,
-              deterministic=True)
+  ds = ds.map(ranking_features(text.trim, num_classes),
+              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
