@@ -22,7 +22,9 @@ folders the grid does not name. Every
 sets (--loss, --interaction, --learning_rate, --mlp_units, --seed) and
 --model_dir / --overwrite. `--learning_rates=paper` and `--mlp_units=paper`
 are the paper's tuning grids (1e-7 ... 0.1 by factors of about 3;
-64,128,256,512).
+64,128,256,512). `--cells` restricts the grid to some loss.interaction
+cells; `--choose_on_seed=0` tunes on seed 0 only and runs the other seeds at
+its choices (docs/study.md).
 """
 
 import sys
@@ -50,6 +52,16 @@ flags.DEFINE_list("losses", list(study_lib.PAPER_LOSSES),
 flags.DEFINE_list("interactions", list(study_lib.PAPER_INTERACTIONS),
                   "Interactions of the grid (default: the paper's three).")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of every cell.")
+flags.DEFINE_list("cells", [],
+                  "Only these cells of --losses x --interactions, each "
+                  "loss.interaction (softmax.dot,approx_ndcg.lc_mlp); "
+                  "--losses and --interactions default to theirs. Empty: "
+                  "every cell.")
+flags.DEFINE_integer("choose_on_seed", None,
+                     "Tune the learning rate and width on this seed only; "
+                     "the other --seeds then run each cell's choice (and "
+                     "its steps). Default: every seed chooses its own, as "
+                     "in the paper (App. B).")
 flags.DEFINE_list("learning_rates", ["1e-3"],
                   "Learning rates tuned on validation; `paper`: 1e-7, 3e-7, "
                   "..., 3e-2, 0.1.")
@@ -106,8 +118,17 @@ def _numbers(name: str, cast, paper=None) -> tuple:
 
 
 def grid_from_flags() -> study_lib.Grid:
+  losses, interactions = tuple(FLAGS.losses), tuple(FLAGS.interactions)
+  if FLAGS.cells:
+    # The cells' losses and interactions, unless the flags name them.
+    keys = [cell.rpartition(".")[::2] for cell in FLAGS.cells]
+    if not FLAGS["losses"].present:
+      losses = tuple(dict.fromkeys(loss for loss, _ in keys))
+    if not FLAGS["interactions"].present:
+      interactions = tuple(dict.fromkeys(i for _, i in keys))
   return study_lib.Grid(
-      losses=tuple(FLAGS.losses), interactions=tuple(FLAGS.interactions),
+      losses=losses, interactions=interactions,
+      cells=tuple(FLAGS.cells), choose_on_seed=FLAGS.choose_on_seed,
       seeds=_numbers("seeds", int),
       learning_rates=_numbers("learning_rates", float,
                               study_lib.PAPER_LEARNING_RATES),

@@ -17,7 +17,8 @@ the validation split, and the test metrics of the chosen run are reported.
   study.json               the shared training settings, the grid so far,
                            the runs `--extend_grid` added (`extensions`)
                            and the code that created the study
-                           (`provenance`)
+                           (`provenance`); with `--choose_on_seed`, the
+                           other seeds' runs at its choices (`followers`)
   runs/<run>/              one `pipelines.train` model_dir per run, plus
     study.log              the run's log (TensorFlow's INFO lines included)
     study_test.npz         per-instance test metrics and softmax CE
@@ -187,16 +188,45 @@ class Run:
 
 @dataclasses.dataclass(frozen=True)
 class Grid:
-  """The study's grid; every list non-empty and without repeats."""
+  """The study's grid; every list non-empty and without repeats.
+
+  `cells` (`--cells`, `loss.interaction` each) restricts the study to those
+  cells of losses x interactions (empty: every cell), for a design that is
+  not a product, e.g. five losses on `dot` plus two losses on all three
+  interactions. `choose_on_seed` (`--choose_on_seed`) tunes the learning
+  rate and width on that seed only: the grid's other seeds run each cell's
+  choice there (`followers`), where by default (None) every seed chooses its
+  own, as the paper does (App. B).
+  """
   losses: Tuple[str, ...] = PAPER_LOSSES
   interactions: Tuple[str, ...] = PAPER_INTERACTIONS
   seeds: Tuple[int, ...] = (0, 1, 2)
   learning_rates: Tuple[float, ...] = (1e-3,)
   mlp_units: Tuple[int, ...] = (128,)
+  cells: Tuple[str, ...] = ()
+  choose_on_seed: Optional[int] = None
+
+  @classmethod
+  def from_json(cls, values: Dict[str, object]) -> "Grid":
+    """The grid study.json holds (`dataclasses.asdict`; older studies lack
+    `cells` and `choose_on_seed`)."""
+    values = dict(values)
+    seed = values.pop("choose_on_seed", None)
+    if seed is not None and (isinstance(seed, bool) or
+                             not isinstance(seed, int)):
+      raise TypeError(f"choose_on_seed {seed!r} is not a seed")
+    return cls(choose_on_seed=seed,
+               **{k: tuple(v) for k, v in values.items()})
 
   def validate(self) -> None:
     """Raises ValueError naming the flag of an empty list or unknown name."""
     valid = {"interactions": interactions.ALL_NAMES}
+    for cell in self.cells:
+      loss, _, interaction = cell.rpartition(".")
+      if interaction not in interactions.ALL_NAMES or not loss:
+        raise ValueError(
+            f"--cells: {cell!r} is not loss.interaction with an interaction "
+            f"of: {', '.join(interactions.ALL_NAMES)}.")
     for name in ("losses", "interactions", "seeds", "learning_rates",
                  "mlp_units"):
       values = getattr(self, name)
@@ -220,26 +250,66 @@ class Grid:
     for units in self.mlp_units:
       if units <= 0:
         raise ValueError(f"--mlp_units: {units!r} must be > 0.")
+    if len(set(self.cells)) != len(self.cells):
+      raise ValueError(f"--cells repeats a cell: {','.join(self.cells)}.")
+    for cell in self.cells:
+      loss, _, interaction = cell.rpartition(".")
+      if loss not in self.losses or interaction not in self.interactions:
+        raise ValueError(
+            f"--cells: {cell!r} is not a cell of --losses x --interactions "
+            f"(write loss.interaction, e.g. softmax.dot).")
+    if self.choose_on_seed is not None and (
+        self.choose_on_seed not in self.seeds):
+      raise ValueError(f"--choose_on_seed={self.choose_on_seed} is not one "
+                       f"of --seeds ({','.join(map(str, self.seeds))}).")
+
+  def cell_keys(self) -> List[Tuple[str, str]]:
+    """The (loss, interaction) cells, in grid order."""
+    if self.cells:
+      return [tuple(cell.rpartition(".")[::2]) for cell in self.cells]
+    return [(loss, interaction) for loss in self.losses
+            for interaction in self.interactions]
+
+  def tuned_seeds(self) -> Tuple[int, ...]:
+    """The seeds whose runs try every value (all, or `choose_on_seed`)."""
+    if self.choose_on_seed is None:
+      return self.seeds
+    return (self.choose_on_seed,)
 
   def runs(self) -> List[Run]:
-    """The runs, seed by seed: every cell gets its first seed early."""
+    """The runs, seed by seed: every cell gets its first seed early. With
+    `choose_on_seed`, that seed's only (the others follow its choices)."""
     runs = []
-    for seed in self.seeds:
-      for loss in self.losses:
-        for interaction in self.interactions:
-          widths = (self.mlp_units if interaction in MLP_INTERACTIONS
-                    else (None,))
-          for rate in self.learning_rates:
-            runs.extend(Run(loss, interaction, rate, units, seed)
-                        for units in widths)
+    for seed in self.tuned_seeds():
+      for loss, interaction in self.cell_keys():
+        widths = (self.mlp_units if interaction in MLP_INTERACTIONS
+                  else (None,))
+        for rate in self.learning_rates:
+          runs.extend(Run(loss, interaction, rate, units, seed)
+                      for units in widths)
     return runs
 
   def union(self, other: "Grid") -> "Grid":
-    """The grid of both, each list in first-seen order."""
+    """The grid of both, each list in first-seen order.
+
+    Raises:
+      ValueError: the two choose on different seeds (naming the flag).
+    """
+    if self.choose_on_seed != other.choose_on_seed:
+      raise ValueError(
+          f"--choose_on_seed={_flag_value(other.choose_on_seed)} differs "
+          f"from the study's ({_flag_value(self.choose_on_seed)}); pass the "
+          "same value, or another --study_dir.")
     def merge(a, b):
       return tuple(dict.fromkeys(tuple(a) + tuple(b)))
-    return Grid(*(merge(getattr(self, f.name), getattr(other, f.name))
-                  for f in dataclasses.fields(Grid)))
+    cells = ()
+    if self.cells or other.cells:
+      cells = merge(*(tuple(f"{l}.{i}" for l, i in g.cell_keys())
+                      for g in (self, other)))
+    return Grid(*(merge(getattr(self, name), getattr(other, name))
+                  for name in ("losses", "interactions", "seeds",
+                               "learning_rates", "mlp_units")),
+                cells=cells, choose_on_seed=self.choose_on_seed)
 
 
 def shared_settings(config: config_lib.TrainConfig) -> Dict[str, object]:
@@ -333,7 +403,7 @@ def load_study(study_dir: str) -> Tuple[Dict[str, object], Grid]:
                      "not found).")
   try:
     study = _read_json(path)
-    grid = Grid(**{k: tuple(v) for k, v in study["grid"].items()})
+    grid = Grid.from_json(study["grid"])
     shared = study["shared"]
     if not isinstance(shared, dict):
       raise TypeError("'shared' is not an object")
@@ -358,16 +428,56 @@ def load_extensions(study_dir: str) -> List[study_extend.Extension]:
                      "extensions are damaged.") from None
 
 
+def load_followers(study_dir: str) -> Dict[str, str]:
+  """{run: the run it follows} of the runs `--choose_on_seed` added: a seed's
+  run at the values the chosen seed chose for its cell."""
+  path = os.path.join(study_dir, STUDY_FILE)
+  try:
+    raw = _read_json(path).get("followers", {})
+    return {str(k): str(v) for k, v in dict(raw).items()}
+  except (ValueError, TypeError, AttributeError) as e:
+    raise ValueError(f"{path} cannot be read ({_reason(e)}): its "
+                     "followers are damaged.") from None
+
+
+def parse_run_name(name: str) -> Run:
+  """The Run a folder name names (`Run.name` read back).
+
+  >>> parse_run_name("approx_ndcg.lc_mlp.lr0.001.u128.seed2")
+  Run(loss='approx_ndcg', interaction='lc_mlp', learning_rate=0.001, mlp_units=128, seed=2)
+  """
+  head, _, seed = name.rpartition(".seed")
+  units = None
+  if ".u" in head.rpartition(".lr")[2]:
+    head, _, units_text = head.rpartition(".u")
+    units = int(units_text)
+  cell, _, rate = head.rpartition(".lr")
+  loss, _, interaction = cell.rpartition(".")
+  run = Run(loss, interaction, float(rate), units, int(seed))
+  if run.name != name:
+    raise ValueError(f"{name!r} is not a run name")
+  return run
+
+
 def study_runs(study_dir: str, grid: Optional[Grid] = None) -> List[Run]:
-  """Every run of the study: the grid's, then the extensions'."""
+  """Every run of the study: the grid's, the extensions', then the
+  followers' (`--choose_on_seed`)."""
   if grid is None:
     grid = load_study(study_dir)[1]
   runs = grid.runs()
   names = {run.name for run in runs}
-  for extension in load_extensions(study_dir):
-    if extension.run.name not in names:
-      names.add(extension.run.name)
-      runs.append(extension.run)
+  added = [e.run for e in load_extensions(study_dir)]
+  path = os.path.join(study_dir, STUDY_FILE)
+  for name in load_followers(study_dir):
+    try:
+      added.append(parse_run_name(name))
+    except ValueError as e:
+      raise ValueError(f"{path} cannot be read ({e}): its followers are "
+                       "damaged.") from None
+  for run in added:
+    if run.name not in names:
+      names.add(run.name)
+      runs.append(run)
   return runs
 
 
@@ -383,6 +493,18 @@ def add_extensions(study_dir: str,
              for e in study.get("extensions", [])}
     study["extensions"] = study.get("extensions", []) + [
         e.to_json() for e in new if e.run.name not in known]
+    try:
+      fileio.write_json_atomically(path, study)
+    except OSError as e:
+      raise _cannot_write(path, e) from None
+
+
+def add_followers(study_dir: str, new: Dict[str, str]) -> None:
+  """Records `--choose_on_seed` followers in study.json (under `locked`)."""
+  path = os.path.join(study_dir, STUDY_FILE)
+  with locked(study_dir):
+    study = _read_json(path)
+    study["followers"] = dict(study.get("followers", {}), **new)
     try:
       fileio.write_json_atomically(path, study)
     except OSError as e:
@@ -496,6 +618,8 @@ def _merge(study_dir: str, shared: Dict[str, object], grid: Grid) -> Grid:
 
 
 def _flag_value(value) -> str:
+  if value is None:
+    return "(not set)"
   if isinstance(value, (list, tuple)):
     return ",".join(map(str, value))
   return str(value)
@@ -757,13 +881,15 @@ def _best_step(config: config_lib.TrainConfig) -> Optional[int]:
 def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
                 data, earlier: Optional[Dict[str, object]] = None,
                 extension: Optional[study_extend.Extension] = None,
-                train_steps: Optional[int] = None) -> Dict[str, object]:
+                train_steps: Optional[int] = None,
+                follows: Optional[str] = None) -> Dict[str, object]:
   """Trains (or resumes) and evaluates one run; returns its record.
 
   A run whose training finished before is only evaluated; its record keeps
   the training time of `earlier` (its previous record), if given. The
   record names the code that made it (`provenance`) and, for a run that
-  `--extend_grid` added, its round and reason (`extension`).
+  `--extend_grid` added, its round and reason (`extension`); for one that
+  `--choose_on_seed` added, the run whose choice it follows (`follows`).
   """
   config = run_config(base, run, study_dir)
   extended = None
@@ -803,7 +929,7 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
                   extension=(None if extension is None else
                              {"round": extension.round,
                               "reason": extension.reason}),
-                  extended_steps=extended)
+                  extended_steps=extended, follows=follows)
   # The arrays first: a record is written last, and only over whole arrays.
   path = os.path.join(folder, TEST_FILE)
   try:
@@ -858,9 +984,13 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
     check_run_folder(base, run, study_dir)
   whole = open_study(study_dir, base, grid)
   extensions = {e.run.name: e for e in load_extensions(study_dir)}
+  followers = load_followers(study_dir)
+  cells = {r.cell for r in grid.runs()}
   runs = grid.runs() + [e.run for e in extensions.values()
-                        if e.run.cell in {r.cell for r in grid.runs()} and
-                        e.run.seed in grid.seeds]
+                        if e.run.cell in cells and e.run.seed in grid.seeds]
+  runs += [run for run in map(parse_run_name, followers)
+           if run.cell in cells and run.seed in grid.seeds and
+           run not in runs]
   names = base.trainer.metrics
   steps = load_extended_steps(study_dir)
   records = {}
@@ -891,7 +1021,7 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
     progress(f"{done} of {len(runs)} runs already finished in "
              f"{study_dir}: skipped.")
   _train_runs(base, study_dir, data, todo, earlier, extensions, records,
-              done, len(runs), progress, steps)
+              done, len(runs), progress, steps, followers)
   select = base.trainer.best_metric
   for round_ in range(1, extend_grid + 1):
     new = study_extend.plan(runs, list(extensions.values()), records,
@@ -908,7 +1038,7 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
     runs += [e.run for e in new]
     _train_runs(base, study_dir, data, [e.run for e in new],
                 {e.run: None for e in new}, extensions, records,
-                len(runs) - len(new), len(runs), progress, steps)
+                len(runs) - len(new), len(runs), progress, steps, followers)
   for (loss, interaction, seed), found in sorted(study_extend.still_on_edge(
       runs, records, select).items()):
     if extend_grid and any(e.run.cell == (loss, interaction) and
@@ -919,12 +1049,67 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
                f"--extend_grid={extend_grid} rounds (the limit).")
   if extend_steps:
     _extend_steps(base, study_dir, data, runs, records, steps, extensions,
-                  extend_steps, progress)
+                  extend_steps, progress, followers)
+  if grid.choose_on_seed is not None:
+    new = _follow(base, study_dir, grid, runs, records, steps, followers,
+                  progress)
+    runs += [run for run in new if run not in runs]
+    _train_runs(base, study_dir, data, new, {run: None for run in new},
+                extensions, records, 0, len(new), progress, steps, followers)
+    if extend_steps:
+      _extend_steps(base, study_dir, data, runs, records, steps, extensions,
+                    extend_steps, progress, followers)
   return whole.runs() + [run for run in runs if run not in whole.runs()]
 
 
+def _follow(base, study_dir, grid, runs, records, steps, followers,
+            progress) -> List[Run]:
+  """`--choose_on_seed`: the runs of the other seeds at each cell's choice
+  on the chosen seed (with its steps, where `--extend_steps` lengthened
+  it), recorded in study.json; returns those not finished yet."""
+  select = base.trainer.best_metric
+  new, new_steps = {}, {}
+  for loss, interaction in grid.cell_keys():
+    tried = [run for run in runs if run.cell == (loss, interaction) and
+             run.seed == grid.choose_on_seed]
+    chosen = study_extend.choose(tried, records, select)
+    if chosen is None:
+      progress(f"--choose_on_seed: {loss}.{interaction} has unfinished runs "
+               f"on seed {grid.choose_on_seed}; its other seeds wait.")
+      continue
+    for seed in grid.seeds:
+      if seed == grid.choose_on_seed:
+        continue
+      run = dataclasses.replace(chosen, seed=seed)
+      if followers.get(run.name, chosen.name) != chosen.name:
+        raise ValueError(
+            f"run {run.name} of --study_dir={study_dir} follows "
+            f"{followers[run.name]}, but seed {grid.choose_on_seed} now "
+            f"chooses {chosen.name}: the study changed under it; start "
+            "another --study_dir.")
+      new[run.name] = chosen.name
+      if chosen.name in steps:
+        new_steps[run.name] = steps[chosen.name]
+  added = {k: v for k, v in new.items() if k not in followers}
+  if added:
+    add_followers(study_dir, added)
+    followers.update(added)
+  lengthened = {k: v for k, v in new_steps.items() if k not in steps}
+  if lengthened:
+    add_extended_steps(study_dir, lengthened)
+    steps.update(lengthened)
+  todo = [parse_run_name(name) for name in new
+          if name not in records]
+  if todo:
+    progress(f"--choose_on_seed={grid.choose_on_seed}: {len(todo)} run(s) "
+             "of the other seeds at each cell's choice.")
+  for run in todo:
+    check_run_folder(base, run, study_dir)
+  return todo
+
+
 def _extend_steps(base, study_dir, data, runs, records, steps, extensions,
-                  factor, progress) -> None:
+                  factor, progress, followers=None) -> None:
   """`--extend_steps`: chosen runs still improving go on, once."""
   eval_every = base.trainer.eval_every
   select = base.trainer.best_metric
@@ -949,7 +1134,7 @@ def _extend_steps(base, study_dir, data, runs, records, steps, extensions,
            f"last validation: trained on to {factor:g} x "
            f"{base.trainer.train_steps} steps.")
   _train_runs(base, study_dir, data, todo, {run: None for run in todo},
-              extensions, records, 0, len(todo), progress, steps)
+              extensions, records, 0, len(todo), progress, steps, followers)
 
 
 def load_extended_steps(study_dir: str) -> Dict[str, int]:
@@ -976,7 +1161,7 @@ def add_extended_steps(study_dir: str, new: Dict[str, int]) -> None:
 
 
 def _train_runs(base, study_dir, data, todo, earlier, extensions, records,
-                done, total, progress, steps=None) -> None:
+                done, total, progress, steps=None, followers=None) -> None:
   """Trains and evaluates `todo`, one progress line each (see run_study)."""
   select = base.trainer.best_metric
   durations = []
@@ -984,13 +1169,16 @@ def _train_runs(base, study_dir, data, todo, earlier, extensions, records,
     start = time.time()
     extension = extensions.get(run.name)
     record = execute_run(base, run, study_dir, data, earlier.get(run),
-                         extension, (steps or {}).get(run.name))
+                         extension, (steps or {}).get(run.name),
+                         (followers or {}).get(run.name))
     records[run.name] = record
     durations.append(time.time() - start)
     left = np.mean(durations) * (len(todo) - i - 1)
     test = " ".join(f"{name} {record['test'][name]:.4f}"
                     for name in base.trainer.metrics)
     note = "" if extension is None else f" (extension, round {extension.round})"
+    if (followers or {}).get(run.name):
+      note = f" (at the choice of {followers[run.name]})"
     progress(f"[{done + i + 1}/{total}] {run.name}{note}: validation "
              f"{select} {record['validation'][select]:.4f}; test {test}; "
              f"{durations[-1]:.0f} s; about {_duration(left)} left")

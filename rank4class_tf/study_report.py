@@ -241,14 +241,22 @@ def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
 def fairness_marks(records: Sequence[Dict], train_steps: int
                   ) -> Dict[str, Dict[str, object]]:
   """{run: `study_stats.fairness` marks} of every run, against the runs of
-  its (loss, interaction, seed)."""
+  its (loss, interaction, seed); a run that follows another's choice
+  (`--choose_on_seed`) has the edges of the run it follows (its own
+  `best_is_last`)."""
   groups: Dict[Tuple[str, str, int], List[Dict]] = {}
   for r in records:
     groups.setdefault((r["loss"], r["interaction"], r["seed"]), []).append(r)
-  return {r["run"]: study_stats.fairness(
+  marks = {r["run"]: study_stats.fairness(
       r, groups[(r["loss"], r["interaction"], r["seed"])],
       (r.get("extended_steps") or {}).get("to", train_steps))
-          for r in records}
+           for r in records}
+  for r in records:
+    followed = marks.get(r.get("follows") or "")
+    if followed is not None:
+      marks[r["run"]].update(lr_edge=followed["lr_edge"],
+                             units_edge=followed["units_edge"])
+  return marks
 
 
 def write_results_csv(path: str, records: Sequence[Dict],
@@ -799,9 +807,13 @@ def tables_markdown(shared: Dict[str, object], grid: study_lib.Grid,
       "steps.",
       "Learning rate chosen from "
       f"{{{', '.join(study_lib.rate_text(r) for r in grid.learning_rates)}}}"
-      f" and MLP width from {{{', '.join(map(str, grid.mlp_units))}}} per "
-      f"(loss, interaction, seed) on validation {select_metric}; test "
-      f"metrics of the chosen runs on {num_test} test instances, {spread}.",
+      f" and MLP width from {{{', '.join(map(str, grid.mlp_units))}}} "
+      + (f"per cell on seed {grid.choose_on_seed}'s validation "
+         f"{select_metric}, the other seeds run at that choice "
+         "(`--choose_on_seed`)" if grid.choose_on_seed is not None else
+         f"per (loss, interaction, seed) on validation {select_metric}")
+      + f"; test metrics of the chosen runs on {num_test} test instances, "
+      f"{spread}.",
   ]
   if one_seed:
     lines.append("**One seed per cell: the intervals and p-values cover test "

@@ -42,7 +42,7 @@ def stand_in(value):
   calls = []
 
   def execute_run(base, run, study_dir, data, earlier=None, extension=None,
-                  train_steps=None):
+                  train_steps=None, follows=None):
     del base, data, earlier
     calls.append(run.name if train_steps is None else
                  f"{run.name}->{train_steps}")
@@ -54,6 +54,7 @@ def stand_in(value):
     record["extension"] = (None if extension is None else
                            {"round": extension.round,
                             "reason": extension.reason})
+    record["follows"] = follows
     if train_steps is not None:
       # Still improving at 10 steps, peaks at 15 of 20.
       record["extended_steps"] = {"from": 10, "to": train_steps}
@@ -267,3 +268,98 @@ class TrainOnTest(tf.test.TestCase):
                      .trainer.train_steps, 40)
     curves = training.validation_curves(os.path.join(root, "extended"))
     self.assertEqual(sorted(curves["top1_accuracy"]), [0, 1, 2, 3])
+
+
+class ChooseOnSeedTest(tf.test.TestCase):
+  """`--cells` and `--choose_on_seed`: a design that is not a product, tuned
+  on one seed, the other seeds at its choices."""
+
+  def setUp(self):
+    super().setUp()
+    self.dir = os.path.join(tempfile.mkdtemp(), "study")
+    self.grid = study.Grid(losses=("softmax", "mse"),
+                           interactions=("dot", "lc_mlp"),
+                           cells=("softmax.dot", "mse.lc_mlp"),
+                           seeds=(0, 1, 2), learning_rates=(1e-3, 3e-3, 1e-2),
+                           mlp_units=(64,), choose_on_seed=0)
+
+  def test_cells_restrict_the_product(self):
+    self.assertEqual([r.name for r in self.grid.runs()], [
+        "softmax.dot.lr0.001.seed0", "softmax.dot.lr0.003.seed0",
+        "softmax.dot.lr0.01.seed0", "mse.lc_mlp.lr0.001.u64.seed0",
+        "mse.lc_mlp.lr0.003.u64.seed0", "mse.lc_mlp.lr0.01.u64.seed0"])
+    for grid, message in [
+        (dataclasses.replace(self.grid, cells=("softmax.concat_mlp",)),
+         r"^--cells: 'softmax.concat_mlp' is not a cell of --losses x "
+         r"--interactions \(write loss.interaction, e.g. softmax.dot\)\.$"),
+        (dataclasses.replace(self.grid, cells=("softmax.dot",) * 2),
+         r"^--cells repeats a cell: softmax.dot,softmax.dot\.$"),
+        (dataclasses.replace(self.grid, choose_on_seed=7),
+         r"^--choose_on_seed=7 is not one of --seeds \(0,1,2\)\.$")]:
+      with self.assertRaisesRegex(ValueError, message):
+        grid.validate()
+
+  def test_union_and_json(self):
+    more = dataclasses.replace(self.grid, cells=("mse.dot",),
+                               learning_rates=(3e-2,))
+    union = self.grid.union(more)
+    self.assertEqual(union.cells, ("softmax.dot", "mse.lc_mlp", "mse.dot"))
+    self.assertEqual(union.learning_rates, (1e-3, 3e-3, 1e-2, 3e-2))
+    # A product grid and a restricted one: every cell of both, explicitly.
+    product = study.Grid(losses=("pairwise_logistic",), interactions=("dot",),
+                         choose_on_seed=0)
+    self.assertEqual(self.grid.union(product).cells,
+                     ("softmax.dot", "mse.lc_mlp", "pairwise_logistic.dot"))
+    with self.assertRaisesRegex(ValueError, r"^--choose_on_seed=\(not set\) "
+                                r"differs from the study's \(0\)"):
+      self.grid.union(dataclasses.replace(self.grid, choose_on_seed=None))
+    self.assertEqual(study.Grid.from_json(dataclasses.asdict(self.grid)),
+                     self.grid)
+    # A study.json written before the two fields: every cell, every seed.
+    old = {"losses": ["mse"], "interactions": ["dot"], "seeds": [0],
+           "learning_rates": [0.001], "mlp_units": [128]}
+    self.assertEqual(study.Grid.from_json(old),
+                     study.Grid(("mse",), ("dot",), (0,), (1e-3,), (128,)))
+
+  def run_study(self, extend_steps=0.):
+    # Seed 0 peaks at 3e-3, seeds 1 and 2 at 1e-2: the followers must take
+    # seed 0's choice, not their own.
+    def value(run):
+      return peak_at(3e-3 if run.seed == 0 else 1e-2)(run)
+    execute_run, calls = stand_in(value)
+    lines = []
+    with mock.patch.object(study, "execute_run", execute_run):
+      study.run_study(self.dir, test_study.base_config(), self.grid,
+                      progress=lines.append, extend_steps=extend_steps)
+    return calls, lines
+
+  def test_other_seeds_follow_seed_0s_choice_and_steps(self):
+    calls, lines = self.run_study(extend_steps=2)
+    self.assertEqual(calls[6:], [
+        "softmax.dot.lr0.003.seed0->20", "mse.lc_mlp.lr0.003.u64.seed0->20",
+        "softmax.dot.lr0.003.seed1->20", "softmax.dot.lr0.003.seed2->20",
+        "mse.lc_mlp.lr0.003.u64.seed1->20", "mse.lc_mlp.lr0.003.u64.seed2->20"])
+    self.assertIn("--choose_on_seed=0: 4 run(s) of the other seeds at each "
+                  "cell's choice.", lines)
+    with open(os.path.join(self.dir, study.STUDY_FILE)) as f:
+      saved = json.load(f)
+    self.assertEqual(saved["followers"]["mse.lc_mlp.lr0.003.u64.seed2"],
+                     "mse.lc_mlp.lr0.003.u64.seed0")
+    self.assertLen(study.study_runs(self.dir), 10)
+    # The same command again trains nothing.
+    again, _ = self.run_study(extend_steps=2)
+    self.assertEqual(again, [])
+    paths = study_report.write_report(self.dir, progress=lambda _: None)
+    with open(paths["results"]) as f:
+      rows = {r["run"]: r for r in csv.DictReader(f)}
+    # A follower has the edges of the run it follows (interior), not
+    # "only" (its one value).
+    self.assertEqual(rows["softmax.dot.lr0.003.seed1"]["lr_edge"], "")
+    self.assertEqual(rows["softmax.dot.lr0.003.seed1"]["selected"], "True")
+    self.assertEqual(rows["softmax.dot.lr0.001.seed0"]["lr_edge"], "low")
+    with open(paths["tables"]) as f:
+      tables = f.read()
+    self.assertIn("MLP width from {64} per cell on seed 0's validation "
+                  "top1_accuracy, the other seeds run at that choice "
+                  "(`--choose_on_seed`)", tables)
+    self.assertIn("0 of 6 chosen runs are on an edge", tables)

@@ -197,6 +197,15 @@ class BadInputTest(tf.test.TestCase):
                           "study: --select_metric='map' must be one of"),
         "paper_table": (["--paper_table=mnist"],
                         "study: --paper_table=mnist is neither a JSON file"),
+        "cells": (["--cells=softmax.dot,mse.nope"],
+                  "study: --cells: 'mse.nope' is not loss.interaction with "
+                  "an interaction of: dot,"),
+        "cells_product": (["--losses=softmax", "--cells=mse.dot"],
+                          "study: --cells: 'mse.dot' is not a cell of "
+                          "--losses x --interactions"),
+        "choose_on_seed": (["--seeds=1,2", "--choose_on_seed=0"],
+                           "study: --choose_on_seed=0 is not one of --seeds "
+                           "(1,2)."),
         "train_flag": (["--batch_size=0"],
                        "study: --batch_size=0 must be > 0."),
         "missing_data": (["--dataset=mind", "--encoder=bert",
