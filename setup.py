@@ -15,15 +15,16 @@ setuptools.setup(
         *setuptools.find_packages(
             include=["rank4class_tf", "rank4class_tf.*", "pipelines"]),
         # Data files only: the repository's top-level data/ (GoEmotions, its
-        # README and licence) is installed as rank4class_tf/data/, where
-        # `datasets.REPO_DATA_DIR` finds it; a checkout reads data/ in place.
-        "rank4class_tf.data",
+        # README and licence) is installed as rank4class_tf/data/shipped/,
+        # where `datasets.REPO_DATA_DIR` finds it; a checkout reads data/ in
+        # place.
+        "rank4class_tf.data.shipped",
     ],
-    package_dir={"rank4class_tf.data": "data"},
+    package_dir={"rank4class_tf.data.shipped": "data"},
     include_package_data=True,
     package_data={"rank4class_tf": ["sorting/pretrained/*",
-                                   "paper_tables/*.json"],
-                  "rank4class_tf.data": ["README.md", "goemotions/*"]},
+                                   "study/paper_tables/*.json"],
+                  "rank4class_tf.data.shipped": ["README.md", "goemotions/*"]},
     # Two stacks (README, "Two stacks"): the reference one on Python 3.11
     # and the current one on 3.12+. Exact versions live in constraints.txt and
     # constraints-current.txt; install with

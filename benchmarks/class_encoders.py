@@ -27,15 +27,15 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import timing
-from rank4class_tf import class_encoders
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
-from rank4class_tf import encoders
-from rank4class_tf import losses
-from rank4class_tf import model as model_lib
-from rank4class_tf import pretrained
+from rank4class_tf.data import datasets
+from rank4class_tf.modeling import class_encoders
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.modeling import pretrained
+from rank4class_tf.ranking import losses
 from rank4class_tf import serving
-from rank4class_tf import training
+from rank4class_tf.training import trainer as training
 
 flags.DEFINE_integer("steps", 3, "Timed training steps per model.")
 flags.DEFINE_integer("calls", 5, "Timed serving calls per signature.")

@@ -96,10 +96,10 @@ def run_worker(encoder: str, interaction: str, n: int, result_file: str):
   """Times one configuration in this process; writes its figures."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from benchmarks import timing  # pylint: disable=g-import-not-at-top
-  from rank4class_tf import encoders  # pylint: disable=g-import-not-at-top
-  from rank4class_tf import interactions  # pylint: disable=g-import-not-at-top
-  from rank4class_tf import losses  # pylint: disable=g-import-not-at-top
-  from rank4class_tf import model as model_lib  # pylint: disable=g-import-not-at-top
+  from rank4class_tf.modeling import encoders  # pylint: disable=g-import-not-at-top
+  from rank4class_tf.modeling import interactions  # pylint: disable=g-import-not-at-top
+  from rank4class_tf.ranking import losses  # pylint: disable=g-import-not-at-top
+  from rank4class_tf.modeling import model as model_lib  # pylint: disable=g-import-not-at-top
 
   tf.keras.utils.set_random_seed(0)
   rng = np.random.default_rng(0)

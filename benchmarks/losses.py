@@ -6,7 +6,7 @@ default hyper-parameters; Gumbel with sample_size 8 and seed 42), one
 [batch_size, num_classes] with one-hot labels, for
 
 * impl=tfr:        TF-Ranking's Keras class (O(batch_size * n^2));
-* impl=fast:       `rank4class_tf.losses.get(name)` (the `fast_losses` class);
+* impl=fast:       `rank4class_tf.ranking.losses.get(name)` (the `fast_losses` class);
 * impl=softmax_ce: Keras `CategoricalCrossentropy(from_logits=True)`, the
                    baseline (one row per num_classes, loss="softmax_ce").
 
@@ -102,7 +102,7 @@ _TFR_TENSORS = {"pairwise_logistic": 8, "approx_ndcg": 4,
 def _build_loss(name: str, impl: str):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_ranking as tfr  # pylint: disable=g-import-not-at-top
-  from rank4class_tf import losses  # pylint: disable=g-import-not-at-top
+  from rank4class_tf.ranking import losses  # pylint: disable=g-import-not-at-top
   if impl == "softmax_ce":
     return tf.keras.losses.CategoricalCrossentropy(from_logits=True)
   kwargs = {"seed": SEED, "sample_size": SAMPLE_SIZE} if name.startswith(

@@ -13,10 +13,10 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import timing
-from rank4class_tf import datasets
-from rank4class_tf import encoders
-from rank4class_tf import losses
-from rank4class_tf import model as model_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.ranking import losses
 
 flags.DEFINE_integer("steps", 300, "Timed steps per model (after warm-up).")
 flags.DEFINE_integer("batch_size", 64, "Batch size.")

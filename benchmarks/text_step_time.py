@@ -38,13 +38,13 @@ import tensorflow as tf
 
 from benchmarks import timing
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
-from rank4class_tf import encoders
-from rank4class_tf import losses
-from rank4class_tf import model as model_lib
-from rank4class_tf import pretrained
+from rank4class_tf.data import datasets
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.modeling import pretrained
+from rank4class_tf.ranking import losses
 from rank4class_tf import serving
-from rank4class_tf import training
+from rank4class_tf.training import trainer as training
 
 flags.DEFINE_integer("steps", 20, "Timed training steps per model.")
 flags.DEFINE_integer("input_batches", 300, "Batches timed for the pipeline.")
@@ -165,7 +165,7 @@ def serving_breakdown(variant: "Variant") -> None:
   inputs, model = variant.inputs, variant.model
   num_classes = variant.num_classes
   tokenize = tf.function(inputs.serving_features)
-  from rank4class_tf import features  # pylint: disable=g-import-not-at-top
+  from rank4class_tf.data import features  # pylint: disable=g-import-not-at-top
   score = tf.function(lambda context: model(features.class_list_features(
       context, num_classes), training=False), reduce_retracing=True)
   texts = variant.texts

@@ -41,12 +41,12 @@ import tensorflow as tf
 
 from benchmarks import timing
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
-from rank4class_tf import encoders
-from rank4class_tf import losses
-from rank4class_tf import metrics
-from rank4class_tf import model as model_lib
-from rank4class_tf import training
+from rank4class_tf.data import datasets
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.ranking import losses
+from rank4class_tf.ranking import metrics
+from rank4class_tf.training import trainer as training
 
 flags.DEFINE_integer("steps", 30, "Timed training steps per variant.")
 flags.DEFINE_integer("batch_size", 32, "Batch size.")

@@ -25,8 +25,8 @@ from absl import app
 from absl import flags
 
 from pipelines import console
-from rank4class_tf import compare
-from rank4class_tf import metrics
+from rank4class_tf.ranking import metrics
+from rank4class_tf.study import compare
 
 flags.DEFINE_list("runs", None, "Run folders (model_dirs) or shell patterns.")
 flags.DEFINE_list("metrics", None, "Metrics (default: the first run's "

@@ -22,7 +22,7 @@ from pipelines import console
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import serving
-from rank4class_tf import training
+from rank4class_tf.training import trainer as training
 
 flags.DEFINE_string("model_dir", "runs/demo", "Parent directory of the runs.")
 flags.DEFINE_list("losses", ["softmax", "approx_ndcg", "pairwise_logistic"],

@@ -21,8 +21,8 @@ from absl import app
 from absl import flags
 
 from pipelines import console
-from rank4class_tf import datasets
-from rank4class_tf import metrics
+from rank4class_tf.data import datasets
+from rank4class_tf.ranking import metrics
 from rank4class_tf import serving
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")

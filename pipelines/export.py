@@ -19,7 +19,7 @@ from absl import app
 from absl import flags
 
 from pipelines import console
-from rank4class_tf import training
+from rank4class_tf.training import trainer as training
 
 flags.DEFINE_string("model_dir", None, "Directory of a finished run.")
 

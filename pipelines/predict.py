@@ -36,7 +36,7 @@ import numpy as np
 
 from pipelines import console
 from pipelines import line_input
-from rank4class_tf import class_encoders
+from rank4class_tf.modeling import class_encoders
 from rank4class_tf import serving
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")

@@ -32,9 +32,10 @@ import sys
 from absl import app
 from absl import flags
 
-from rank4class_tf import stats
-from rank4class_tf import study as study_lib
-from rank4class_tf import study_report
+from rank4class_tf import config as config_lib
+from rank4class_tf.study import report as study_report
+from rank4class_tf.study import runner as study_lib
+from rank4class_tf.study import stats
 from pipelines import console
 from pipelines import train_flags
 
@@ -78,7 +79,7 @@ flags.DEFINE_integer("bootstrap_samples", stats.DEFAULT_SAMPLES,
 flags.DEFINE_string("paper_table", None,
                     "Show the paper's numbers beside ours: "
                     f"{'|'.join(study_report.paper_tables.NAMES)} or a JSON "
-                    "file (see rank4class_tf/paper_tables).")
+                    "file (see rank4class_tf/study/paper_tables).")
 flags.DEFINE_string(
     "summary_dir", None,
     "Also copy the study's summary here: study.json, every finished run's "
@@ -117,18 +118,27 @@ def _numbers(name: str, cast, paper=None) -> tuple:
   return tuple(parsed)
 
 
+def _canonical_cell(cell: str) -> str:
+  """`softmax_loss.dot` -> `softmax.dot` (TF-Ranking's loss names)."""
+  loss, dot, interaction = cell.rpartition(".")
+  return f"{config_lib.canonical_loss(loss)}.{interaction}" if dot else cell
+
+
 def grid_from_flags() -> study_lib.Grid:
-  losses, interactions = tuple(FLAGS.losses), tuple(FLAGS.interactions)
-  if FLAGS.cells:
+  # TF-Ranking's loss names (softmax_loss) are stored as ours (softmax).
+  losses = tuple(config_lib.canonical_loss(l) for l in FLAGS.losses)
+  interactions = tuple(FLAGS.interactions)
+  cells = tuple(_canonical_cell(cell) for cell in FLAGS.cells)
+  if cells:
     # The cells' losses and interactions, unless the flags name them.
-    keys = [cell.rpartition(".")[::2] for cell in FLAGS.cells]
+    keys = [cell.rpartition(".")[::2] for cell in cells]
     if not FLAGS["losses"].present:
       losses = tuple(dict.fromkeys(loss for loss, _ in keys))
     if not FLAGS["interactions"].present:
       interactions = tuple(dict.fromkeys(i for _, i in keys))
   return study_lib.Grid(
       losses=losses, interactions=interactions,
-      cells=tuple(FLAGS.cells), choose_on_seed=FLAGS.choose_on_seed,
+      cells=cells, choose_on_seed=FLAGS.choose_on_seed,
       seeds=_numbers("seeds", int),
       learning_rates=_numbers("learning_rates", float,
                               study_lib.PAPER_LEARNING_RATES),

@@ -20,7 +20,7 @@ import sys
 from absl import app
 from absl import flags
 
-from rank4class_tf import training
+from rank4class_tf.training import trainer as training
 from pipelines import console
 from pipelines import train_flags
 

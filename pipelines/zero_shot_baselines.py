@@ -25,12 +25,12 @@ from absl import flags
 
 from pipelines import console
 from rank4class_tf import checks
-from rank4class_tf import class_encoders
-from rank4class_tf import compare
 from rank4class_tf import config as config_lib
-from rank4class_tf import feature_cache
-from rank4class_tf import metrics
-from rank4class_tf import training
+from rank4class_tf.modeling import class_encoders
+from rank4class_tf.ranking import metrics
+from rank4class_tf.study import compare
+from rank4class_tf.training import feature_cache
+from rank4class_tf.training import trainer as training
 
 flags.DEFINE_string("dataset", "goemotions", "A text dataset.")
 flags.DEFINE_string("data_dir", None, "Directory of the dataset's files.")

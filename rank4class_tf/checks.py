@@ -15,16 +15,16 @@ from typing import Optional
 import tensorflow as tf
 
 from rank4class_tf import catalog
-from rank4class_tf import class_encoders
 from rank4class_tf import config as config_lib
 from rank4class_tf import distribute
-from rank4class_tf import encoders
-from rank4class_tf import interactions
 from rank4class_tf import lookup
-from rank4class_tf import losses
-from rank4class_tf import metrics
-from rank4class_tf import multilabel_ops
-from rank4class_tf import pretrained
+from rank4class_tf.modeling import class_encoders
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import interactions
+from rank4class_tf.modeling import pretrained
+from rank4class_tf.multilabel import ops as multilabel_ops
+from rank4class_tf.ranking import losses
+from rank4class_tf.ranking import metrics
 from rank4class_tf.sorting import sorters
 
 

@@ -213,6 +213,30 @@ class ModelConfig:
       128, "label_attention: size of the contrastive projections.")
 
 
+# Our loss names -> TF-Ranking's (`tfr.keras.losses.RankingLossKey`), for
+# the losses TF-Ranking has. TF-Ranking's names are accepted wherever a loss
+# is named (`--loss=softmax_loss`) and stored as ours; `PipelineHparams.loss`
+# gets TF-Ranking's.
+TFR_LOSS_NAMES = {
+    "softmax": "softmax_loss",
+    "pairwise_logistic": "pairwise_logistic_loss",
+    "approx_ndcg": "approx_ndcg_loss",
+    "gumbel_approx_ndcg": "gumbel_approx_ndcg_loss",
+    "mse": "mean_squared_loss",
+    "sigmoid_cross_entropy": "sigmoid_cross_entropy_loss",
+}
+LOSS_ALIASES = {tfr: ours for ours, tfr in TFR_LOSS_NAMES.items()}
+
+
+def canonical_loss(name: str) -> str:
+  """Our name of a loss named either way.
+
+  >>> canonical_loss("approx_ndcg_loss"), canonical_loss("approx_ndcg")
+  ('approx_ndcg', 'approx_ndcg')
+  """
+  return LOSS_ALIASES.get(name, name)
+
+
 @dataclasses.dataclass(frozen=True)
 class LossConfig:
   """The loss, its settings under the loss's own argument names, and
@@ -225,7 +249,9 @@ class LossConfig:
   name: str = field(
       "softmax", "Loss: softmax, pairwise_logistic, approx_ndcg, "
       "gumbel_approx_ndcg, mse, sigmoid_cross_entropy, rescaled_mse, "
-      "two_way, two_way_margin, sodeep_spearman, sodeep_map, sodeep_recall.",
+      "two_way, two_way_margin, sodeep_spearman, sodeep_map, sodeep_recall "
+      "(TF-Ranking's names, e.g. softmax_loss, approx_ndcg_loss, "
+      "mean_squared_loss, are accepted).",
       flag="loss")
   temperature: Optional[float] = field(
       None, "Temperature of softmax / pairwise_logistic / approx_ndcg / "
@@ -274,6 +300,13 @@ class LossConfig:
       "gamma * LLCL (a multiple of --eval_every; 0: from the start).")
   contrastive_learning_rate: Optional[float] = field(
       None, "MulCon: learning rate of the second step (default: unchanged).")
+
+  def __post_init__(self):
+    # TF-Ranking's name of a loss is stored as ours (`canonical_loss`).
+    object.__setattr__(self, "name", canonical_loss(self.name))
+    if self.parallel_loss:
+      object.__setattr__(self, "parallel_loss",
+                         canonical_loss(self.parallel_loss))
 
 
 @dataclasses.dataclass(frozen=True)

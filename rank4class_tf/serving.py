@@ -37,13 +37,13 @@ import tensorflow as tf
 # a text model's SavedModel tokenizes with them and loads only once they are.
 import tensorflow_text  # pylint: disable=unused-import
 
-from rank4class_tf import class_encoders
 from rank4class_tf import config as config_lib
-from rank4class_tf import features
-from rank4class_tf import label_attention
-from rank4class_tf import metrics
-from rank4class_tf import model as model_lib
+from rank4class_tf.data import features
+from rank4class_tf.modeling import class_encoders
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.multilabel import label_attention
 from rank4class_tf import ops
+from rank4class_tf.ranking import metrics
 
 CONFIG_FILE = "config.json"
 CLASSES_FILE = "classes.json"

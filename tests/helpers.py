@@ -11,7 +11,7 @@ import sys
 from typing import Optional, Sequence
 
 from rank4class_tf import serving
-from rank4class_tf import training
+from rank4class_tf.training import trainer as training
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

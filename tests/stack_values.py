@@ -23,8 +23,8 @@ import numpy as np
 import rank4class_tf  # Before TensorFlow (rank4class_tf/compat.py).
 import tensorflow as tf
 
-from rank4class_tf import losses
-from rank4class_tf import metrics
+from rank4class_tf.ranking import losses
+from rank4class_tf.ranking import metrics
 from tests import helpers
 
 RECORDED = os.path.join(os.path.dirname(__file__), "data",

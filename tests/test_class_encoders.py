@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.class_encoders: classes encoded from their texts.
+"""Tests of rank4class_tf.modeling.class_encoders: classes encoded from their texts.
 
 The class table of a shared tower is checked against all-MiniLM-L6-v2 run
 directly and the projection applied here; zero-shot training against the
@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rank4class_tf import class_encoders
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
-from rank4class_tf import encoders
-from rank4class_tf import features as features_lib
-from rank4class_tf import model as model_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.data import features as features_lib
+from rank4class_tf.modeling import class_encoders
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import model as model_lib
 from rank4class_tf import serving
-from rank4class_tf import training
+from rank4class_tf.training import trainer as training
 import helpers
 import test_feature_cache
 import test_text_pipelines

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.compare and pipelines.compare_runs."""
+"""Tests of rank4class_tf.study.compare and pipelines.compare_runs."""
 
 import math
 import os
@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 from scipy import stats as scipy_stats
 
-from rank4class_tf import compare
 from rank4class_tf import config as config_lib
 from rank4class_tf import serving
-from rank4class_tf import training
+from rank4class_tf.study import compare
+from rank4class_tf.training import trainer as training
 import helpers
 
 

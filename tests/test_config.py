@@ -9,8 +9,8 @@ from absl.testing import parameterized
 
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
-from rank4class_tf import encoders
-from rank4class_tf import losses
+from rank4class_tf.modeling import encoders
+from rank4class_tf.ranking import losses
 
 
 def loss_kwargs(**kwargs):

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.datasets."""
+"""Tests of rank4class_tf.data.datasets."""
 
 import os
 import re
@@ -7,9 +7,9 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import datasets
-from rank4class_tf import inputs as inputs_lib
-from rank4class_tf import features as features_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.data import features as features_lib
+from rank4class_tf.data import inputs as inputs_lib
 
 
 class DigitsTest(tf.test.TestCase):

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.fast_loss_ops against numpy references.
+"""Tests of rank4class_tf.ranking.fast_loss_ops against numpy references.
 
 The references loop over every pair / every class as the formulas are written
 (TF-Ranking's, with un-normalised gains 2^y - 1 and log2 discounts), so they
@@ -10,7 +10,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import fast_loss_ops as ops
+from rank4class_tf.ranking import fast_loss_ops as ops
 
 
 def _np_sigmoid(x):

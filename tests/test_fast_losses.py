@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.fast_losses against TF-Ranking and numpy references.
+"""Tests of rank4class_tf.ranking.fast_losses against TF-Ranking and numpy references.
 
 Every fast loss must return TF-Ranking's value and gradient (float32, 1e-5
 relative) with the same hyper-parameters, weights and reduction; the one-hot
@@ -14,8 +14,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
-from rank4class_tf import fast_losses
-from rank4class_tf import losses
+from rank4class_tf.ranking import fast_losses
+from rank4class_tf.ranking import losses
 
 # name -> (TF-Ranking class, fast class, hyper-parameters).
 _PAIRS = {

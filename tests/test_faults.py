@@ -29,11 +29,11 @@ from pipelines import train as train_binary  # pylint: disable=unused-import
 from pipelines import train_flags
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
+from rank4class_tf.data import datasets
 from rank4class_tf import distribute
-from rank4class_tf import run_guard
-from rank4class_tf import training
 from rank4class_tf import serving
+from rank4class_tf.training import run_guard
+from rank4class_tf.training import trainer as training
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
@@ -78,7 +78,7 @@ CRASH_IN_BEST_EXPORT = textwrap.dedent("""
 # write of best.json fails at the second validation as on a full disk.
 FULL_DISK_AT_EPOCH_2 = textwrap.dedent("""
     import errno, os, runpy, sys
-    from rank4class_tf import training
+    from rank4class_tf.training import trainer as training
     write = training.write_json_atomically
     def full(path, value):
       if value["epoch"] == 2:

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.feature_cache and frozen-encoder training.
+"""Tests of rank4class_tf.training.feature_cache and frozen-encoder training.
 
 The cache is checked against the frozen encoder run directly, its key
 against every input it depends on, and a run trained from it against the
@@ -16,14 +16,14 @@ import pytest
 import tensorflow as tf
 
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
-from rank4class_tf import encoders
-from rank4class_tf import feature_cache
-from rank4class_tf import features as features_lib
-from rank4class_tf import pretrained
+from rank4class_tf.data import datasets
+from rank4class_tf.data import features as features_lib
+from rank4class_tf.data import text
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import pretrained
 from rank4class_tf import serving
-from rank4class_tf import text
-from rank4class_tf import training
+from rank4class_tf.training import feature_cache
+from rank4class_tf.training import trainer as training
 import helpers
 import test_text_pipelines
 

@@ -26,9 +26,9 @@ from pipelines import console
 from pipelines import line_input
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
-from rank4class_tf import run_guard
 from rank4class_tf import serving
-from rank4class_tf import training
+from rank4class_tf.training import run_guard
+from rank4class_tf.training import trainer as training
 import helpers
 from test_study_hostile import nobody_can_run_python
 

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.images, the image datasets and the image encoders.
+"""Tests of rank4class_tf.data.images, the image datasets and the image encoders.
 
 TFDS datasets run on `tfds.testing.mock_data`: TFDS's real builders (specs,
 class names) with random examples.
@@ -15,10 +15,10 @@ from absl.testing import parameterized
 
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
-from rank4class_tf import encoders
-from rank4class_tf import images
-from rank4class_tf import features as features_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.data import features as features_lib
+from rank4class_tf.data import images
+from rank4class_tf.modeling import encoders
 
 MEAN = np.array(images.IMAGENET_MEAN_RGB, np.float32)
 STD = np.array(images.IMAGENET_STDDEV_RGB, np.float32)

@@ -87,9 +87,10 @@ class NonEditableInstallTest(absltest.TestCase):
                  "goemotions/train.tsv", "goemotions/dev.tsv",
                  "goemotions/test.tsv", "goemotions/LICENSE"):
       self.assertTrue(os.path.isfile(
-          os.path.join(self.site, "rank4class_tf", "data", name)), name)
+          os.path.join(self.site, "rank4class_tf", "data", "shipped", name)),
+                      name)
     for name in ("sorting/pretrained/sorters.json",
-                 "paper_tables/template.json"):
+                 "study/paper_tables/template.json"):
       self.assertTrue(os.path.isfile(
           os.path.join(self.site, "rank4class_tf", name)), name)
 

@@ -1,10 +1,10 @@
-"""Tests of rank4class_tf.interactions against numpy maths with the same weights."""
+"""Tests of rank4class_tf.modeling.interactions against numpy maths with the same weights."""
 
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class_tf import interactions
+from rank4class_tf.modeling import interactions
 
 
 def np_mlp(x, layers):

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.label_attention: blocks, head, MulCon training."""
+"""Tests of rank4class_tf.multilabel.label_attention: blocks, head, MulCon training."""
 
 import os
 import tempfile
@@ -8,11 +8,11 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
-from rank4class_tf import label_attention as la
-from rank4class_tf import model as model_lib
-from rank4class_tf import multilabel_losses
-from rank4class_tf import training
+from rank4class_tf.data import datasets
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.multilabel import label_attention as la
+from rank4class_tf.multilabel import losses as multilabel_losses
+from rank4class_tf.training import trainer as training
 
 
 def np_layer_norm(x, layer):

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.losses: name lookup, rescaled MSE, serialization."""
+"""Tests of rank4class_tf.ranking.losses: name lookup, rescaled MSE, serialization."""
 
 import os
 import tempfile
@@ -8,7 +8,7 @@ import tensorflow as tf
 import tensorflow_ranking as tfr
 from absl.testing import parameterized
 
-from rank4class_tf import losses
+from rank4class_tf.ranking import losses
 
 
 class LossLookupTest(tf.test.TestCase, parameterized.TestCase):
@@ -26,6 +26,26 @@ class LossLookupTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "valid names: softmax, "
                                 "pairwise_logistic, approx_ndcg"):
       losses.get("hinge")
+
+  def test_tf_ranking_names_are_ours(self):
+    # TF-Ranking's names (RankingLossKey) build our loss of that name, and
+    # `tfr.keras.losses.get` takes the name PipelineHparams is given.
+    from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+    labels, scores = [[0., 0., 1., 0.]], [[0.3, 1.2, 0.9, -0.4]]
+    for ours, theirs in config_lib.TFR_LOSS_NAMES.items():
+      loss = losses.get(theirs)
+      self.assertEqual(loss.name, ours)
+      self.assertIsInstance(loss, type(losses.get(ours)))
+      if ours != "gumbel_approx_ndcg":  # Random samples: no equal values.
+        self.assertAllClose(loss(labels, scores),
+                            tfr.keras.losses.get(theirs)(labels, scores),
+                            msg=theirs)
+    self.assertEqual(losses.hyperparameters("approx_ndcg_loss"),
+                     ("temperature",))
+    self.assertEqual(config_lib.LossConfig(name="mean_squared_loss").name,
+                     "mse")
+    self.assertEqual(config_lib.TrainConfig.create(
+        model_dir="x", loss="approx_ndcg_loss").loss.name, "approx_ndcg")
 
   def test_unknown_hyperparameter(self):
     with self.assertRaisesRegex(ValueError, "'mse' has no hyper-parameter"):

@@ -11,10 +11,10 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 from absl.testing import parameterized
 
-from rank4class_tf import datasets
-from rank4class_tf import interactions
-from rank4class_tf import losses
-from rank4class_tf import model as model_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.modeling import interactions
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.ranking import losses
 
 
 class LatentCrossTest(tf.test.TestCase):

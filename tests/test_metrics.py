@@ -1,11 +1,11 @@
-"""Tests of rank4class_tf.metrics against independent numpy ranking maths."""
+"""Tests of rank4class_tf.ranking.metrics against independent numpy ranking maths."""
 
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
 import rank4class_tf
-from rank4class_tf import metrics
+from rank4class_tf.ranking import metrics
 
 
 def np_rank_of_true(label, scores):

@@ -8,9 +8,9 @@ import tensorflow as tf
 import tensorflow_ranking as tfr
 from absl.testing import parameterized
 
-from rank4class_tf import datasets
-from rank4class_tf import interactions
-from rank4class_tf import model as model_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.modeling import interactions
+from rank4class_tf.modeling import model as model_lib
 
 NUM_CLASSES = 10
 

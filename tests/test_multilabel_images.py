@@ -23,11 +23,11 @@ import tensorflow_datasets as tfds
 
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
-from rank4class_tf import images
-from rank4class_tf import training
+from rank4class_tf.data import datasets
+from rank4class_tf.data import features as features_lib
+from rank4class_tf.data import images
 from rank4class_tf import serving
-from rank4class_tf import features as features_lib
+from rank4class_tf.training import trainer as training
 import helpers
 
 MEAN = np.array(images.IMAGENET_MEAN_RGB, np.float32)

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.multilabel_losses and the maths in multilabel_ops.
+"""Tests of rank4class_tf.multilabel.losses and the maths in multilabel_ops.
 
 Two-way loss and MulCon's LLCL against independent numpy references.
 """
@@ -10,9 +10,9 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class_tf import losses
-from rank4class_tf import multilabel_losses as ml
-from rank4class_tf import multilabel_ops as ops
+from rank4class_tf.multilabel import losses as ml
+from rank4class_tf.multilabel import ops
+from rank4class_tf.ranking import losses
 
 
 def _lse(v):

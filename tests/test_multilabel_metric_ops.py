@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.multilabel_metric_ops on hand-computed cases.
+"""Tests of rank4class_tf.multilabel.metric_ops on hand-computed cases.
 
 The whole-split metrics are checked against scikit-learn in
 test_multilabel_metrics.py; here each step (AP, predictions, counts,
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import multilabel_metric_ops as ops
+from rank4class_tf.multilabel import metric_ops as ops
 
 
 class AveragePrecisionTest(tf.test.TestCase):

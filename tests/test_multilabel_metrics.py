@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.multilabel_metrics (and multilabel_metric_ops) against
+"""Tests of rank4class_tf.multilabel.metrics (and multilabel_metric_ops) against
 scikit-learn and numpy."""
 
 import os
@@ -9,9 +9,9 @@ import tensorflow as tf
 from absl.testing import parameterized
 from sklearn import metrics as skm
 
-from rank4class_tf import metrics
-from rank4class_tf import multilabel_metric_ops as ops
-from rank4class_tf import multilabel_metrics as mm
+from rank4class_tf.multilabel import metric_ops as ops
+from rank4class_tf.multilabel import metrics as mm
+from rank4class_tf.ranking import metrics
 
 COUNT_NAMES = ("cp", "cr", "cf1", "op", "or", "of1", "macro_f1")
 TOP3_NAMES = ("cp_top3", "cr_top3", "cf1_top3", "op_top3", "or_top3",

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.multilabel_ops: the pieces of the Two-way loss.
+"""Tests of rank4class_tf.multilabel.ops: the pieces of the Two-way loss.
 
 The whole losses are checked against loop-by-loop numpy references in
 test_multilabel_losses.py; here the per-list building blocks are checked one
@@ -8,7 +8,7 @@ list at a time.
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import multilabel_ops as ops
+from rank4class_tf.multilabel import ops
 
 
 def np_logsumexp(v):

@@ -17,10 +17,10 @@ import tensorflow as tf
 
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
-from rank4class_tf import losses
-from rank4class_tf import metrics
-from rank4class_tf import training
+from rank4class_tf.ranking import losses
+from rank4class_tf.ranking import metrics
 from rank4class_tf import serving
+from rank4class_tf.training import trainer as training
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.

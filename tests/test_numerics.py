@@ -9,8 +9,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 import rank4class_tf
-from rank4class_tf import losses
-from rank4class_tf import metrics
+from rank4class_tf.ranking import losses
+from rank4class_tf.ranking import metrics
 
 CASES = {
     "ties": ([[0., 1., 0., 0.], [1., 0., 0., 0.]], [[2., 2., 2., 2.]] * 2),

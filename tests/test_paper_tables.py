@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.paper_tables: the shipped Tables 7-12, pinned."""
+"""Tests of rank4class_tf.study.paper_tables: the shipped Tables 7-12, pinned."""
 
 import json
 import os
@@ -6,8 +6,8 @@ import tempfile
 
 import tensorflow as tf
 
-from rank4class_tf import paper_tables
-from rank4class_tf import study
+from rank4class_tf.study import paper_tables
+from rank4class_tf.study import runner as study
 
 # Cells read off the paper's PDF (Appendix C), percentages / 100.
 PINS = [

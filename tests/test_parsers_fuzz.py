@@ -11,7 +11,7 @@ import hypothesis
 from hypothesis import strategies as st
 import tensorflow as tf
 
-from rank4class_tf import datasets
+from rank4class_tf.data import datasets
 
 SETTINGS = hypothesis.settings(max_examples=150, deadline=None,
                                derandomize=True)

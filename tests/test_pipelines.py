@@ -17,10 +17,10 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from rank4class_tf import datasets
-from rank4class_tf import training
+from rank4class_tf.data import datasets
+from rank4class_tf.data import features as features_lib
 from rank4class_tf import serving
-from rank4class_tf import features as features_lib
+from rank4class_tf.training import trainer as training
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.pretrained: MiniLM, Google BERT/ELECTRA, dispatch.
+"""Tests of rank4class_tf.modeling.pretrained: MiniLM, Google BERT/ELECTRA, dispatch.
 
 The references are independent of the module: the sentence-transformers
 embedding of all-MiniLM-L6-v2, and a numpy BERT forward pass written here
@@ -17,7 +17,7 @@ from absl.testing import parameterized
 from official.nlp.modeling import layers
 from safetensors import numpy as safetensors_numpy
 
-from rank4class_tf import pretrained
+from rank4class_tf.modeling import pretrained
 
 from bert_fixtures import tiny_google_weights as _tiny_weights
 from bert_fixtures import write_tf1_checkpoint as _write_tf1_checkpoint

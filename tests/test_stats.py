@@ -1,9 +1,9 @@
-"""Tests of rank4class_tf.stats: known answers and an independent bootstrap."""
+"""Tests of rank4class_tf.study.stats: known answers and an independent bootstrap."""
 
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import stats
+from rank4class_tf.study import stats
 
 
 class PairedBootstrapTest(tf.test.TestCase):

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.study and study_report without training.
+"""Tests of rank4class_tf.study.runner and study_report without training.
 
 The report is computed from records and per-instance arrays written here by
 hand, so selection, tables and p-values have known answers; the end-to-end
@@ -16,9 +16,9 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_tf import config as config_lib
-from rank4class_tf import paper_tables
-from rank4class_tf import study
-from rank4class_tf import study_report
+from rank4class_tf.study import paper_tables
+from rank4class_tf.study import report as study_report
+from rank4class_tf.study import runner as study
 
 METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
 N = 120  # Test instances.

@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.study_extend and `run_study(extend_grid=N)`.
+"""Tests of rank4class_tf.study.extend and `run_study(extend_grid=N)`.
 
 The end-to-end cases use a stand-in trainer: `study.execute_run` replaced by
 one that writes a finished run whose validation Top-1 is a known function of
@@ -18,9 +18,9 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import study
-from rank4class_tf import study_extend
-from rank4class_tf import study_report
+from rank4class_tf.study import extend as study_extend
+from rank4class_tf.study import report as study_report
+from rank4class_tf.study import runner as study
 from tests import test_study
 
 Run = study.Run
@@ -248,7 +248,7 @@ class TrainOnTest(tf.test.TestCase):
   def test_more_steps_equal_an_uninterrupted_run(self):
     from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
     from rank4class_tf import serving  # pylint: disable=g-import-not-at-top
-    from rank4class_tf import training  # pylint: disable=g-import-not-at-top
+    from rank4class_tf.training import trainer as training  # pylint: disable=g-import-not-at-top
     root = tempfile.mkdtemp()
     def config(folder, steps):
       return config_lib.TrainConfig.create(

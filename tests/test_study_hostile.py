@@ -26,9 +26,9 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_tf import config as config_lib
-from rank4class_tf import run_guard
-from rank4class_tf import study
-from rank4class_tf import study_report
+from rank4class_tf.study import report as study_report
+from rank4class_tf.study import runner as study
+from rank4class_tf.training import run_guard
 import helpers
 from test_study import base_config
 from test_study import fake_run

@@ -19,9 +19,9 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import config as config_lib
-from rank4class_tf import study
-from rank4class_tf import training
 from rank4class_tf import serving
+from rank4class_tf.study import runner as study
+from rank4class_tf.training import trainer as training
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.

@@ -17,10 +17,10 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import provenance
-from rank4class_tf import stats
-from rank4class_tf import study
-from rank4class_tf import study_report
-from rank4class_tf import study_stats
+from rank4class_tf.study import report as study_report
+from rank4class_tf.study import runner as study
+from rank4class_tf.study import statistics as study_stats
+from rank4class_tf.study import stats
 from test_study import base_config
 from test_study import fake_run
 from test_study import N

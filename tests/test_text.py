@@ -1,4 +1,4 @@
-"""Tests of rank4class_tf.text: WordPiece tokenization and BERT packing."""
+"""Tests of rank4class_tf.data.text: WordPiece tokenization and BERT packing."""
 
 import os
 import tempfile
@@ -6,8 +6,8 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import pretrained
-from rank4class_tf import text
+from rank4class_tf.data import text
+from rank4class_tf.modeling import pretrained
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world",
          "un", "##believ", "##able", "!", "a", "b"]
@@ -86,8 +86,8 @@ class LengthBucketingTest(tf.test.TestCase):
     super().setUpClass()
     # pylint: disable=g-import-not-at-top
     from rank4class_tf import config as config_lib
-    from rank4class_tf import datasets
-    from rank4class_tf import training
+    from rank4class_tf.data import datasets
+    from rank4class_tf.training import trainer as training
     cls.datasets = datasets
     cls.data = datasets.get("goemotions")
     cls.inputs = {
@@ -112,9 +112,9 @@ class LengthBucketingTest(tf.test.TestCase):
 
   def test_same_scores_with_and_without_bucketing(self):
     # pylint: disable=g-import-not-at-top
-    from rank4class_tf import encoders
-    from rank4class_tf import features
-    from rank4class_tf import model as model_lib
+    from rank4class_tf.modeling import encoders
+    from rank4class_tf.data import features
+    from rank4class_tf.modeling import model as model_lib
     tf.keras.utils.set_random_seed(3)
     model = model_lib.build_model_builder(
         self.data, self.inputs[True], encoder="bert",
@@ -183,7 +183,7 @@ class BFloat16RunTest(tf.test.TestCase):
     # pylint: disable=g-import-not-at-top
     from rank4class_tf import config as config_lib
     from rank4class_tf import serving
-    from rank4class_tf import training
+    from rank4class_tf.training import trainer as training
     import test_text_pipelines
     model_dir = os.path.join(tempfile.mkdtemp(), "bfloat16")
     training.train(config_lib.TrainConfig.create(

@@ -18,12 +18,12 @@ import numpy as np
 import tensorflow as tf
 from safetensors import numpy as safetensors_numpy
 
-from rank4class_tf import datasets
-from rank4class_tf import pretrained
-from rank4class_tf import text
-from rank4class_tf import training
+from rank4class_tf.data import datasets
+from rank4class_tf.data import features as features_lib
+from rank4class_tf.data import text
+from rank4class_tf.modeling import pretrained
 from rank4class_tf import serving
-from rank4class_tf import features as features_lib
+from rank4class_tf.training import trainer as training
 import helpers
 
 import bert_fixtures

@@ -208,7 +208,7 @@ class SoDeepRecallLoss(_SoDeepLoss):
 _COMMON = ("sorter", "d", "trainable", "rank_over_batch", "parallel_loss",
            "parallel_weight")
 # name -> (class, hyper-parameters it accepts). A plain dict; the main
-# `rank4class_tf.losses` table includes it.
+# `rank4class_tf.ranking.losses` table includes it.
 LOSSES: lookup.Table = {
     "sodeep_spearman": (SoDeepSpearmanLoss, _COMMON),
     "sodeep_map": (SoDeepMAPLoss, _COMMON),

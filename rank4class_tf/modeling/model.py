@@ -27,16 +27,16 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
-from rank4class_tf import class_encoders
-from rank4class_tf import encoders
-from rank4class_tf import features
-from rank4class_tf import inputs as inputs_lib
-from rank4class_tf import interactions
-from rank4class_tf import label_attention
+from rank4class_tf.data import features
+from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf import lookup
-from rank4class_tf import multilabel_losses
+from rank4class_tf.modeling import class_encoders
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import interactions
+from rank4class_tf.modeling import pretrained
+from rank4class_tf.multilabel import label_attention
+from rank4class_tf.multilabel import losses as multilabel_losses
 from rank4class_tf import ops
-from rank4class_tf import pretrained
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class_tf")

@@ -34,24 +34,24 @@ import tensorflow_ranking as tfr
 
 from rank4class_tf import catalog
 from rank4class_tf import checks
-from rank4class_tf import class_encoders
 from rank4class_tf import config as config_lib
-from rank4class_tf import datasets
+from rank4class_tf.data import datasets
+from rank4class_tf.data import features
+from rank4class_tf.data import inputs as inputs_lib
+from rank4class_tf.data import text
 from rank4class_tf import distribute
-from rank4class_tf import encoders
-from rank4class_tf import feature_cache
 from rank4class_tf import fileio
-from rank4class_tf import features
-from rank4class_tf import inputs as inputs_lib
-from rank4class_tf import interactions
-from rank4class_tf import label_attention
-from rank4class_tf import losses
-from rank4class_tf import metrics
-from rank4class_tf import model as model_lib
-from rank4class_tf import pretrained
-from rank4class_tf import run_guard
+from rank4class_tf.modeling import class_encoders
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import interactions
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.modeling import pretrained
+from rank4class_tf.multilabel import label_attention
+from rank4class_tf.ranking import losses
+from rank4class_tf.ranking import metrics
 from rank4class_tf import serving
-from rank4class_tf import text
+from rank4class_tf.training import feature_cache
+from rank4class_tf.training import run_guard
 
 BACKUP_DIR = run_guard.BACKUP_DIR
 BEST_RECORD = "best.json"
@@ -546,7 +546,9 @@ def build_pipeline(config: config_lib.TrainConfig,
       steps_per_epoch=trainer.eval_every,
       validation_steps=None,
       learning_rate=trainer.learning_rate,
-      loss=loss.name,
+      # TF-Ranking's name where it has the loss (`tfr.keras.losses.get`
+      # takes it), else ours.
+      loss=config_lib.TFR_LOSS_NAMES.get(loss.name, loss.name),
       optimizer=trainer.optimizer,
       steps_per_execution=min(10, trainer.eval_every),
       export_best_model=True,

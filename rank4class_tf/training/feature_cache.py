@@ -44,11 +44,11 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import datasets
-from rank4class_tf import encoders
-from rank4class_tf import inputs as inputs_lib
-from rank4class_tf import pretrained
-from rank4class_tf import text
+from rank4class_tf.data import datasets
+from rank4class_tf.data import inputs as inputs_lib
+from rank4class_tf.data import text
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import pretrained
 
 # Bumped when the stored values or the layout change.
 CACHE_VERSION = 1

@@ -79,10 +79,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import features as features_lib
-from rank4class_tf import images
-from rank4class_tf import inputs as inputs_lib
-from rank4class_tf import text
+from rank4class_tf.data import features as features_lib
+from rank4class_tf.data import images
+from rank4class_tf.data import inputs as inputs_lib
+from rank4class_tf.data import text
 # The dataset names and their properties (no TensorFlow), used here by name.
 from rank4class_tf.catalog import (  # pylint: disable=g-multiple-import
     DATASET_NAMES, IMAGE_DATASETS, MULTI_LABEL_DATASETS, RESIZED_DATASETS,
@@ -90,11 +90,12 @@ from rank4class_tf.catalog import (  # pylint: disable=g-multiple-import
 
 SPLITS = ("train", "validation", "test")
 SPLIT_SEED = 20220128
-# The shipped data files: rank4class_tf/data/ in an installed package (setup.py
-# installs the repository's data/ there), else data/ beside the package in a
-# checkout or an editable install.
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DATA_DIR = os.path.join(_PACKAGE_DIR, "data")
+# The shipped data files: rank4class_tf/data/shipped/ in an installed package
+# (setup.py installs the repository's data/ there), else data/ beside the
+# package in a checkout or an editable install.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             "shipped")
 if not os.path.isdir(REPO_DATA_DIR):
   REPO_DATA_DIR = os.path.join(os.path.dirname(_PACKAGE_DIR), "data")
 

@@ -17,9 +17,9 @@ from typing import Any, Dict, Tuple
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import features
-from rank4class_tf import images
-from rank4class_tf import text
+from rank4class_tf.data import features
+from rank4class_tf.data import images
+from rank4class_tf.data import text
 
 
 class RawInputs:

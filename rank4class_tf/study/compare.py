@@ -23,11 +23,11 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from rank4class_tf import class_encoders
 from rank4class_tf import lookup
-from rank4class_tf import metrics
+from rank4class_tf.modeling import class_encoders
+from rank4class_tf.ranking import metrics
 from rank4class_tf import serving
-from rank4class_tf import training
+from rank4class_tf.training import trainer as training
 
 # Settings that do not make two runs different models.
 IGNORED = ("seed", "model_dir", "overwrite", "feature_cache_dir", "export",

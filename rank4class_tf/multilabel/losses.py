@@ -25,7 +25,7 @@ from typing import Any, Dict
 
 import tensorflow as tf
 
-from rank4class_tf import multilabel_ops
+from rank4class_tf.multilabel import ops as multilabel_ops
 
 
 @tf.keras.utils.register_keras_serializable(package="rank4class_tf")

@@ -28,10 +28,11 @@ from typing import Any, Dict, Tuple
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
-from rank4class_tf import fast_losses
+from rank4class_tf import config as config_lib
 from rank4class_tf import lookup
-from rank4class_tf import multilabel_losses
+from rank4class_tf.multilabel import losses as multilabel_losses
 from rank4class_tf import ops
+from rank4class_tf.ranking import fast_losses
 from rank4class_tf.sorting import losses as sodeep_losses
 
 
@@ -102,14 +103,16 @@ LOSS_NAMES = tuple(_LOSSES)
 
 def hyperparameters(name: str) -> Tuple[str, ...]:
   """Names of the keyword arguments that loss `name` accepts."""
-  return lookup.accepted(_LOSSES, name)
+  return lookup.accepted(_LOSSES, config_lib.canonical_loss(name))
 
 
 def get(name: str, **kwargs) -> tf.keras.losses.Loss:
   """Builds the loss called `name`.
 
   Args:
-    name: one of `LOSS_NAMES` (the table above names each one's class).
+    name: one of `LOSS_NAMES` (the table above names each one's class), or
+      TF-Ranking's name of it (`config.TFR_LOSS_NAMES`: `softmax_loss`,
+      `approx_ndcg_loss`, `mean_squared_loss`, ...).
     **kwargs: that loss's hyper-parameters (see `hyperparameters(name)`);
       `reduction` is accepted by all. A value of None keeps the default.
 
@@ -119,7 +122,7 @@ def get(name: str, **kwargs) -> tf.keras.losses.Loss:
   Raises:
     ValueError: for an unknown name or a hyper-parameter the loss lacks.
   """
-  return lookup.build(_LOSSES, name, **kwargs)
+  return lookup.build(_LOSSES, config_lib.canonical_loss(name), **kwargs)
 
 
 def config_kwargs(config, num_classes: int, seed: int) -> Dict[str, Any]:

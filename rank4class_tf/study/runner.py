@@ -67,21 +67,21 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf import catalog
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
-from rank4class_tf import catalog
-from rank4class_tf import feature_cache
 from rank4class_tf import fileio
-from rank4class_tf import interactions
-from rank4class_tf import losses
-from rank4class_tf import metrics
+from rank4class_tf.modeling import interactions
 from rank4class_tf import provenance
-from rank4class_tf import run_guard
+from rank4class_tf.ranking import losses
+from rank4class_tf.ranking import metrics
 from rank4class_tf import serving
-from rank4class_tf import study_extend
-from rank4class_tf import training
 from rank4class_tf.sorting import losses as sodeep_losses
 from rank4class_tf.sorting import sorters
+from rank4class_tf.study import extend as study_extend
+from rank4class_tf.training import feature_cache
+from rank4class_tf.training import run_guard
+from rank4class_tf.training import trainer as training
 
 # The paper's grid (Tables 7-12 and App. B).
 PAPER_LOSSES = ("softmax", "pairwise_logistic", "approx_ndcg",

@@ -50,7 +50,7 @@ import tensorflow_ranking as tfr
 # the module those Keras metrics wrap (the same maths, not a copy of it).
 from tensorflow_ranking.python import metrics_impl
 
-from rank4class_tf import multilabel_metrics
+from rank4class_tf.multilabel import metrics as multilabel_metrics
 from rank4class_tf import ops
 
 DEFAULT_METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")

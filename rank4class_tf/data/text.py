@@ -73,7 +73,7 @@ class TextPreprocessor(tf.keras.layers.Layer):
 
   Example:
 
-  >>> from rank4class_tf import pretrained
+  >>> from rank4class_tf.modeling import pretrained
   >>> _, vocab_file = pretrained.minilm_files()    # MiniLM's uncased vocab
   >>> pre = TextPreprocessor(vocab_file, seq_length=8)
   >>> pre(tf.constant(["This is an example sentence"]))["input_word_ids"].numpy()

@@ -50,7 +50,7 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
-from rank4class_tf import fast_loss_ops
+from rank4class_tf.ranking import fast_loss_ops
 
 
 def _check_supported(lambda_weight, ragged) -> None:

@@ -46,14 +46,14 @@ from tensorboard.plugins.hparams import api as hp
 
 from rank4class_tf import catalog
 from rank4class_tf import config as config_lib
-from rank4class_tf import encoders
 from rank4class_tf import fileio
-from rank4class_tf import metrics
-from rank4class_tf import paper_tables
+from rank4class_tf.modeling import encoders
 from rank4class_tf import provenance
-from rank4class_tf import stats
-from rank4class_tf import study as study_lib
-from rank4class_tf import study_stats
+from rank4class_tf.ranking import metrics
+from rank4class_tf.study import paper_tables
+from rank4class_tf.study import runner as study_lib
+from rank4class_tf.study import statistics as study_stats
+from rank4class_tf.study import stats
 
 RESULTS_FILE = "results.csv"
 TABLES_FILE = "tables.md"
@@ -1447,7 +1447,7 @@ def class_names_of(study_dir: str, shared: Dict[str, object]) -> List[str]:
       break
   try:
     from rank4class_tf import catalog as catalog_lib  # pylint: disable=g-import-not-at-top,reimported
-    from rank4class_tf import datasets  # pylint: disable=g-import-not-at-top
+    from rank4class_tf.data import datasets  # pylint: disable=g-import-not-at-top
     if shared.get("dataset") in catalog_lib.TFDS_DATASETS:
       return []  # Not prepared here, and not worth loading for names.
     config = config_lib.TrainConfig.create(**{

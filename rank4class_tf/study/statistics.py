@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rank4class_tf import stats
+from rank4class_tf.study import stats
 
 CellKey = Tuple[str, str]  # (loss, interaction)
 

@@ -67,7 +67,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import tensorflow as tf
 
-from rank4class_tf import multilabel_metric_ops
+from rank4class_tf.multilabel import metric_ops as multilabel_metric_ops
 
 COUNT_STATISTICS = multilabel_metric_ops.COUNT_STATISTICS
 MAP_METRICS = ("map_class", "map_sample")
@@ -380,7 +380,7 @@ class ClassMeanAveragePrecision(tf.keras.metrics.Metric):
   Keras calls `result()` after every step, so an epoch of n steps costs
   O(n^2) sorting; for large splits compute it once with
   `multilabel_metric_ops.map_class` or
-  `rank4class_tf.metrics.evaluate_scores` instead.
+  `rank4class_tf.ranking.metrics.evaluate_scores` instead.
 
   Exact on one replica only: under a multi-replica strategy each replica would
   keep its own part of the split (the training code refuses it there; see

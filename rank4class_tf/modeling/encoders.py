@@ -40,7 +40,7 @@ import tensorflow as tf
 
 from official.vision.modeling.backbones import resnet
 from rank4class_tf import lookup
-from rank4class_tf import pretrained
+from rank4class_tf.modeling import pretrained
 
 # How the BERT encoders turn token vectors into h (`BertInstanceEncoder`).
 POOLINGS = ("pooled", "cls", "mean")

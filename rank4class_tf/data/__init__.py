@@ -1,0 +1,13 @@
+"""Data: what goes into a model, from files to batches of ranking features.
+
+  datasets    the loaders of the named data sets (digits, GoEmotions, MIND,
+              CIFAR-10, ImageNet, COCO, VOC, ...) and the tf.data pipelines
+              that turn them into (instance features, class list, labels)
+  inputs      the instance inputs a model takes (Keras inputs, preprocessing)
+  features    the ranking features: context (instance) and example (class)
+  text        tokenization, length bucketing
+  images      image decoding and augmentation
+
+May import the foundation modules (`config`, `catalog`, `lookup`, `fileio`,
+`ops`); nothing from `modeling`, `ranking`, `training`, `serving` or `study`.
+"""

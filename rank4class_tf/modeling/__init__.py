@@ -1,0 +1,12 @@
+"""Modeling: the ranking model, instance x classes -> [batch, num_classes].
+
+  model           the Keras ranking model and its builder
+  encoders        instance encoders (BERT / ELECTRA, ResNet, VGG, small CNN, MLP)
+  pretrained      loading pretrained weights offline (MiniLM, BERT checkpoints)
+  interactions    dot, latent cross + MLP, concat + MLP
+  class_encoders  class representations: embeddings, class texts, zero-shot
+
+May import the foundation modules, `data` and `multilabel` (the label-wise
+attention interaction and MulCon's projection); not `ranking`, `training`,
+`serving` or `study`.
+"""

@@ -1,0 +1,12 @@
+"""Ranking losses and metrics: every loss and metric by name.
+
+  losses         `get_loss(name)`: TF-Ranking's losses, the fast ones, the
+                 multi-label losses and the SoDeep losses behind one name
+  fast_losses    Keras wrappers of `fast_loss_ops` (O(n log n) / fused losses)
+  fast_loss_ops  their maths, pure tf functions
+  metrics        ranking metrics (Top-k, NDCG, MRR, ...) by name, and the
+                 deterministic `evaluate_scores`
+
+May import the foundation modules, `sorting` and `multilabel`; not `data`,
+`modeling`, `training`, `serving` or `study`.
+"""

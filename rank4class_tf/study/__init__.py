@@ -1,0 +1,12 @@
+"""The study: the paper's loss x interaction grid, run, tuned and reported.
+
+  runner        the grid, its runs, resume, extensions and followers
+  extend        `--extend_grid`: no chosen value left on an edge
+  report        results.csv, tables.md, figures and HParams logs
+  statistics    hierarchical intervals, paired tests, fairness, Bruch
+  stats         the bootstrap and Holm's adjustment
+  compare       two exported runs compared on one split
+  paper_tables  the paper's published numbers (JSON)
+
+May import everything but the binaries (`pipelines`).
+"""

@@ -1,0 +1,103 @@
+"""The package's layers: nothing imports upward (rank4class_tf/__init__.py).
+
+Every `rank4class_tf` import of every module is read from its source (ast, so
+imports inside functions count too) and checked against the layer table
+below: a module may import its own folder and the layers beneath it, never a
+layer above or a sibling at its own layer. A new module must be given a
+layer here; a new folder, its line in the table.
+"""
+
+import ast
+import os
+import subprocess
+import sys
+import unittest
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), "rank4class_tf")
+
+# Unit (a top-level module, or a folder) -> layer; lower layers are imported.
+LAYERS = {
+    # The foundation: settings, names, files, identity (no TensorFlow in
+    # config, catalog, compat).
+    "compat": 0, "config": 0, "catalog": 0, "lookup": 0, "fileio": 0,
+    "provenance": 0,
+    "ops": 1, "distribute": 1,
+    "data": 2, "multilabel": 2, "sorting": 2,
+    "ranking": 3,
+    "modeling": 4,
+    "checks": 5, "serving": 5,
+    "training": 6,
+    "study": 7,
+}
+
+
+def unit_of(module: str) -> str:
+  """`rank4class_tf.data.text` -> `data`; `rank4class_tf.config` -> `config`."""
+  return module.split(".")[1]
+
+
+def modules():
+  for folder, _, files in os.walk(ROOT):
+    for name in files:
+      if name.endswith(".py"):
+        path = os.path.join(folder, name)
+        relative = os.path.relpath(path, os.path.dirname(ROOT))[:-3]
+        module = relative.replace(os.sep, ".")
+        if module.endswith(".__init__"):
+          module = module[:-len(".__init__")]
+        yield module, path
+
+
+def imports(path: str, module: str):
+  with open(path) as f:
+    tree = ast.parse(f.read())
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and node.module and (
+        node.module == "rank4class_tf" or
+        node.module.startswith("rank4class_tf.")):
+      if node.module == "rank4class_tf":
+        for alias in node.names:
+          if not alias.name.startswith("__"):  # __version__: the root's.
+            yield f"rank4class_tf.{alias.name}"
+      else:
+        yield node.module
+    elif isinstance(node, ast.Import):
+      for alias in node.names:
+        if alias.name.startswith("rank4class_tf."):
+          yield alias.name
+
+
+class LayersTest(unittest.TestCase):
+
+  def test_every_unit_has_a_layer(self):
+    units = {unit_of(m) for m, _ in modules() if m != "rank4class_tf"}
+    self.assertEqual(sorted(units - set(LAYERS)), [])
+    self.assertEqual(sorted(set(LAYERS) - units), [])
+
+  def test_nothing_imports_upward_or_sideways(self):
+    wrong = []
+    for module, path in modules():
+      if module == "rank4class_tf":
+        continue
+      own = unit_of(module)
+      for target in imports(path, module):
+        other = unit_of(target)
+        if other != own and not LAYERS[other] < LAYERS[own]:
+          wrong.append(f"{module} imports {target} (layer {LAYERS[other]} "
+                       f">= {LAYERS[own]})")
+    self.assertEqual(wrong, [])
+
+  def test_light_modules_load_no_tensorflow(self):
+    # `import rank4class_tf.config` (and catalog) must stay cheap: the
+    # package's __init__ imports compat only, and names TF-backed entry
+    # points lazily.
+    code = ("import sys, rank4class_tf.config, rank4class_tf.catalog; "
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, check=True).stdout
+    self.assertEqual(out.strip(), "False")
+
+
+if __name__ == "__main__":
+  unittest.main()
