@@ -20,7 +20,9 @@ from typing import List, Optional
 from absl import flags
 from absl import logging
 
-LOG_FILE = "log.txt"
+from rank4class_tf import run_dir as run_dir_lib
+
+LOG_FILE = run_dir_lib.LOG_FILE
 # INFO lines logged from these folders stay on the console.
 _OWN_CODE = (os.sep + "rank4class_tf" + os.sep, os.sep + "pipelines" + os.sep)
 

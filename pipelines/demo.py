@@ -21,6 +21,7 @@ from absl import flags
 from pipelines import console
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import trainer as training
 
@@ -69,7 +70,7 @@ def main(argv):
   rows = []
   for config in configs:
     model_dir = config.trainer.model_dir
-    if os.path.exists(os.path.join(model_dir, serving.CONFIG_FILE)):
+    if os.path.exists(os.path.join(model_dir, run_dir_lib.CONFIG_FILE)):
       shutil.rmtree(model_dir)  # A previous demo run: start afresh.
     run_start = time.time()
     training.train(config)

@@ -23,11 +23,12 @@ from absl import flags
 from pipelines import console
 from rank4class_tf.data import datasets
 from rank4class_tf.ranking import metrics
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
 flags.DEFINE_string("split", "test", "train, validation or test.")
-flags.DEFINE_enum("export", serving.BEST_EXPORT, serving.EXPORTS,
+flags.DEFINE_enum("export", run_dir_lib.BEST_EXPORT, run_dir_lib.EXPORTS,
                   "Which exported SavedModel to evaluate.")
 flags.DEFINE_list("metrics", None,
                   "Metrics to compute (default: the run's --metrics), e.g. "

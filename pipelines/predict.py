@@ -37,6 +37,7 @@ import numpy as np
 from pipelines import console
 from pipelines import line_input
 from rank4class_tf.modeling import class_encoders
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
@@ -45,7 +46,7 @@ flags.DEFINE_integer("top_k", 5, "Classes printed per instance.")
 flags.DEFINE_integer("batch_size", 256,
                      "Instances read from stdin and ranked per call: memory "
                      "stays one batch whatever the input's size.")
-flags.DEFINE_enum("export", serving.BEST_EXPORT, serving.EXPORTS,
+flags.DEFINE_enum("export", run_dir_lib.BEST_EXPORT, run_dir_lib.EXPORTS,
                   "Which exported SavedModel to use.")
 flags.DEFINE_list("classes", None,
                   "Class texts to rank instead of the training classes "

@@ -20,6 +20,7 @@ import sys
 from absl import app
 from absl import flags
 
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.training import trainer as training
 from pipelines import console
 from pipelines import train_flags
@@ -34,8 +35,8 @@ def main(argv):
     sys.exit(f"train: unexpected arguments: {' '.join(argv[1:])}")
   config = train_flags.config_from_flags()
   model_dir = config.trainer.model_dir or None
-  console.quiet(model_dir, started_by=model_dir and os.path.join(
-      model_dir, "config.json"))
+  console.quiet(model_dir, started_by=model_dir and run_dir_lib.RunDir(
+      model_dir).config_file)
   try:
     export_dir = training.train(config, verbose=2)
   except ValueError as e:

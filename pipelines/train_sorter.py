@@ -24,6 +24,7 @@ import sys
 from absl import app
 from absl import flags
 
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.sorting import training
 from pipelines import console
 from pipelines import flag_utils
@@ -41,7 +42,7 @@ def main(argv):
   if len(argv) > 1:
     sys.exit(f"train_sorter: unexpected arguments: {' '.join(argv[1:])}")
   console.quiet(FLAGS.model_dir or None, started_by=FLAGS.model_dir and
-                os.path.join(FLAGS.model_dir, "config.json"))
+                run_dir_lib.RunDir(FLAGS.model_dir).config_file)
   try:
     record = training.train(
         flag_utils.config_from_flags(training.SorterConfig), verbose=2)

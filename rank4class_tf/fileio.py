@@ -1,4 +1,5 @@
-"""Atomic file writes: the one writer every run-folder and report file uses.
+"""Atomic writes: the one writer of every run-folder and report file, and
+of every folder written whole (exports, feature caches).
 
 A file is written to a uniquely named temporary sibling (`.<name>.tmp-XXXX`,
 from `tempfile.mkstemp`), flushed to disk, then renamed over the target with
@@ -11,13 +12,18 @@ from `tempfile.mkstemp`), flushed to disk, then renamed over the target with
   never share a temporary file: the last rename wins, and each reader sees
   one writer's whole file.
 
+A folder (`atomic_folder`) is filled in a temporary sibling folder and
+renamed into place the same way: a reader sees the whole folder or none.
+
 Imports nothing from TensorFlow: `rank4class_tf.config`-level code may use it.
 """
 
+import contextlib
 import json
 import os
+import shutil
 import tempfile
-from typing import Any, Callable, IO
+from typing import Any, Callable, IO, Iterator, Optional
 
 TMP_MARK = ".tmp-"
 
@@ -64,6 +70,42 @@ def write_atomically(path: str, write: Callable[[IO], None],
       os.close(fd)
     if tmp is not None and os.path.exists(tmp):
       os.remove(tmp)
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str, prefix: Optional[str] = None,
+                  replace: bool = True) -> Iterator[str]:
+  """Yields a new temporary sibling folder of `path` to fill; when the block
+  ends without an error, renames it to `path`.
+
+  Args:
+    path: the folder to write.
+    prefix: the temporary folder's name prefix (default `.<name>.tmp-`).
+    replace: an existing `path` is replaced; with False it is kept (another
+      writer's whole copy of the same content) and this one dropped.
+
+  The temporary folder gets the mode of any folder the user creates (0777
+  less the umask, not mkdtemp's 0700, so others can read it) and is removed
+  on any error.
+  """
+  parent = os.path.dirname(path) or "."
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(
+      prefix=prefix or "." + os.path.basename(path) + TMP_MARK, dir=parent)
+  try:
+    os.chmod(tmp, 0o777 & ~_umask())
+    yield tmp
+    if os.path.exists(path) and replace:
+      shutil.rmtree(path)
+    try:
+      os.replace(tmp, path)
+    except OSError:
+      if replace or not os.path.isdir(path):
+        raise
+      # Another writer renamed its copy into place meanwhile: keep it.
+  finally:
+    if os.path.exists(tmp):
+      shutil.rmtree(tmp)
 
 
 def write_text_atomically(path: str, text: str) -> None:

@@ -15,20 +15,16 @@ raw uint8 images preprocessed inside the graph) and returns `scores`
 clients name classes from the export itself, never from `classes.json`.
 
 Exports are written to a temporary sibling folder and renamed into place, so
-an interrupted export never leaves a SavedModel that loads. A run's
-model_dir holds, besides checkpoints and TensorBoard events:
-
-  config.json                 the resolved `TrainConfig`
-  classes.json                the class names, index = class id
-  serving.json                the serving input: name, shape, dtype
-  export/latest_model         SavedModel of the final weights
-  export/best_model_by_metric SavedModel of the best checkpoint
+an interrupted export never leaves a SavedModel that loads. This module
+writes and reads a run folder's (`run_dir`) config.json (the resolved
+`TrainConfig`), classes.json (the class names, index = class id),
+serving.json (the serving input: name, shape, dtype) and its two exports,
+export/latest_model (the final weights) and export/best_model_by_metric
+(the best checkpoint).
 """
 
 import json
 import os
-import shutil
-import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -39,18 +35,14 @@ import tensorflow_text  # pylint: disable=unused-import
 
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import features
+from rank4class_tf import fileio
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.multilabel import label_attention
 from rank4class_tf import ops
 from rank4class_tf.ranking import metrics
+from rank4class_tf import run_dir as run_dir_lib
 
-CONFIG_FILE = "config.json"
-CLASSES_FILE = "classes.json"
-SERVING_FILE = "serving.json"
-BEST_EXPORT = "best_model_by_metric"
-LATEST_EXPORT = "latest_model"
-EXPORTS = (BEST_EXPORT, LATEST_EXPORT)
 SERVING_KEY = "serving_default"
 # A signature without input that returns the export's class names (index =
 # class id): clients name classes from the export itself, never from a file
@@ -59,7 +51,6 @@ CLASS_NAMES_KEY = "class_names"
 # The class-list signature of a text class encoder's export, and its input.
 CLASS_LIST_KEY = "rank_classes"
 CLASS_TEXTS = "class_texts"
-TMP_PREFIX = ".tmp-"  # An export being written: export/.tmp-XXXX.
 
 
 def text_class_parts(model: tf.keras.Model):
@@ -195,23 +186,12 @@ def _class_list_signature(parts, instance_inputs, top_k: int):
   return rank_classes
 
 
-def has_exports(model_dir: str) -> bool:
-  """Whether both of a run's exports are complete SavedModels."""
-  return all(tf.io.gfile.exists(os.path.join(
-      model_dir, "export", name, "saved_model.pb")) for name in EXPORTS)
-
-
 def remove_stale_exports(model_dir: str) -> None:
   """Removes the temporary folders an interrupted export left in export/."""
-  pattern = os.path.join(model_dir, "export", TMP_PREFIX + "*")
+  pattern = os.path.join(run_dir_lib.RunDir(model_dir).exports,
+                         run_dir_lib.EXPORT_TMP_PREFIX + "*")
   for path in tf.io.gfile.glob(pattern):
     tf.io.gfile.rmtree(path)
-
-
-def _umask() -> int:
-  mask = os.umask(0)
-  os.umask(mask)
-  return mask
 
 
 def export_saved_model(model: tf.keras.Model, export_to: str,
@@ -221,32 +201,24 @@ def export_saved_model(model: tf.keras.Model, export_to: str,
   The folder gets the permissions of any folder the user creates (0777 less
   the umask), not mkdtemp's private 0700, so others can serve it.
   """
-  parent = os.path.dirname(export_to)
-  tf.io.gfile.makedirs(parent)
-  tmp = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=parent)
-  os.chmod(tmp, 0o777 & ~_umask())
-  try:
+  with fileio.atomic_folder(export_to,
+                            prefix=run_dir_lib.EXPORT_TMP_PREFIX) as tmp:
     # The optimizer is left out: a serving model needs none, and its slot
     # variables make `tf.saved_model.load` fail in a process that trained.
     model.save(tmp, include_optimizer=False, signatures=signatures_)
-    if os.path.exists(export_to):
-      shutil.rmtree(export_to)
-    os.replace(tmp, export_to)
-  finally:
-    if os.path.exists(tmp):
-      shutil.rmtree(tmp)
 
 
 def write_run_files(model_dir: str, config: config_lib.TrainConfig,
                     class_names: Sequence[str],
                     serving_spec: tf.TensorSpec) -> None:
   """Writes config.json, classes.json and serving.json into `model_dir`."""
+  run = run_dir_lib.RunDir(model_dir)
   tf.io.gfile.makedirs(model_dir)
-  with tf.io.gfile.GFile(os.path.join(model_dir, CONFIG_FILE), "w") as f:
+  with tf.io.gfile.GFile(run.config_file, "w") as f:
     f.write(config.to_json())
-  with tf.io.gfile.GFile(os.path.join(model_dir, CLASSES_FILE), "w") as f:
+  with tf.io.gfile.GFile(run.classes_file, "w") as f:
     f.write(json.dumps(list(class_names), indent=1))
-  with tf.io.gfile.GFile(os.path.join(model_dir, SERVING_FILE), "w") as f:
+  with tf.io.gfile.GFile(run.serving_file, "w") as f:
     json.dump({"name": serving_spec.name,
                "shape": serving_spec.shape.as_list(),
                "dtype": serving_spec.dtype.name}, f)
@@ -254,7 +226,7 @@ def write_run_files(model_dir: str, config: config_lib.TrainConfig,
 
 def load_config(model_dir: str) -> config_lib.TrainConfig:
   """Reads the resolved config a run wrote into `model_dir`."""
-  path = os.path.join(model_dir, CONFIG_FILE)
+  path = run_dir_lib.RunDir(model_dir).config_file
   if not tf.io.gfile.exists(path):
     raise ValueError(f"{path} not found: --model_dir is not a trained run.")
   try:
@@ -271,7 +243,7 @@ def load_config(model_dir: str) -> config_lib.TrainConfig:
 
 def load_class_names(model_dir: str) -> List[str]:
   """The class names a run saved, index = class id."""
-  path = os.path.join(model_dir, CLASSES_FILE)
+  path = run_dir_lib.RunDir(model_dir).classes_file
   if not tf.io.gfile.exists(path):
     raise ValueError(f"{path} not found: --model_dir is not a trained run.")
   try:
@@ -344,11 +316,11 @@ class ExportedRanker:
       MIND's (title, abstract), (8, 8, 1) for digits.
   """
 
-  def __init__(self, model_dir: str, export: str = BEST_EXPORT):
+  def __init__(self, model_dir: str, export: str = run_dir_lib.BEST_EXPORT):
     if not tf.io.gfile.isdir(model_dir):
       raise ValueError(f"{model_dir} not found: --model_dir is not a "
                        "trained run.")
-    export_dir = os.path.join(model_dir, "export", export)
+    export_dir = run_dir_lib.RunDir(model_dir).export(export)
     if not tf.io.gfile.exists(export_dir):
       raise ValueError(f"{export_dir} not found: the run has no export.")
     try:
@@ -360,7 +332,7 @@ class ExportedRanker:
           f"{export_dir} cannot be loaded ({_first_line(e)}): the export is "
           f"damaged; remove it and write it again with pipelines.export "
           f"--model_dir={model_dir}.") from None
-    serving_file = os.path.join(model_dir, SERVING_FILE)
+    serving_file = run_dir_lib.RunDir(model_dir).serving_file
     (key, spec), = self._serve.structured_input_signature[1].items()
     if tf.io.gfile.exists(serving_file):
       try:
@@ -393,7 +365,7 @@ class ExportedRanker:
     if CLASS_NAMES_KEY in self._signatures:
       names = self._signatures[CLASS_NAMES_KEY]()["class_names"].numpy()
       return [name.decode("utf-8") for name in names]
-    path = os.path.join(model_dir, CLASSES_FILE)
+    path = run_dir_lib.RunDir(model_dir).classes_file
     outputs = self._serve(**{self.instance_key: _probe(spec)})
     num_classes = int(outputs["scores"].shape[-1])
     ids = outputs["top_k_ids"].numpy()[0]
@@ -501,7 +473,7 @@ def split_scores(ranker: ExportedRanker, data, split: str,
 
 
 def evaluate(model_dir: str, data, split: str = "test",
-             export: str = BEST_EXPORT,
+             export: str = run_dir_lib.BEST_EXPORT,
              batch_size: int = 256,
              metric_names: Optional[Sequence[str]] = None,
              threshold: float = 0.5) -> Dict[str, float]:

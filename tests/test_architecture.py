@@ -22,7 +22,7 @@ LAYERS = {
     # config, catalog, compat).
     "compat": 0, "config": 0, "catalog": 0, "lookup": 0, "fileio": 0,
     "provenance": 0,
-    "ops": 1, "distribute": 1,
+    "ops": 1, "distribute": 1, "run_dir": 1,
     "data": 2, "multilabel": 2, "sorting": 2,
     "ranking": 3,
     "modeling": 4,

@@ -21,6 +21,7 @@ from rank4class_tf.data import features as features_lib
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import model as model_lib
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import trainer as training
 import helpers
@@ -292,7 +293,7 @@ class ZeroShotTrainingTest(tf.test.TestCase):
   def test_new_class_list_is_ranked(self):
     texts = ["I hate waiting"]
     export = os.path.join(self.config.trainer.model_dir, "export",
-                          serving.BEST_EXPORT)
+                          run_dir_lib.BEST_EXPORT)
     signature = tf.saved_model.load(export).signatures[
         serving.CLASS_LIST_KEY]
     out = signature(text=tf.constant(texts), class_texts=tf.constant(
@@ -309,7 +310,7 @@ class ZeroShotTrainingTest(tf.test.TestCase):
 
   def test_bad_class_lists(self):
     export = os.path.join(self.config.trainer.model_dir, "export",
-                          serving.BEST_EXPORT)
+                          run_dir_lib.BEST_EXPORT)
     signature = tf.saved_model.load(export).signatures[
         serving.CLASS_LIST_KEY]
     for texts, message in (([], "the class list is empty"),

@@ -10,6 +10,7 @@ import tensorflow as tf
 from scipy import stats as scipy_stats
 
 from rank4class_tf import config as config_lib
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.study import compare
 from rank4class_tf.training import trainer as training
@@ -20,7 +21,7 @@ def write_run(root, name, **settings):
   folder = os.path.join(root, name)
   os.makedirs(folder)
   config = config_lib.TrainConfig.create(model_dir=folder, **settings)
-  with open(os.path.join(folder, serving.CONFIG_FILE), "w") as f:
+  with open(os.path.join(folder, run_dir_lib.CONFIG_FILE), "w") as f:
     f.write(config.to_json())
   return folder
 

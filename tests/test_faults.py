@@ -31,6 +31,7 @@ from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf import distribute
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import run_guard
 from rank4class_tf.training import trainer as training
@@ -78,13 +79,13 @@ CRASH_IN_BEST_EXPORT = textwrap.dedent("""
 # write of best.json fails at the second validation as on a full disk.
 FULL_DISK_AT_EPOCH_2 = textwrap.dedent("""
     import errno, os, runpy, sys
-    from rank4class_tf.training import trainer as training
-    write = training.write_json_atomically
+    from rank4class_tf import fileio
+    write = fileio.write_json_atomically
     def full(path, value):
-      if value["epoch"] == 2:
+      if isinstance(value, dict) and value.get("epoch") == 2:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
       write(path, value)
-    training.write_json_atomically = full
+    fileio.write_json_atomically = full
     sys.argv = ["pipelines.train"] + sys.argv[1:]
     runpy.run_module("pipelines.train", run_name="__main__", alter_sys=True)
 """)
@@ -137,13 +138,13 @@ class ResumeTest(tf.test.TestCase):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.time() + 300
-    while training.resume_epoch(model_dir) < after_epochs:
+    while run_dir_lib.RunDir(model_dir).resume_epoch() < after_epochs:
       self.assertIsNone(proc.poll(), "the run ended before it was stopped")
       self.assertLess(time.time(), deadline)
       time.sleep(0.05)
     proc.send_signal(sig)
     _, proc.stderr_text = proc.communicate(timeout=300)
-    return proc, training.resume_epoch(model_dir)
+    return proc, run_dir_lib.RunDir(model_dir).resume_epoch()
 
   def assert_equals_whole(self, model_dir):
     want, got = checkpoint_values(self.whole), checkpoint_values(model_dir)

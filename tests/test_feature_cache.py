@@ -21,6 +21,7 @@ from rank4class_tf.data import features as features_lib
 from rank4class_tf.data import text
 from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import pretrained
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import trainer as training
@@ -366,10 +367,10 @@ class ExportLaterTest(tf.test.TestCase):
                         interaction="label_attention", label_dim=8,
                         label_heads=2)
     training.train(config)
-    self.assertFalse(serving.has_exports(model_dir))
+    self.assertFalse(run_dir_lib.RunDir(model_dir).has_exports())
     self.assertTrue(training.is_trained(config))
     training.train(config)  # Finished: trains nothing, exports nothing.
-    self.assertFalse(serving.has_exports(model_dir))
+    self.assertFalse(run_dir_lib.RunDir(model_dir).has_exports())
     result = helpers.run_module("pipelines.export",
                                 f"--model_dir={model_dir}")
     self.assertIn("best_model_by_metric", result.stdout)

@@ -26,6 +26,7 @@ from pipelines import console
 from pipelines import line_input
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import run_guard
 from rank4class_tf.training import trainer as training
@@ -317,7 +318,7 @@ class ServingTest(tf.test.TestCase):
     super().setUpClass()
     cls.run_dir = os.path.join(tempfile.mkdtemp(), "run")
     training.train(digits_config(cls.run_dir))
-    with open(os.path.join(cls.run_dir, serving.CLASSES_FILE)) as f:
+    with open(os.path.join(cls.run_dir, run_dir_lib.CLASSES_FILE)) as f:
       cls.names = json.load(f)
 
   def copy(self):
@@ -326,7 +327,7 @@ class ServingTest(tf.test.TestCase):
     return folder
 
   def write_classes(self, folder, names):
-    with open(os.path.join(folder, serving.CLASSES_FILE), "w") as f:
+    with open(os.path.join(folder, run_dir_lib.CLASSES_FILE), "w") as f:
       json.dump(names, f)
 
   def test_names_come_from_the_export(self):
@@ -345,7 +346,7 @@ class ServingTest(tf.test.TestCase):
     # An export written before exports carried their names: only
     # `serving_default`.
     folder = self.copy()
-    best = os.path.join(folder, "export", serving.BEST_EXPORT)
+    best = os.path.join(folder, "export", run_dir_lib.BEST_EXPORT)
     loaded = tf.saved_model.load(best)
     old = os.path.join(folder, "old")
     tf.saved_model.save(loaded, old, signatures={
@@ -366,7 +367,7 @@ class ServingTest(tf.test.TestCase):
     # The constant the old export's serving_default names its top classes
     # from: two names swapped outside the probe's top classes are found.
     folder = self.copy()
-    best = os.path.join(folder, "export", serving.BEST_EXPORT)
+    best = os.path.join(folder, "export", run_dir_lib.BEST_EXPORT)
     loaded = tf.saved_model.load(best)
     serve = loaded.signatures[serving.SERVING_KEY]
     old = os.path.join(folder, "old")
@@ -383,12 +384,12 @@ class ServingTest(tf.test.TestCase):
         rf"names \(class {a} is '{self.names[a]}' in the export, "
         rf"'{self.names[b]}' in the file\)\.$"):
       serving.ExportedRanker(folder)
-    os.remove(os.path.join(folder, serving.CLASSES_FILE))
+    os.remove(os.path.join(folder, run_dir_lib.CLASSES_FILE))
     self.assertEqual(serving.ExportedRanker(folder).class_names, self.names)
 
   def test_overwrite_replaces_an_unreadable_config(self):
     folder = self.copy()
-    path = os.path.join(folder, serving.CONFIG_FILE)
+    path = os.path.join(folder, run_dir_lib.CONFIG_FILE)
     with open(path, "w") as f:
       f.write('{"data": {"dataset": "dig')
     before = tree_digest(folder)
@@ -404,7 +405,7 @@ class ServingTest(tf.test.TestCase):
 
   def test_damaged_exports(self):
     folder = self.copy()
-    best = os.path.join(folder, "export", serving.BEST_EXPORT)
+    best = os.path.join(folder, "export", run_dir_lib.BEST_EXPORT)
     pb = os.path.join(best, "saved_model.pb")
     with open(pb, "rb") as f:
       head = f.read(1000)
@@ -424,7 +425,7 @@ class ServingTest(tf.test.TestCase):
 
   def test_damaged_config(self):
     folder = self.copy()
-    path = os.path.join(folder, serving.CONFIG_FILE)
+    path = os.path.join(folder, run_dir_lib.CONFIG_FILE)
     with open(path) as f:
       text = f.read()
     with open(path, "w") as f:
@@ -443,9 +444,9 @@ class ServingTest(tf.test.TestCase):
 
   def test_binary_evaluate_damaged_export(self):
     folder = self.copy()
-    shutil.rmtree(os.path.join(folder, "export", serving.BEST_EXPORT,
+    shutil.rmtree(os.path.join(folder, "export", run_dir_lib.BEST_EXPORT,
                                "variables"))
-    os.remove(os.path.join(folder, "export", serving.BEST_EXPORT,
+    os.remove(os.path.join(folder, "export", run_dir_lib.BEST_EXPORT,
                            "saved_model.pb"))
     before = tree_digest(folder)
     proc = helpers.run_module("pipelines.evaluate", f"--model_dir={folder}",

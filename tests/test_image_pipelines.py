@@ -20,6 +20,7 @@ import tensorflow_datasets as tfds
 
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features as features_lib
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import trainer as training
 import helpers
@@ -71,7 +72,7 @@ class Cifar10VGG16Test(tf.test.TestCase):
       data = training.load_data(config)  # Same fake examples, same stats.
       raw = np.stack([x for x, _ in data.dataset("test").as_numpy_iterator()])
     serve = load_serving(self.model_dir)
-    with open(os.path.join(self.model_dir, serving.SERVING_FILE)) as f:
+    with open(os.path.join(self.model_dir, run_dir_lib.SERVING_FILE)) as f:
       self.assertEqual(json.load(f), {"name": "image", "dtype": "uint8",
                                       "shape": [None, 32, 32, 3]})
     with self.assertRaises(tf.errors.InvalidArgumentError):  # Checked shape.
@@ -116,7 +117,7 @@ class ImageNetMockTest(tf.test.TestCase):
 
   def test_serving_takes_raw_images_of_any_size(self):
     serve = load_serving(self.model_dir)
-    with open(os.path.join(self.model_dir, serving.SERVING_FILE)) as f:
+    with open(os.path.join(self.model_dir, run_dir_lib.SERVING_FILE)) as f:
       self.assertEqual(json.load(f)["shape"], [None, None, None, 3])
     for shape in ((2, 45, 40, 3), (1, 32, 80, 3)):
       out = serve(image=tf.zeros(shape, tf.uint8))

@@ -18,6 +18,7 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.study import extend as study_extend
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
@@ -261,12 +262,13 @@ class TrainOnTest(tf.test.TestCase):
     training.train(config("straight", 40))
     data = training.load_data(config("straight", 40))
     got = {name: serving.evaluate(os.path.join(root, name), data,
-                                  export=serving.LATEST_EXPORT)
+                                  export=run_dir_lib.LATEST_EXPORT)
            for name in ("extended", "straight")}
     self.assertAllClose(got["extended"], got["straight"], atol=1e-6)
     self.assertEqual(serving.load_config(os.path.join(root, "extended"))
                      .trainer.train_steps, 40)
-    curves = training.validation_curves(os.path.join(root, "extended"))
+    curves = run_dir_lib.RunDir(
+        os.path.join(root, "extended")).validation_curves()
     self.assertEqual(sorted(curves["top1_accuracy"]), [0, 1, 2, 3])
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import config as config_lib
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.study import runner as study
 from rank4class_tf.training import trainer as training
@@ -145,7 +146,7 @@ class StudyTest(tf.test.TestCase):
                             stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
-    while training.resume_epoch(second) < 1:
+    while run_dir_lib.RunDir(second).resume_epoch() < 1:
       self.assertIsNone(proc.poll(), "the study ended before it was killed")
       self.assertLess(time.time(), deadline)
       time.sleep(0.01)
@@ -285,7 +286,7 @@ class FrozenTextStudyTest(tf.test.TestCase):
     self.assertLen(os.listdir(os.path.join(study_dir, "feature_cache")), 1)
     name = "softmax.dot.lr0.01.seed0"
     folder = os.path.join(study_dir, "runs", name)
-    self.assertFalse(serving.has_exports(folder))
+    self.assertFalse(run_dir_lib.RunDir(folder).has_exports())
     config = serving.load_config(folder)
     self.assertEqual((config.model.pooling, config.model.freeze_encoder),
                      ("mean", True))

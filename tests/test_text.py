@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from rank4class_tf.data import text
 from rank4class_tf.modeling import pretrained
+from rank4class_tf import run_dir as run_dir_lib
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world",
          "un", "##believ", "##able", "!", "a", "b"]
@@ -200,6 +201,6 @@ class BFloat16RunTest(tf.test.TestCase):
     self.assertTrue(np.isfinite(scores).all())
     # The export computes in bfloat16 (a float32 one has no such tensor:
     # the exports of the other text tests), its scores cast to float32.
-    export = os.path.join(model_dir, "export", serving.BEST_EXPORT)
+    export = os.path.join(model_dir, "export", run_dir_lib.BEST_EXPORT)
     self.assertIn("DT_BFLOAT16", str(tf.saved_model.load(export).signatures[
         "serving_default"].graph.as_graph_def()))

@@ -22,6 +22,7 @@ from rank4class_tf.data import datasets
 from rank4class_tf.data import features as features_lib
 from rank4class_tf.data import text
 from rank4class_tf.modeling import pretrained
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import trainer as training
 import helpers
@@ -150,7 +151,7 @@ class GoEmotionsMiniLMTest(tf.test.TestCase):
                       for r in ranker.rank(np.array(texts, object), 2)])
     # Old Mac line ends (a lone \r) end lines too; and the names come from
     # the export, whatever classes.json says (here reversed).
-    classes_json = os.path.join(self.model_dir, serving.CLASSES_FILE)
+    classes_json = os.path.join(self.model_dir, run_dir_lib.CLASSES_FILE)
     with open(classes_json) as f:
       saved = f.read()
     with open(classes_json, "w") as f:

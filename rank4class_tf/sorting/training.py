@@ -30,11 +30,12 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import config as config_lib
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.sorting import ops
 from rank4class_tf.sorting import sorters
 from rank4class_tf.sorting import synthetic
 
-CONFIG_FILE = "config.json"
+CONFIG_FILE = run_dir_lib.CONFIG_FILE
 WEIGHTS_FILE = "sorter.npz"
 RECORD_FILE = "sorter.json"
 VALIDATION_SIZE = 2000
@@ -308,9 +309,10 @@ def train(config: SorterConfig, verbose: int = 0) -> Dict[str, Any]:
       _LearningRateLogger(),
       timer,
       tf.keras.callbacks.BackupAndRestore(
-          os.path.join(config.model_dir, "backup")),
+          run_dir_lib.RunDir(config.model_dir).backup),
       tf.keras.callbacks.ModelCheckpoint(
-          os.path.join(config.model_dir, "checkpoints", "ckpt-{epoch:04d}"),
+          os.path.join(run_dir_lib.RunDir(config.model_dir).checkpoints,
+                       run_dir_lib.CHECKPOINT_PATTERN),
           save_weights_only=True),
       tf.keras.callbacks.TensorBoard(config.model_dir),
   ]

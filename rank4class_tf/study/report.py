@@ -50,6 +50,7 @@ from rank4class_tf import fileio
 from rank4class_tf.modeling import encoders
 from rank4class_tf import provenance
 from rank4class_tf.ranking import metrics
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import runner as study_lib
 from rank4class_tf.study import statistics as study_stats
@@ -1439,7 +1440,7 @@ def class_names_of(study_dir: str, shared: Dict[str, object]) -> List[str]:
   """The study's class names: a run folder's classes.json, else the
   dataset's (loaded offline), else none (classes shown by id)."""
   for path in sorted(tf.io.gfile.glob(os.path.join(
-      study_dir, study_lib.RUNS_DIR, "*", "classes.json")))[:1]:
+      study_dir, study_lib.RUNS_DIR, "*", run_dir_lib.CLASSES_FILE)))[:1]:
     try:
       with open(path) as f:
         return list(json.load(f))

@@ -75,6 +75,7 @@ from rank4class_tf.modeling import interactions
 from rank4class_tf import provenance
 from rank4class_tf.ranking import losses
 from rank4class_tf.ranking import metrics
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.sorting import losses as sodeep_losses
 from rank4class_tf.sorting import sorters
@@ -760,7 +761,7 @@ def check_run_folder(base: config_lib.TrainConfig, run: Run,
     ValueError: one line naming the folder and the differing settings.
   """
   folder = run_dir(study_dir, run)
-  path = os.path.join(folder, serving.CONFIG_FILE)
+  path = run_dir_lib.RunDir(folder).config_file
   if not os.path.exists(path):
     return
   try:
@@ -813,7 +814,8 @@ def _validation_curves(model_dir: str, eval_every: int
   epoch e ending at training step (e + 1) * eval_every."""
   return {tag: [[(epoch + 1) * eval_every, v]
                 for epoch, v in sorted(points.items())]
-          for tag, points in training.validation_curves(model_dir).items()}
+          for tag, points in
+          run_dir_lib.RunDir(model_dir).validation_curves().items()}
 
 
 def softmax_cross_entropy(labels: np.ndarray, scores: np.ndarray
@@ -843,7 +845,7 @@ def evaluate_run(config: config_lib.TrainConfig, data
                                                   scored["test"])
   else:
     ranker = serving.ExportedRanker(config.trainer.model_dir,
-                                    serving.BEST_EXPORT)
+                                    run_dir_lib.BEST_EXPORT)
     val_labels, val_scores = serving.split_scores(ranker, data, "validation")
     labels, scores = serving.split_scores(ranker, data, "test")
   validation = metrics.evaluate_scores(val_labels, val_scores, names)
@@ -871,11 +873,8 @@ def evaluate_run(config: config_lib.TrainConfig, data
 
 
 def _best_step(config: config_lib.TrainConfig) -> Optional[int]:
-  path = os.path.join(config.trainer.model_dir, "best_checkpoint",
-                      "best.json")
-  if not os.path.exists(path):
-    return None
-  return int(_read_json(path)["epoch"]) * config.trainer.eval_every
+  return run_dir_lib.RunDir(config.trainer.model_dir).best_step(
+      config.trainer.eval_every)
 
 
 def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
@@ -909,7 +908,7 @@ def execute_run(base: config_lib.TrainConfig, run: Run, study_dir: str,
     if not training.is_trained(config):
       # Unfinished, or killed during its exports: `train` resumes from the
       # backup (kept until both exports are written) or finishes them.
-      resumed_at = training.resume_epoch(folder) * eval_every
+      resumed_at = run_dir_lib.RunDir(folder).resume_epoch() * eval_every
       start = time.time()
       try:
         training.train(config)

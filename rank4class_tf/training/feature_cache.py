@@ -47,6 +47,7 @@ import tensorflow as tf
 from rank4class_tf.data import datasets
 from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf.data import text
+from rank4class_tf import fileio
 from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import pretrained
 
@@ -218,71 +219,63 @@ def _build(folder: str, spec: CacheSpec, description: Dict[str, Any],
            progress: Callable[[str], None],
            length_bucketing: bool = True) -> None:
   """Computes every split into `folder` (through a temporary folder)."""
-  tmp = f"{folder}.tmp-{os.getpid()}"
-  if os.path.exists(tmp):
-    shutil.rmtree(tmp)
-  os.makedirs(tmp)
-  encoder = spec.build_encoder()
-  inputs = inputs_lib.TextInputs(
-      "text", (), text.TextPreprocessor(spec.vocab_file,
-                                        seq_length=spec.max_seq_length),
-      length_bucketing=length_bucketing)
+  # Another process building the same cache meanwhile: its whole copy is
+  # kept (the same content), this one dropped.
+  with fileio.atomic_folder(folder, replace=False) as tmp:
+    encoder = spec.build_encoder()
+    inputs = inputs_lib.TextInputs(
+        "text", (), text.TextPreprocessor(spec.vocab_file,
+                                          seq_length=spec.max_seq_length),
+        length_bucketing=length_bucketing)
 
-  @tf.function(reduce_retracing=True)
-  def encode(texts):
-    return encoder.features(inputs(texts), training=False)
+    @tf.function(reduce_retracing=True)
+    def encode(texts):
+      return encoder.features(inputs(texts), training=False)
 
-  shapes, seconds = {}, {}
-  for split in sorted(data.splits):
-    instances = data.splits[split][0]
-    start = time.time()
-    # With bucketing, the texts are encoded shortest first, each batch cut
-    # to its longest text (`text.trim`), and written back in place.
-    order = (np.argsort(inputs.token_lengths(instances), kind="stable")
-             if length_bucketing else np.arange(len(instances)))
-    features = mask = None
-    for begin in range(0, len(instances), BUILD_BATCH):
-      rows = order[begin:begin + BUILD_BATCH]
-      values = encode(tf.constant(instances[rows].tolist(), tf.string))
-      if spec.sequence:
-        # Token features padded back to max_seq_length, zero on padding
-        # (what the encoder gives there depends on the padding; no layer
-        # reads it).
-        batch_mask = _pad_to(values["mask"].numpy(), spec.max_seq_length)
-        values = _pad_to(values["features"].numpy(), spec.max_seq_length)
-        values *= batch_mask[..., None].astype(values.dtype)
-      else:
-        values = values.numpy()
-      if features is None:
-        features = np.lib.format.open_memmap(
-            os.path.join(tmp, f"{split}.features.npy"), mode="w+",
-            dtype=np.float32, shape=(len(instances),) + values.shape[1:])
+    shapes, seconds = {}, {}
+    for split in sorted(data.splits):
+      instances = data.splits[split][0]
+      start = time.time()
+      # With bucketing, the texts are encoded shortest first, each batch cut
+      # to its longest text (`text.trim`), and written back in place.
+      order = (np.argsort(inputs.token_lengths(instances), kind="stable")
+               if length_bucketing else np.arange(len(instances)))
+      features = mask = None
+      for begin in range(0, len(instances), BUILD_BATCH):
+        rows = order[begin:begin + BUILD_BATCH]
+        values = encode(tf.constant(instances[rows].tolist(), tf.string))
         if spec.sequence:
-          mask = np.lib.format.open_memmap(
-              os.path.join(tmp, f"{split}.mask.npy"), mode="w+",
-              dtype=np.int32, shape=(len(instances),) + batch_mask.shape[1:])
-      features[rows] = values
+          # Token features padded back to max_seq_length, zero on padding
+          # (what the encoder gives there depends on the padding; no layer
+          # reads it).
+          batch_mask = _pad_to(values["mask"].numpy(), spec.max_seq_length)
+          values = _pad_to(values["features"].numpy(), spec.max_seq_length)
+          values *= batch_mask[..., None].astype(values.dtype)
+        else:
+          values = values.numpy()
+        if features is None:
+          features = np.lib.format.open_memmap(
+              os.path.join(tmp, f"{split}.features.npy"), mode="w+",
+              dtype=np.float32, shape=(len(instances),) + values.shape[1:])
+          if spec.sequence:
+            mask = np.lib.format.open_memmap(
+                os.path.join(tmp, f"{split}.mask.npy"), mode="w+",
+                dtype=np.int32, shape=(len(instances),) + batch_mask.shape[1:])
+        features[rows] = values
+        if spec.sequence:
+          mask[rows] = batch_mask
+      features.flush()
       if spec.sequence:
-        mask[rows] = batch_mask
-    features.flush()
-    if spec.sequence:
-      mask.flush()
-    shapes[split] = list(features.shape)
-    seconds[split] = round(time.time() - start, 2)
-    del features, mask
-    progress(f"feature cache: {split} ({len(instances)} instances) encoded "
-             f"in {seconds[split]:.1f} s")
-  with open(os.path.join(tmp, KEY_FILE), "w") as f:
-    json.dump({"key": key_of(description), "description": description,
-               "shapes": shapes, "seconds": seconds}, f, indent=1,
-              sort_keys=True)
-  try:
-    os.rename(tmp, folder)
-  except OSError:
-    # Another process built the same cache meanwhile: keep its copy.
-    shutil.rmtree(tmp)
-    if not os.path.exists(os.path.join(folder, KEY_FILE)):
-      raise
+        mask.flush()
+      shapes[split] = list(features.shape)
+      seconds[split] = round(time.time() - start, 2)
+      del features, mask
+      progress(f"feature cache: {split} ({len(instances)} instances) encoded "
+               f"in {seconds[split]:.1f} s")
+    with open(os.path.join(tmp, KEY_FILE), "w") as f:
+      json.dump({"key": key_of(description), "description": description,
+                 "shapes": shapes, "seconds": seconds}, f, indent=1,
+                sort_keys=True)
 
 
 def _read_key(folder: str) -> Optional[Dict[str, Any]]:

@@ -32,17 +32,12 @@ from typing import Any, Dict, List, Optional, Tuple
 from absl import logging
 import tensorflow as tf
 
+from rank4class_tf import run_dir as run_dir_lib
+
 # Flags that may differ between the runs that write one model_dir: they
 # extend a run (`train_steps`: resuming an unfinished run with more or fewer
 # steps), change only its serving output (`top_k`) or how it is started.
 MAY_DIFFER = ("model_dir", "overwrite", "train_steps", "top_k")
-
-# A run's state, removed by `--overwrite` (log.txt, the log of every start,
-# is kept).
-STATE = ("backup", "checkpoints", "best_checkpoint", "export", "train",
-         "validation", "config.json", "classes.json", "serving.json")
-LOCK_FILE = ".lock"
-
 
 def differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
   """`--flag=new (was old)` for each setting outside `MAY_DIFFER` that
@@ -88,25 +83,6 @@ def check_identity(model_dir: str, old: Optional[Dict[str, Any]],
         "--overwrite to start it afresh.")
 
 
-# What a run of this package writes into its model_dir, besides `STATE`:
-# top-level names (glob patterns), and for each folder `--overwrite` removes,
-# the names it may hold (Keras' backup folders below `backup/` are Keras').
-OWN_FILES = (LOCK_FILE, "log.txt", "feature_cache", "backup.unreadable",
-             "workertemp_*", ".*.tmp-*", "*.tmp",
-             # The study's files in a run folder (`study`, `study_report`).
-             "study.log", "study_result.json", "study_test.npz", "*.damaged",
-             "*.damaged.*", "events.out.tfevents.*")
-OWN_CONTENTS = {
-    "train": ("events.out.tfevents.*", "plugins"),
-    "validation": ("events.out.tfevents.*", "plugins"),
-    "checkpoints": ("checkpoint", "ckpt-*", ".*.tmp-*", "*.tmp"),
-    "best_checkpoint": ("checkpoint", "ckpt-*", "best.json", ".*.tmp-*",
-                        "*.tmp"),
-    "export": ("best_model_by_metric", "latest_model", ".tmp-*"),
-    "backup": ("chief", "worker*"),
-}
-
-
 def _matches(name: str, patterns) -> bool:
   return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
@@ -131,14 +107,15 @@ def foreign_entries(model_dir: str) -> List[str]:
   foreign = []
   for name in sorted(os.listdir(model_dir)):
     path = os.path.join(model_dir, name)
-    if name in OWN_CONTENTS:
+    if name in run_dir_lib.OWN_CONTENTS:
       if os.path.isdir(path):
         foreign += [os.path.join(name, inner)
                     for inner in sorted(os.listdir(path))
-                    if not _matches(inner, OWN_CONTENTS[name])]
+                    if not _matches(inner, run_dir_lib.OWN_CONTENTS[name])]
       else:
         foreign.append(name)
-    elif name not in STATE and not _matches(name, OWN_FILES):
+    elif name not in run_dir_lib.STATE and not _matches(
+        name, run_dir_lib.OWN_FILES):
       foreign.append(name)
   return foreign
 
@@ -177,7 +154,7 @@ def check_model_dir(model_dir: str, overwrite: bool) -> None:
     return
   shown = ", ".join(foreign[:5]) + (
       f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-  if not os.path.exists(os.path.join(model_dir, "config.json")):
+  if not os.path.exists(run_dir_lib.RunDir(model_dir).config_file):
     raise ValueError(
         f"{flag} holds files no run of rank4class_tf wrote ({shown}) and no "
         "run's config.json: it is not a run's folder; choose an empty or new "
@@ -193,7 +170,7 @@ def clear_state(model_dir: str) -> None:
   """Removes every file of the run in `model_dir` (`STATE`), so that an
   `--overwrite` run never mixes with the old one. `check_model_dir` has
   made sure that these hold nothing a run did not write."""
-  for name in STATE:
+  for name in run_dir_lib.STATE:
     path = os.path.join(model_dir, name)
     if os.path.isdir(path):
       shutil.rmtree(path)
@@ -225,7 +202,7 @@ class RunLock:
   """
 
   def __init__(self, model_dir: str):
-    self._path = os.path.join(model_dir, LOCK_FILE)
+    self._path = run_dir_lib.RunDir(model_dir).lock_file
     self._fd = None
 
   def __enter__(self) -> "RunLock":
@@ -339,9 +316,6 @@ class StopOnSignal(_StepCallback):
       self._previous = None
 
 
-BACKUP_DIR = "backup"  # Keras' BackupAndRestore folder in a model_dir.
-
-
 def unreadable(prefix: str) -> Optional[str]:
   """Why checkpoint `prefix` cannot be read in full (None: it can): every
   tensor is read, so a truncated or damaged data file is found here rather
@@ -367,23 +341,21 @@ def recover_backup(model_dir: str) -> Optional[Tuple[str, int]]:
     (checkpoint, its epoch) to resume from, or None: the backup is
     readable, absent, or no checkpoint is intact.
   """
-  folder = os.path.join(model_dir, BACKUP_DIR)
-  backup = tf.train.latest_checkpoint(os.path.join(folder, "chief"))
+  run = run_dir_lib.RunDir(model_dir)
+  folder = run.backup
+  backup = tf.train.latest_checkpoint(run.chief_backup)
   if not backup:
     return None
   error = unreadable(backup)
   if error is None:
     return None
-  aside = folder + ".unreadable"
+  aside = run.unreadable_backup
   if tf.io.gfile.exists(aside):
     tf.io.gfile.rmtree(aside)
   tf.io.gfile.rename(folder, aside)
-  candidates = sorted(tf.io.gfile.glob(
-      os.path.join(model_dir, "checkpoints", "ckpt-*.index")), reverse=True)
-  for index in candidates:
-    prefix = index[:-len(".index")]
+  for epoch in reversed(run.checkpoint_epochs()):
+    prefix = run.checkpoint(epoch)
     if unreadable(prefix) is None:
-      epoch = int(os.path.basename(prefix)[len("ckpt-"):])
       logging.warning("%s cannot be read (%s): moved to %s; resuming from "
                       "%s (epoch %d).", backup, error, aside, prefix, epoch)
       return prefix, epoch

@@ -12,13 +12,7 @@ where it falls short for classification:
   checkpoint of every validation is kept under `checkpoints/`;
 * exports go through `serving` (raw-input signatures, atomic writes).
 
-A run's model_dir holds the files `serving` describes (config.json,
-classes.json, serving.json, export/) and:
-
-  train/, validation/         TensorBoard events (loss and every metric)
-  checkpoints/ckpt-NNNN       weights after each validation
-  best_checkpoint/ckpt-NNNN   weights of the best validation `best_metric`
-  backup/                     Keras' backup of an unfinished run
+What a run writes into its model_dir, and where, is `run_dir`'s.
 """
 
 import contextlib
@@ -49,13 +43,10 @@ from rank4class_tf.modeling import pretrained
 from rank4class_tf.multilabel import label_attention
 from rank4class_tf.ranking import losses
 from rank4class_tf.ranking import metrics
+from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import run_guard
-
-BACKUP_DIR = run_guard.BACKUP_DIR
-BEST_RECORD = "best.json"
-
 
 class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
   """Train/validation tf.data pipelines and the serving signature of a run.
@@ -150,11 +141,12 @@ class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
 
   def __init__(self, directory: str, monitor: str, resume_after: int = 0,
                model_dir: str = ""):
-    self._record = os.path.join(directory, BEST_RECORD)
+    self._record = os.path.join(directory, run_dir_lib.BEST_RECORD)
     best = None
     if resume_after:
       best = read_best(self._record, monitor, model_dir, resume_after)
-    super().__init__(os.path.join(directory, "ckpt-{epoch:04d}"),
+    super().__init__(os.path.join(directory,
+                                  run_dir_lib.CHECKPOINT_PATTERN),
                      monitor=monitor, mode="max", save_weights_only=True,
                      save_best_only=True, initial_value_threshold=best)
 
@@ -163,35 +155,9 @@ class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
     super().on_epoch_end(epoch, logs)
     if self.best != before and self.model.distribute_strategy.extended \
         .should_checkpoint:
-      write_json_atomically(self._record, {
+      fileio.write_json_atomically(self._record, {
           "epoch": epoch + 1, "monitor": self.monitor,
           "value": float(self.best)})
-
-
-def write_json_atomically(path: str, value: Any) -> None:
-  """Writes `path` through a uniquely named temporary sibling renamed into
-  place (`fileio`), so a crash mid-write leaves the previous file, never a
-  truncated one, and two writers never share a temporary file."""
-  fileio.write_json_atomically(path, value)
-
-
-def validation_curves(model_dir: str) -> Dict[str, Dict[int, float]]:
-  """{metric Keras name: {epoch (0-based): value}} of a run's validations.
-
-  Read from Keras' TensorBoard events (`validation/`, `epoch_<name>` once
-  per epoch); a resumed run may write an epoch twice, the later value wins.
-  """
-  curves: Dict[str, Dict[int, float]] = {}
-  folder = os.path.join(model_dir, "validation")
-  for path in sorted(tf.io.gfile.glob(os.path.join(folder, "events.*"))):
-    for raw in tf.data.TFRecordDataset(path):
-      event = tf.compat.v1.Event.FromString(raw.numpy())
-      for value in event.summary.value:
-        if value.tag.startswith("epoch_"):
-          number = float(tf.make_ndarray(value.tensor))
-          curves.setdefault(value.tag[len("epoch_"):], {})[event.step] = (
-              number)
-  return curves
 
 
 def read_best(path: str, monitor: str, model_dir: str,
@@ -209,7 +175,8 @@ def read_best(path: str, monitor: str, model_dir: str,
       return float(json.load(f)["value"])
   except (tf.errors.NotFoundError, ValueError, KeyError, TypeError):
     pass
-  curve = validation_curves(model_dir).get(monitor[len("val_"):], {})
+  curve = run_dir_lib.RunDir(model_dir).validation_curves().get(
+      monitor[len("val_"):], {})
   values = [v for epoch, v in curve.items() if epoch < resume_after]
   if not values:
     raise ValueError(f"{path} is missing or unreadable and the validation "
@@ -353,6 +320,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
 
   def build_callbacks(self) -> List[tf.keras.callbacks.Callback]:
     model_dir = self._hparams.model_dir
+    run = run_dir_lib.RunDir(model_dir)
     monitor = "val_" + metrics.keras_name(self._config.trainer.best_metric)
     loss = self._config.loss
     schedule = []
@@ -368,10 +336,10 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     return guards + schedule + [
         tf.keras.callbacks.TensorBoard(model_dir),
         tf.keras.callbacks.ModelCheckpoint(
-            os.path.join(model_dir, "checkpoints", "ckpt-{epoch:04d}"),
+            os.path.join(run.checkpoints, run_dir_lib.CHECKPOINT_PATTERN),
             save_weights_only=True),
         # TF-Ranking's pipeline names this folder and exports from it.
-        BestCheckpoint(os.path.join(model_dir, "best_checkpoint"), monitor,
+        BestCheckpoint(run.best_checkpoints, monitor,
                        resume_after=self._start_epoch,
                        model_dir=model_dir),
         # Restores model, optimizer and epoch after a crash or preemption;
@@ -383,7 +351,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
         # it once both exports are written, so a crash during the exports
         # is finished by a rerun without training again.
         tf.keras.callbacks.BackupAndRestore(
-            backup_dir=os.path.join(model_dir, BACKUP_DIR),
+            backup_dir=run.backup,
             delete_checkpoint=False),
     ]
 
@@ -396,17 +364,16 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     with tfr.keras.strategy_utils.strategy_scope(self._strategy), \
         precision_policy(self._config.trainer.mixed_precision):
       model = self._model_builder.build()
-      export = os.path.join(self._hparams.model_dir, "export")
+      run = run_dir_lib.RunDir(self._hparams.model_dir)
       self.export_saved_model(
-          model, os.path.join(export, serving.LATEST_EXPORT),
+          model, run.export(run_dir_lib.LATEST_EXPORT),
           checkpoint=final_checkpoint)
-      best = tf.train.latest_checkpoint(
-          os.path.join(self._hparams.model_dir, "best_checkpoint"))
+      best = run.best_checkpoint()
       if not best:
-        raise ValueError(f"{self._hparams.model_dir}/best_checkpoint holds "
-                         "no checkpoint; start again with --overwrite.")
+        raise ValueError(f"{run.best_checkpoints} holds no checkpoint; "
+                         "start again with --overwrite.")
       self.export_saved_model(
-          model, os.path.join(export, serving.BEST_EXPORT), checkpoint=best)
+          model, run.export(run_dir_lib.BEST_EXPORT), checkpoint=best)
 
   def export_saved_model(self, model: tf.keras.Model, export_to: str,
                          checkpoint: Optional[str] = None):
@@ -424,24 +391,6 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     serving.store_class_features(model)
     serving.export_saved_model(
         model, export_to, self._dataset_builder.build_signatures(model))
-
-
-def resume_epoch(model_dir: str) -> int:
-  """Epochs an interrupted run in `model_dir` completed (0 if none).
-
-  Reads the epoch that Keras' `BackupAndRestore` saved with its last backup
-  (0 when that backup cannot be read: `recover_backup` handles it).
-  """
-  backup = tf.train.latest_checkpoint(
-      os.path.join(model_dir, BACKUP_DIR, "chief"))
-  if not backup:
-    return 0
-  try:
-    saved = tf.train.load_checkpoint(backup).get_tensor(
-        "ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE")
-  except (tf.errors.OpError, ValueError, IndexError):
-    return 0
-  return max(int(saved) + 1, 0)
 
 
 def vocab_file(config: config_lib.ModelConfig) -> str:
@@ -486,7 +435,8 @@ def build_pipeline(config: config_lib.TrainConfig,
   # when the backup was unreadable (`recover_backup`).
   # An --overwrite run starts afresh whatever the folder holds.
   checkpoint, start_epoch = start_checkpoint or (
-      None, 0 if trainer.overwrite else resume_epoch(trainer.model_dir))
+      None, 0 if trainer.overwrite else
+      run_dir_lib.RunDir(trainer.model_dir).resume_epoch())
   instance_inputs = build_inputs(config, data)
   model_kwargs = dict(
       encoder=model.encoder,
@@ -589,7 +539,7 @@ def uses_feature_cache(config: config_lib.TrainConfig) -> bool:
 def feature_cache_dir(config: config_lib.TrainConfig) -> str:
   """--feature_cache_dir, by default `<model_dir>/feature_cache`."""
   return (config.trainer.feature_cache_dir or
-          os.path.join(config.trainer.model_dir, "feature_cache"))
+          run_dir_lib.RunDir(config.trainer.model_dir).feature_cache)
 
 
 def cache_spec(config: config_lib.TrainConfig) -> feature_cache.CacheSpec:
@@ -651,13 +601,14 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   data = load_data(config)
   checks.check_files(config, data)
   model_dir = trainer.model_dir
+  run = run_dir_lib.RunDir(model_dir)
   chief = distribute.is_chief(strategy)
   if chief and not trainer.overwrite:
     # `--overwrite` replaces the run there, readable or not.
     run_guard.check_identity(model_dir, previous_config(model_dir),
                              config.flat(), trainer.overwrite)
   extend_from = None
-  if serving.has_exports(model_dir) and not trainer.overwrite:
+  if run.has_exports() and not trainer.overwrite:
     extend_from = extension_start(config)
     if extend_from is None:
       raise ValueError(f"--model_dir={model_dir} already holds an "
@@ -694,7 +645,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     try:
       _train_and_export(config, data, pipeline, strategy, verbose)
     except run_guard.Diverged as e:
-      done = resume_epoch(model_dir) * trainer.eval_every
+      done = run.resume_epoch() * trainer.eval_every
       kept = (f"backup/ and checkpoints/ hold the weights of step {done}, "
               "the last validation" if done else
               "no validation had passed, so no checkpoint was written")
@@ -703,7 +654,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
           f"{e.step}; no export written; {kept}. Start again with a lower "
           "--learning_rate and --overwrite.") from None
     except run_guard.Terminated as e:
-      done = resume_epoch(model_dir) * trainer.eval_every
+      done = run.resume_epoch() * trainer.eval_every
       raise ValueError(
           f"stopped by SIGTERM at step {e.step}; the backup of step {done} "
           "(the last validation) resumes the run: start the same command "
@@ -729,19 +680,18 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
           "the checkpoints and exports written before are intact.") from None
   if not chief:
     # TF-Ranking writes a non-chief worker's copies under workertemp_<id>.
-    scratch = os.path.join(model_dir,
-                           f"workertemp_{strategy.cluster_resolver.task_id}")
+    scratch = run.worker_scratch(strategy.cluster_resolver.task_id)
     if tf.io.gfile.exists(scratch):
       tf.io.gfile.rmtree(scratch)
-  return os.path.join(model_dir, "export", serving.BEST_EXPORT)
+  return run.export(run_dir_lib.BEST_EXPORT)
 
 
 def _remove_partial_checkpoints(model_dir: str) -> None:
   """Removes the `<checkpoint>_temp` folders a failed TensorFlow save
   leaves (a full disk mid-`SaveV2`): half-written, never loadable."""
-  for folder in ("checkpoints", "best_checkpoint",
-                 os.path.join(BACKUP_DIR, "chief")):
-    for path in tf.io.gfile.glob(os.path.join(model_dir, folder, "*_temp*")):
+  run = run_dir_lib.RunDir(model_dir)
+  for folder in (run.checkpoints, run.best_checkpoints, run.chief_backup):
+    for path in tf.io.gfile.glob(os.path.join(folder, "*_temp*")):
       if tf.io.gfile.isdir(path):
         tf.io.gfile.rmtree(path)
 
@@ -761,7 +711,8 @@ def _train_and_export(config: config_lib.TrainConfig, data,
         pipeline._dataset_builder.serving_spec)  # pylint: disable=protected-access
   final = None if trainer.overwrite else final_checkpoint(config)
   num_epochs = trainer.train_steps // trainer.eval_every
-  if final and resume_epoch(model_dir) in (0, num_epochs):
+  run = run_dir_lib.RunDir(model_dir)
+  if final and run.resume_epoch() in (0, num_epochs):
     # Training finished but its exports did not (killed during them): the
     # final checkpoint is exported, whether the backup is gone or holds the
     # last epoch (a `fit` of no epoch would restore the backup without the
@@ -770,9 +721,8 @@ def _train_and_export(config: config_lib.TrainConfig, data,
     pipeline.export_only(final)
   else:
     pipeline.train_and_validate(verbose=verbose)
-  backup = os.path.join(model_dir, BACKUP_DIR)
-  if chief and tf.io.gfile.exists(backup):
-    tf.io.gfile.rmtree(backup)  # Both exports are written.
+  if chief and run.has_backup():
+    tf.io.gfile.rmtree(run.backup)  # Both exports are written.
 
 
 def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
@@ -781,8 +731,7 @@ def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
   Raises:
     ValueError: naming config.json when it cannot be read.
   """
-  path = os.path.join(model_dir, serving.CONFIG_FILE)
-  if not tf.io.gfile.exists(path):
+  if not tf.io.gfile.exists(run_dir_lib.RunDir(model_dir).config_file):
     return None
   try:
     return serving.load_config(model_dir).flat()
@@ -798,23 +747,23 @@ def extension_start(config: config_lib.TrainConfig
   settings otherwise, `run_guard.check_identity`): training goes on from
   there. None: not a finished run, or not more steps."""
   model_dir, trainer = config.trainer.model_dir, config.trainer
+  run = run_dir_lib.RunDir(model_dir)
   old = previous_config(model_dir)
-  if not old or tf.io.gfile.exists(os.path.join(model_dir, BACKUP_DIR)):
+  if not old or run.has_backup():
     return None
   old_steps = int(old.get("train_steps", 0))
   if not 0 < old_steps < trainer.train_steps or old_steps % trainer.eval_every:
     return None
   epoch = old_steps // trainer.eval_every
-  path = os.path.join(model_dir, "checkpoints", f"ckpt-{epoch:04d}")
-  return (path, epoch) if tf.io.gfile.exists(path + ".index") else None
+  return (run.checkpoint(epoch), epoch) if run.has_checkpoint(epoch) else None
 
 
 def final_checkpoint(config: config_lib.TrainConfig) -> Optional[str]:
   """The per-validation checkpoint of a run's last epoch, if it exists."""
   trainer = config.trainer
-  path = os.path.join(trainer.model_dir, "checkpoints",
-                      f"ckpt-{trainer.train_steps // trainer.eval_every:04d}")
-  return path if tf.io.gfile.exists(path + ".index") else None
+  run = run_dir_lib.RunDir(trainer.model_dir)
+  epoch = trainer.train_steps // trainer.eval_every
+  return run.checkpoint(epoch) if run.has_checkpoint(epoch) else None
 
 
 def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:
@@ -825,14 +774,12 @@ def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:
 def is_trained(config: config_lib.TrainConfig) -> bool:
   """Whether the run of `config` finished: its exports are written, or with
   `--export=false` its last checkpoint is and its backup is gone."""
-  model_dir = config.trainer.model_dir
+  run = run_dir_lib.RunDir(config.trainer.model_dir)
   if config.trainer.export:
     # The exports, and the checkpoint of config's last step: a finished
     # run given more steps (`extension_start`) is not trained yet.
-    return all(tf.io.gfile.exists(os.path.join(model_dir, "export", name))
-               for name in serving.EXPORTS) and bool(final_checkpoint(config))
-  return bool(final_checkpoint(config)) and not tf.io.gfile.exists(
-      os.path.join(model_dir, BACKUP_DIR))
+    return run.has_export_folders() and bool(final_checkpoint(config))
+  return bool(final_checkpoint(config)) and not run.has_backup()
 
 
 def checkpoint_scores(config: config_lib.TrainConfig,
@@ -858,11 +805,10 @@ def checkpoint_scores(config: config_lib.TrainConfig,
   Raises:
     ValueError: the run has no best checkpoint.
   """
-  model_dir = config.trainer.model_dir
-  checkpoint = checkpoint or tf.train.latest_checkpoint(
-      os.path.join(model_dir, "best_checkpoint"))
+  run = run_dir_lib.RunDir(config.trainer.model_dir)
+  checkpoint = checkpoint or run.best_checkpoint()
   if not checkpoint:
-    raise ValueError(f"{model_dir}/best_checkpoint holds no checkpoint.")
+    raise ValueError(f"{run.best_checkpoints} holds no checkpoint.")
   pipeline = build_pipeline(resolve_defaults(config), data)
   # pylint: disable=protected-access
   builder = pipeline._dataset_builder
@@ -896,17 +842,18 @@ def export_run(model_dir: str) -> Tuple[str, str]:
   """
   config = serving.load_config(model_dir)
   config = config.replace(model_dir=model_dir)
+  run = run_dir_lib.RunDir(model_dir)
   final = final_checkpoint(config)
-  if not final or tf.io.gfile.exists(os.path.join(model_dir, BACKUP_DIR)):
+  if not final or run.has_backup():
     raise ValueError(f"--model_dir={model_dir} holds no finished run (its "
                      "last checkpoint is missing or its backup remains); "
                      "finish its training first.")
-  if serving.has_exports(model_dir):
+  if run.has_exports():
     raise ValueError(f"--model_dir={model_dir} already holds an export.")
   checks.validate(config)
   data = load_data(config)
   pipeline = build_pipeline(config, data)
   with run_guard.RunLock(model_dir):
     pipeline.export_only(final, force=True)
-  return tuple(os.path.join(model_dir, "export", name)
-               for name in (serving.LATEST_EXPORT, serving.BEST_EXPORT))
+  return run.export(run_dir_lib.LATEST_EXPORT), run.export(
+      run_dir_lib.BEST_EXPORT)
