@@ -35,7 +35,7 @@ from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.modeling import pretrained
 from rank4class_tf.ranking import losses
 from rank4class_tf import serving
-from rank4class_tf.training import trainer as training
+from rank4class_tf.training import builders
 
 flags.DEFINE_integer("steps", 3, "Timed training steps per model.")
 flags.DEFINE_integer("calls", 5, "Timed serving calls per signature.")
@@ -85,7 +85,7 @@ def main(argv):
       dataset="goemotions", encoder="bert", encoder_size="minilm_l6",
       max_seq_length=32, batch_size=FLAGS.batch_size, model_dir="unused")
   goemotions = datasets.get("goemotions")
-  instance_inputs = training.build_inputs(config, goemotions)
+  instance_inputs = builders.build_inputs(config, goemotions)
   step_rows, serving_rows = [], []
   for count in (goemotions.num_classes, FLAGS.many_classes):
     names = (goemotions.class_names if count == goemotions.num_classes

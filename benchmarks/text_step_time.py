@@ -44,7 +44,8 @@ from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.modeling import pretrained
 from rank4class_tf.ranking import losses
 from rank4class_tf import serving
-from rank4class_tf.training import trainer as training
+from rank4class_tf.training import builders
+from rank4class_tf.training import pipeline as pipeline_lib
 
 flags.DEFINE_integer("steps", 20, "Timed training steps per model.")
 flags.DEFINE_integer("input_batches", 300, "Batches timed for the pipeline.")
@@ -111,14 +112,14 @@ class Variant:
         pooling="mean", max_seq_length=FLAGS.max_seq_length,
         batch_size=FLAGS.batch_size, model_dir="unused",
         length_bucketing=bucketing, mixed_precision=precision)
-    self.inputs = training.build_inputs(config, data)
+    self.inputs = builders.build_inputs(config, data)
     ds = datasets.ranking_dataset(data, "train", FLAGS.batch_size,
                                   training=True, seed=0,
                                   instance_inputs=self.inputs)
     self.batches = list(ds.take(5 + FLAGS.steps * FLAGS.rounds))
     self.mean_length = sum(f["input_word_ids"].shape[1]
                            for f, _ in self.batches) / len(self.batches)
-    with training.precision_policy(precision):
+    with pipeline_lib.precision_policy(precision):
       tf.keras.utils.set_random_seed(0)
       self.model = model_lib.build_model_builder(
           data, self.inputs, encoder="bert",
@@ -284,7 +285,7 @@ def main(argv):
       max_seq_length=FLAGS.max_seq_length, batch_size=FLAGS.batch_size,
       mlp_units=FLAGS.mlp_units, model_dir="unused")
   data = datasets.get("goemotions")
-  instance_inputs = training.build_inputs(config, data)
+  instance_inputs = builders.build_inputs(config, data)
   features, labels = next(iter(datasets.ranking_dataset(
       data, "train", FLAGS.batch_size, training=True,
       instance_inputs=instance_inputs)))

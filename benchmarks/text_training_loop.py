@@ -46,6 +46,8 @@ from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.ranking import losses
 from rank4class_tf.ranking import metrics
+from rank4class_tf.training import builders
+from rank4class_tf.training import pipeline as pipeline_lib
 from rank4class_tf.training import trainer as training
 
 flags.DEFINE_integer("steps", 30, "Timed training steps per variant.")
@@ -152,7 +154,7 @@ def main(argv):
       model_dir="unused", length_bucketing=FLAGS.length_bucketing,
       mixed_precision=FLAGS.mixed_precision)
   data = datasets.get("goemotions")
-  instance_inputs = training.build_inputs(config, data)
+  instance_inputs = builders.build_inputs(config, data)
   real = datasets.ranking_dataset(data, "train", FLAGS.batch_size,
                                   training=True, seed=0,
                                   instance_inputs=instance_inputs)
@@ -160,7 +162,7 @@ def main(argv):
   fixed = tf.data.Dataset.from_tensors((features, labels)).repeat()
 
   def fresh_model():
-    with training.precision_policy(FLAGS.mixed_precision):
+    with pipeline_lib.precision_policy(FLAGS.mixed_precision):
       return model_lib.build_model_builder(
           data, instance_inputs, encoder="bert",
           encoder_kwargs=encoders.config_kwargs(config.model),
@@ -190,16 +192,16 @@ def main(argv):
       eval_every=run_steps, learning_rate=1e-5,
       init_checkpoint=FLAGS.init_checkpoint)
   clock = Clock()
-  build_callbacks = training.Rank4ClassPipeline.build_callbacks
+  build_callbacks = pipeline_lib.Rank4ClassPipeline.build_callbacks
   def with_clock(self):
     return [clock] + build_callbacks(self) + [Last(clock)]
-  training.Rank4ClassPipeline.build_callbacks = with_clock
+  pipeline_lib.Rank4ClassPipeline.build_callbacks = with_clock
   keras_log = io.StringIO()
   start = time.perf_counter()
   with contextlib.redirect_stdout(keras_log):
     training.train(run_config, verbose=2)
   end = time.perf_counter()
-  training.Rank4ClassPipeline.build_callbacks = build_callbacks
+  pipeline_lib.Rank4ClassPipeline.build_callbacks = build_callbacks
   logged = re.search(r"- (\d+)(ms|s)/step", keras_log.getvalue())
   rows.append((f"6. training.train, after its first {steps_per_call(clock)} "
                "steps", clock.steady_ms()))

@@ -23,6 +23,7 @@ from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
+from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 
 flags.DEFINE_string("model_dir", "runs/demo", "Parent directory of the runs.")
@@ -75,7 +76,7 @@ def main(argv):
     run_start = time.time()
     training.train(config)
     seconds = time.time() - run_start
-    results = serving.evaluate(model_dir, training.load_data(config), "test")
+    results = serving.evaluate(model_dir, builders.load_data(config), "test")
     rows.append(dict(results, loss=config.loss.name, seconds=seconds))
   print(f"\nRank4Class on digits (test split, {rows[0]['num_examples']} "
         f"images), interaction={FLAGS.interaction}, "

@@ -14,7 +14,6 @@ Bad flags exit with status 1 and one line naming the flag, before anything is
 written.
 """
 
-import os
 import sys
 
 from absl import app

@@ -18,7 +18,6 @@ Bad flags exit with status 1 and one line naming the flag.
 """
 
 import json
-import os
 import sys
 
 from absl import app

@@ -29,8 +29,8 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf.ranking import metrics
 from rank4class_tf.study import compare
+from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
-from rank4class_tf.training import trainer as training
 
 flags.DEFINE_string("dataset", "goemotions", "A text dataset.")
 flags.DEFINE_string("data_dir", None, "Directory of the dataset's files.")
@@ -74,19 +74,19 @@ def main(argv):
         holdout_classes=tuple(FLAGS.holdout_classes),
         feature_cache_dir=FLAGS.feature_cache_dir, model_dir="unused")
     checks.validate(config)
-    config = training.resolve_defaults(config)
-    data = training.load_data(config)
+    config = builders.resolve_defaults(config)
+    data = builders.load_data(config)
     checks.check_files(config, data)
     if FLAGS.split not in data.split_names:
       raise ValueError(f"--split={FLAGS.split!r} is not valid; choose one "
                        f"of: {', '.join(data.split_names)}.")
     cache = feature_cache.load(FLAGS.feature_cache_dir,
-                               training.cache_spec(config), data)
+                               builders.cache_spec(config), data)
     instances, labels = cache.data.splits[FLAGS.split]
     texts = class_encoders.class_texts(data.class_names,
                                        FLAGS.class_descriptions)
-    classes = training.frozen_class_features(
-        config, training.build_inputs(config, data), texts)
+    classes = builders.frozen_class_features(
+        config, builders.build_inputs(config, data), texts)
     subsets = {"all": slice(None)}
     if FLAGS.holdout_classes:
       subsets["holdout"] = class_encoders.holdout_mask(

@@ -11,7 +11,7 @@ import sys
 from typing import Optional, Sequence
 
 from rank4class_tf import serving
-from rank4class_tf.training import trainer as training
+from rank4class_tf.training import builders
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -39,5 +39,5 @@ def run_module(module: str, *flags: str, check: bool = True,
 
 def evaluate(model_dir: str, *args, **kwargs):
   """`serving.evaluate` of a run on the run's own data."""
-  data = training.load_data(serving.load_config(model_dir))
+  data = builders.load_data(serving.load_config(model_dir))
   return serving.evaluate(model_dir, data, *args, **kwargs)

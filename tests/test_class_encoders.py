@@ -23,6 +23,7 @@ from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
+from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 import helpers
 import test_feature_cache
@@ -124,7 +125,7 @@ def text_model(interaction="dot", class_tower="shared", **kwargs):
       max_seq_length=12, class_encoder="text", class_tower=class_tower,
       model_dir="unused", **kwargs)
   data = datasets.get("goemotions", test_text_pipelines.goemotions_fixture())
-  inputs = training.build_inputs(config, data)
+  inputs = builders.build_inputs(config, data)
   builder = model_lib.build_model_builder(
       data, instance_inputs=inputs, encoder="bert",
       encoder_kwargs=encoders.config_kwargs(config.model),
@@ -257,12 +258,12 @@ class ZeroShotTrainingTest(tf.test.TestCase):
     cls.root = tempfile.mkdtemp()
     cls.config = run_config("zero_shot", cls.root, cls.data_dir,
                             holdout_classes=("anger",))
-    cls.data = training.load_data(cls.config)
+    cls.data = builders.load_data(cls.config)
     training.train(cls.config)
     cls.ranker = serving.ExportedRanker(cls.config.trainer.model_dir)
 
   def test_held_out_class_is_never_in_a_training_or_validation_batch(self):
-    pipeline = training.build_pipeline(self.config, self.data)
+    pipeline = builders.build_pipeline(self.config, self.data)
     # pylint: disable=protected-access
     builder = pipeline._dataset_builder
     train_labels = np.concatenate([
@@ -363,7 +364,7 @@ class CachedAndOnTheFlyTest(tf.test.TestCase):
                         interaction="label_attention", label_dim=8,
                         label_heads=2)
     training.train(config)
-    data = training.load_data(config)
+    data = builders.load_data(config)
     ranker = serving.ExportedRanker(config.trainer.model_dir)
     labels, served = serving.split_scores(ranker, data, "test")
     scored = training.checkpoint_scores(config, data, ("test",))["test"]

@@ -13,6 +13,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.study import compare
+from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 import helpers
 
@@ -95,7 +96,7 @@ class CompareRunsBinaryTest(tf.test.TestCase):
     self.assertEqual(lines[0], "| runs | seeds | top1_accuracy | mrr |")
     self.assertTrue(lines[2].startswith("| all runs | 0,1 | "), lines[2])
     # The row's means are those of each run's best checkpoint.
-    data = training.load_data(config)
+    data = builders.load_data(config)
     top1 = []
     for model_dir in dirs:
       labels, scores = training.checkpoint_scores(

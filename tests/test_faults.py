@@ -33,8 +33,9 @@ from rank4class_tf.data import datasets
 from rank4class_tf import distribute
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
+from rank4class_tf.training import builders
+from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import run_guard
-from rank4class_tf.training import trainer as training
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
@@ -369,19 +370,19 @@ class ExportTest(tf.test.TestCase):
       else:
         with open(record, "w") as f:
           f.write(content)
-      self.assertEqual(training.read_best(record, "val_top1_accuracy",
+      self.assertEqual(callbacks_lib.read_best(record, "val_top1_accuracy",
                                           model_dir, 2), value)
     os.rename(os.path.join(model_dir, "validation"),
               os.path.join(model_dir, "validation.away"))
     with self.assertRaisesRegex(ValueError, "^" + re.escape(record) +
                                 " is missing or unreadable"):
-      training.read_best(record, "val_top1_accuracy", model_dir, 2)
+      callbacks_lib.read_best(record, "val_top1_accuracy", model_dir, 2)
 
   def test_interrupted_export_leaves_no_loadable_folder(self):
     config = config_lib.TrainConfig.create(model_dir=tempfile.mkdtemp(),
                                            train_steps=1, eval_every=1)
     data = datasets.get("digits")
-    pipeline = training.build_pipeline(config, data)
+    pipeline = builders.build_pipeline(config, data)
     model = pipeline._model_builder.build()
     export_to = os.path.join(config.trainer.model_dir, "export", "latest_model")
 

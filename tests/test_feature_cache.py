@@ -23,6 +23,7 @@ from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import pretrained
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
+from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import trainer as training
 import helpers
@@ -212,9 +213,9 @@ class PoolingTest(tf.test.TestCase):
     config = config_lib.TrainConfig.create(
         dataset="goemotions", encoder="bert", init_checkpoint="minilm",
         model_dir="unused")
-    self.assertEqual(training.resolve_defaults(config).model.pooling, "mean")
+    self.assertEqual(builders.resolve_defaults(config).model.pooling, "mean")
     self.assertEqual(
-        training.resolve_defaults(config.replace(pooling="cls")).model.pooling,
+        builders.resolve_defaults(config.replace(pooling="cls")).model.pooling,
         "cls")
     self.assertEqual(encoders.config_kwargs(config.model)["pooling"], "mean")
 
@@ -273,7 +274,7 @@ def head_weights(config, data, checkpoint=None):
   """{weight name: value} of a run's final checkpoint (or
   `checkpoints/<checkpoint>`): the class encoder's and the interaction's,
   and for a run not trained from a cache the encoder's."""
-  model = training.build_pipeline(config, data)._model_builder.build()
+  model = builders.build_pipeline(config, data)._model_builder.build()
   path = (os.path.join(config.trainer.model_dir, "checkpoints", checkpoint)
           if checkpoint else training.final_checkpoint(config))
   model.load_weights(path).expect_partial()
@@ -293,7 +294,7 @@ class FrozenTrainingTest(tf.test.TestCase):
                             interaction="dot")
     cls.on_the_fly = cls.cached.replace(
         model_dir=os.path.join(root, "on_the_fly"), feature_cache=False)
-    cls.data = training.load_data(cls.cached)
+    cls.data = builders.load_data(cls.cached)
     training.train(cls.cached)
     training.train(cls.on_the_fly)
 
@@ -312,7 +313,7 @@ class FrozenTrainingTest(tf.test.TestCase):
                            for k, v in cached.items()), 1e-3)
 
   def test_on_the_fly_encoder_kept_minilms_weights(self):
-    model = training.build_pipeline(self.on_the_fly,
+    model = builders.build_pipeline(self.on_the_fly,
                                     self.data)._model_builder.build()
     model.load_weights(training.final_checkpoint(
         self.on_the_fly)).expect_partial()
@@ -325,7 +326,7 @@ class FrozenTrainingTest(tf.test.TestCase):
   def test_config_records_pooling_and_cache_folder(self):
     config = serving.load_config(self.cached.trainer.model_dir)
     self.assertEqual(config.model.pooling, "mean")
-    folders = os.listdir(training.feature_cache_dir(self.cached))
+    folders = os.listdir(builders.feature_cache_dir(self.cached))
     self.assertLen(folders, 1)
 
   def test_export_serves_mean_pooling_on_raw_text(self):
@@ -374,7 +375,7 @@ class ExportLaterTest(tf.test.TestCase):
     result = helpers.run_module("pipelines.export",
                                 f"--model_dir={model_dir}")
     self.assertIn("best_model_by_metric", result.stdout)
-    data = training.load_data(config)
+    data = builders.load_data(config)
     labels, scores = serving.split_scores(serving.ExportedRanker(model_dir),
                                           data, "test")
     scored = training.checkpoint_scores(config, data, ("test",))

@@ -22,7 +22,7 @@ from rank4class_tf.data import datasets
 from rank4class_tf.data import features as features_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
-from rank4class_tf.training import trainer as training
+from rank4class_tf.training import builders
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
@@ -69,7 +69,7 @@ class Cifar10VGG16Test(tf.test.TestCase):
     config = serving.load_config(self.model_dir)
     self.assertEqual((config.data.dataset, config.model.encoder), ("cifar10", "vgg16"))
     with tfds.testing.mock_data(num_examples=8):
-      data = training.load_data(config)  # Same fake examples, same stats.
+      data = builders.load_data(config)  # Same fake examples, same stats.
       raw = np.stack([x for x, _ in data.dataset("test").as_numpy_iterator()])
     serve = load_serving(self.model_dir)
     with open(os.path.join(self.model_dir, run_dir_lib.SERVING_FILE)) as f:
@@ -79,7 +79,7 @@ class Cifar10VGG16Test(tf.test.TestCase):
       serve(image=tf.zeros([1, 31, 32, 3], tf.uint8))
     served = serve(image=tf.constant(raw))["scores"]
 
-    model = training.build_pipeline(config, data)._model_builder.build()
+    model = builders.build_pipeline(config, data)._model_builder.build()
     model.load_weights(tf.train.latest_checkpoint(
         os.path.join(self.model_dir, "best_checkpoint"))).expect_partial()
     images = data.preprocessing.serve(tf.constant(raw))

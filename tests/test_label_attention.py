@@ -12,7 +12,7 @@ from rank4class_tf.data import datasets
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.multilabel import label_attention as la
 from rank4class_tf.multilabel import losses as multilabel_losses
-from rank4class_tf.training import trainer as training
+from rank4class_tf.training import builders
 
 
 def np_layer_norm(x, layer):
@@ -248,7 +248,7 @@ class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
         encoder_dim=16, label_dim=8, label_heads=2, projection_dim=4,
         contrastive_weight=1.0, contrastive_normalization="positive_anchors",
         contrastive_base_temperature=0.05, train_steps=1, eval_every=1)
-    model = training.build_pipeline(run, data)._model_builder.build()
+    model = builders.build_pipeline(run, data)._model_builder.build()
     config = model.contrastive_loss.get_config()
     self.assertEqual((config["temperature"], config["normalization"],
                       config["base_temperature"]),

@@ -20,7 +20,7 @@ from absl.testing import parameterized
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features as features_lib
 from rank4class_tf import serving
-from rank4class_tf.training import trainer as training
+from rank4class_tf.training import builders
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
@@ -95,7 +95,7 @@ class TrainEvaluateTest(tf.test.TestCase):
 
     # The model: rebuilt from the run's config, best checkpoint restored.
     config = serving.load_config(self.model_dir)
-    model = training.build_pipeline(config, data)._model_builder.build()
+    model = builders.build_pipeline(config, data)._model_builder.build()
     model.load_weights(tf.train.latest_checkpoint(
         os.path.join(self.model_dir, "best_checkpoint"))).expect_partial()
     features = features_lib.class_list_features({"image": tf.constant(images)}, 10)

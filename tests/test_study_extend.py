@@ -249,6 +249,7 @@ class TrainOnTest(tf.test.TestCase):
   def test_more_steps_equal_an_uninterrupted_run(self):
     from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
     from rank4class_tf import serving  # pylint: disable=g-import-not-at-top
+    from rank4class_tf.training import builders  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import trainer as training  # pylint: disable=g-import-not-at-top
     root = tempfile.mkdtemp()
     def config(folder, steps):
@@ -260,7 +261,7 @@ class TrainOnTest(tf.test.TestCase):
       training.train(config("extended", 20))  # Not more steps.
     training.train(config("extended", 40))
     training.train(config("straight", 40))
-    data = training.load_data(config("straight", 40))
+    data = builders.load_data(config("straight", 40))
     got = {name: serving.evaluate(os.path.join(root, name), data,
                                   export=run_dir_lib.LATEST_EXPORT)
            for name in ("extended", "straight")}

@@ -22,7 +22,6 @@ from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.study import runner as study
-from rank4class_tf.training import trainer as training
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.

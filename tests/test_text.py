@@ -88,11 +88,11 @@ class LengthBucketingTest(tf.test.TestCase):
     # pylint: disable=g-import-not-at-top
     from rank4class_tf import config as config_lib
     from rank4class_tf.data import datasets
-    from rank4class_tf.training import trainer as training
+    from rank4class_tf.training import builders
     cls.datasets = datasets
     cls.data = datasets.get("goemotions")
     cls.inputs = {
-        bucketing: training.build_inputs(config_lib.TrainConfig.create(
+        bucketing: builders.build_inputs(config_lib.TrainConfig.create(
             dataset="goemotions", encoder="bert", max_seq_length=32,
             model_dir="unused", length_bucketing=bucketing), cls.data)
         for bucketing in (False, True)}
@@ -113,8 +113,8 @@ class LengthBucketingTest(tf.test.TestCase):
 
   def test_same_scores_with_and_without_bucketing(self):
     # pylint: disable=g-import-not-at-top
-    from rank4class_tf.modeling import encoders
     from rank4class_tf.data import features
+    from rank4class_tf.modeling import encoders
     from rank4class_tf.modeling import model as model_lib
     tf.keras.utils.set_random_seed(3)
     model = model_lib.build_model_builder(

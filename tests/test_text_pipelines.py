@@ -24,7 +24,7 @@ from rank4class_tf.data import text
 from rank4class_tf.modeling import pretrained
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
-from rank4class_tf.training import trainer as training
+from rank4class_tf.training import builders
 import helpers
 
 import bert_fixtures
@@ -51,10 +51,10 @@ def restored_model(model_dir):
   """The run's model rebuilt from its config with the best checkpoint."""
   config = serving.load_config(model_dir)
   data = datasets.get(config.data.dataset, config.data.data_dir)
-  model = training.build_pipeline(config, data)._model_builder.build()
+  model = builders.build_pipeline(config, data)._model_builder.build()
   model.load_weights(tf.train.latest_checkpoint(
       os.path.join(model_dir, "best_checkpoint"))).expect_partial()
-  return model, training.build_inputs(config, data)
+  return model, builders.build_inputs(config, data)
 
 
 def encoder_weights(model):
@@ -225,7 +225,7 @@ class GoogleCheckpointAndMindTest(tf.test.TestCase):
     self.assertAllClose(restored["position_embedding/embeddings"],
                         weights["embeddings/position_embeddings"], atol=5e-3)
     # The vocabulary beside the checkpoint was picked up.
-    self.assertEqual(training.vocab_file(serving.load_config(model_dir).model),
+    self.assertEqual(builders.vocab_file(serving.load_config(model_dir).model),
                      vocab)
     proc = run("pipelines.predict", f"--model_dir={model_dir}",
                "--text=title 3\tabstract 3", "--top_k=3")

@@ -27,6 +27,7 @@ from rank4class_tf import lookup
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf.ranking import metrics
 from rank4class_tf import serving
+from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 
 # Settings that do not make two runs different models.
@@ -129,7 +130,7 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
   for group in groups:
     for model_dir in group.model_dirs:
       config = serving.load_config(model_dir).replace(model_dir=model_dir)
-      data = training.load_data(config)
+      data = builders.load_data(config)
       labels, scores = training.checkpoint_scores(
           config, data, (split,))[split]
       if instances != "all":

@@ -80,6 +80,7 @@ from rank4class_tf import serving
 from rank4class_tf.sorting import losses as sodeep_losses
 from rank4class_tf.sorting import sorters
 from rank4class_tf.study import extend as study_extend
+from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import run_guard
 from rank4class_tf.training import trainer as training
@@ -770,7 +771,7 @@ def check_run_folder(base: config_lib.TrainConfig, run: Run,
     raise ValueError(f"{path} cannot be read ({_reason(e)}); move {folder} "
                      f"out of {RUNS_DIR}/ (the study then trains the run "
                      "afresh).") from None
-  new = training.resolve_defaults(run_config(base, run, study_dir)).flat()
+  new = builders.resolve_defaults(run_config(base, run, study_dir)).flat()
   # Where the study keeps its feature cache is no part of a run's identity.
   old.pop("feature_cache_dir", None)
   differ = run_guard.differences(old, new)
@@ -837,7 +838,7 @@ def evaluate_run(config: config_lib.TrainConfig, data
     `softmax_ce`, and the labels).
   """
   names = tuple(config.trainer.metrics)
-  if training.uses_feature_cache(config) or not config.trainer.export:
+  if builders.uses_feature_cache(config) or not config.trainer.export:
     # The best checkpoint, from the cached features when the run has them
     # (seconds, where the export would run the encoder on both splits).
     scored = training.checkpoint_scores(config, data)
@@ -976,7 +977,7 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
                      "extension) or > 1.")
   # Everything a run reads is checked before the study writes anything.
   check_settings(base, grid)
-  data = training.load_data(base)
+  data = builders.load_data(base)
   for loss in grid.losses:
     checks.check_files(base.replace(**loss_settings(base, loss)), data)
   for run in grid.runs():
@@ -1004,13 +1005,13 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
       todo.append(run)
     else:
       records[run.name] = record
-  if todo and training.uses_feature_cache(base):
+  if todo and builders.uses_feature_cache(base):
     # Built once, before the first run, for every frozen run to share.
     start = time.time()
     config = run_config(base, todo[0], study_dir)
     cache = feature_cache.load(feature_cache_dir(base, study_dir),
-                               training.cache_spec(
-                                   training.resolve_defaults(config)), data,
+                               builders.cache_spec(
+                                   builders.resolve_defaults(config)), data,
                                progress=progress,
                                length_bucketing=base.trainer.length_bucketing)
     progress(f"feature cache {cache.folder}: ready in "

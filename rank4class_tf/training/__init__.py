@@ -1,6 +1,10 @@
 """Training: one run from a config to a model_dir of checkpoints and exports.
 
-  trainer        the TF-Ranking pipeline, callbacks, resume and `train`
+  trainer        `train`: checks, resume, extension, exports; what the
+                 study asks of a run (`is_trained`, `checkpoint_scores`)
+  pipeline       TF-Ranking's `ModelFitPipeline` subclass and dataset builder
+  builders       a `TrainConfig` mapped onto the pipeline
+  callbacks      the best validation's checkpoint and record
   run_guard      the run folder's lock, identity and damage checks
   feature_cache  a frozen encoder's outputs, computed once and shared
 

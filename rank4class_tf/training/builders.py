@@ -1,0 +1,211 @@
+"""The builders of a run: its config mapped onto TF-Ranking's pipeline.
+
+`build_pipeline` turns a `TrainConfig` into the model builder, the dataset
+builder and the `PipelineHparams` of a `pipeline.Rank4ClassPipeline`;
+`resolve_defaults` fills in the settings whose defaults depend on others;
+the feature cache of a frozen encoder is found and keyed here.
+"""
+
+import os
+from typing import Optional, Tuple
+
+import numpy as np
+import tensorflow_ranking as tfr
+
+from rank4class_tf import catalog
+from rank4class_tf import config as config_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.data import features
+from rank4class_tf.data import inputs as inputs_lib
+from rank4class_tf.data import text
+from rank4class_tf import distribute
+from rank4class_tf.modeling import class_encoders
+from rank4class_tf.modeling import encoders
+from rank4class_tf.modeling import interactions
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.modeling import pretrained
+from rank4class_tf.ranking import metrics
+from rank4class_tf import run_dir as run_dir_lib
+from rank4class_tf.training import feature_cache
+from rank4class_tf.training import pipeline as pipeline_lib
+
+
+def vocab_file(config: config_lib.ModelConfig) -> str:
+  """The run's WordPiece vocabulary (see `ModelConfig.vocab_file`)."""
+  if config.vocab_file:
+    return config.vocab_file
+  if config.init_checkpoint and config.init_checkpoint != "minilm":
+    folder = config.init_checkpoint
+    if not os.path.isdir(folder):
+      folder = os.path.dirname(folder)
+    candidate = os.path.join(folder, "vocab.txt")
+    if os.path.exists(candidate):
+      return candidate
+  return pretrained.minilm_files()[1]
+
+
+def build_inputs(config: config_lib.TrainConfig,
+                 data: datasets.ClassificationData
+                ) -> features.InstanceInputs:
+  """Raw numeric inputs, or in-graph tokenization for text datasets."""
+  if not data.is_text:
+    return inputs_lib.default_inputs(data)
+  preprocessor = text.TextPreprocessor(
+      vocab_file(config.model), seq_length=config.model.max_seq_length)
+  return inputs_lib.TextInputs(
+      data.instance_key, data.instance_shape, preprocessor,
+      length_bucketing=config.trainer.length_bucketing)
+
+
+def build_pipeline(config: config_lib.TrainConfig,
+                   data: datasets.ClassificationData,
+                   strategy=None,
+                   start_checkpoint: Optional[Tuple[str, int]] = None
+                  ) -> pipeline_lib.Rank4ClassPipeline:
+  """Maps the config onto TF-Ranking's model builder, data and hparams.
+
+  `strategy` (from `make_strategy`) must be created before any TensorFlow
+  op for multi-worker runs; None trains on the default device.
+  """
+  model, loss, trainer = config.model, config.loss, config.trainer
+  # Where training starts: Keras' backup, or a per-validation checkpoint
+  # when the backup was unreadable (`recover_backup`).
+  # An --overwrite run starts afresh whatever the folder holds.
+  checkpoint, start_epoch = start_checkpoint or (
+      None, 0 if trainer.overwrite else
+      run_dir_lib.RunDir(trainer.model_dir).resume_epoch())
+  instance_inputs = build_inputs(config, data)
+  model_kwargs = dict(
+      encoder=model.encoder,
+      encoder_kwargs=encoders.config_kwargs(model),
+      interaction=model.interaction,
+      mlp_units=model.mlp_units,
+      label_dim=model.label_dim,
+      label_heads=model.label_heads,
+      projection_dim=model.projection_dim,
+      contrastive_temperature=(loss.contrastive_temperature
+                               if loss.contrastive_weight > 0 else None),
+      contrastive_weight=(loss.contrastive_weight
+                          if loss.contrastive_start_step == 0 else 0.0),
+      contrastive_normalization=loss.contrastive_normalization,
+      contrastive_base_temperature=loss.contrastive_base_temperature,
+      class_encoder=model.class_encoder,
+      class_tower=model.class_tower)
+  texts = None
+  if model.class_encoder == "text":
+    texts = class_encoders.class_texts(data.class_names,
+                                       model.class_descriptions)
+  model_builder = model_lib.build_model_builder(
+      data, instance_inputs=instance_inputs, class_texts=texts,
+      **model_kwargs)
+  train_data, train_inputs, serving_builder = data, instance_inputs, None
+  if uses_feature_cache(config):
+    cache = feature_cache.load(feature_cache_dir(config), cache_spec(config),
+                               data, length_bucketing=trainer.length_bucketing)
+    train_data, train_inputs = cache.data, cache.inputs
+    serving_builder = model_builder  # The same model over raw text.
+    model_builder = model_lib.build_model_builder(
+        cache.data, instance_inputs=cache.inputs,
+        encoder_fn=lambda: encoders.CachedFeatures(model.dropout,
+                                                   name="encoder"),
+        class_texts=texts,
+        class_features=(None if texts is None else
+                        frozen_class_features(config, instance_inputs,
+                                              texts)),
+        **model_kwargs)
+  held_out = ()
+  if config.data.holdout_classes:
+    # Zero-shot training: the held-out classes' instances never reach a
+    # training batch or the validation that picks the best checkpoint, and
+    # the classes themselves are padding in every list there (not
+    # negatives: a model trained to push them down learns their absence).
+    held_out = class_encoders.holdout_ids(config.data.holdout_classes,
+                                          data.class_names)
+    train_data = class_encoders.without_classes(train_data, held_out)
+  dataset_builder = pipeline_lib.Rank4ClassDatasetBuilder(
+      train_data, train_inputs, trainer.batch_size, trainer.seed,
+      trainer.top_k, skip_batches=start_epoch * trainer.eval_every,
+      serving_inputs=instance_inputs, padded_classes=held_out)
+  num_epochs = trainer.train_steps // trainer.eval_every  # Exact.
+  hparams = tfr.keras.pipeline.PipelineHparams(
+      model_dir=trainer.model_dir,
+      num_epochs=num_epochs,
+      steps_per_epoch=trainer.eval_every,
+      validation_steps=None,
+      learning_rate=trainer.learning_rate,
+      # TF-Ranking's name where it has the loss (`tfr.keras.losses.get`
+      # takes it), else ours.
+      loss=config_lib.TFR_LOSS_NAMES.get(loss.name, loss.name),
+      optimizer=trainer.optimizer,
+      steps_per_execution=min(10, trainer.eval_every),
+      export_best_model=True,
+      best_exporter_metric_higher_better=True,
+      best_exporter_metric=metrics.keras_name(trainer.best_metric),
+      strategy=distribute.TFR_STRATEGIES[trainer.strategy],
+      cluster_resolver=distribute.cluster_resolver(trainer.strategy,
+                                                   trainer.tpu),
+      tpu=trainer.tpu)
+  return pipeline_lib.Rank4ClassPipeline(model_builder, dataset_builder, hparams, config,
+                            strategy, start_epoch, checkpoint,
+                            serving_model_builder=serving_builder)
+
+
+def frozen_class_features(config: config_lib.TrainConfig,
+                          instance_inputs: features.InstanceInputs,
+                          texts) -> np.ndarray:
+  """The frozen text tower's outputs on the class texts, [num_classes,
+  hidden_size]: what a text class encoder trained from a feature cache
+  projects (the instances' outputs come from the cache; the class texts are
+  few, so they are encoded here, once per build)."""
+  kwargs = dict(encoders.config_kwargs(config.model), sequence=False)
+  tower = encoders.get(config.model.encoder, layer_name="class_tower",
+                       **kwargs)
+  inputs = class_encoders.tokenize(instance_inputs.preprocessor, texts)
+  outputs = [tower.pooled_features(
+      {name: value[i:i + 256] for name, value in inputs.items()},
+      training=False).numpy() for i in range(0, len(texts), 256)]
+  return np.concatenate(outputs).astype(np.float32)
+
+
+def uses_feature_cache(config: config_lib.TrainConfig) -> bool:
+  """Whether a run trains from a feature cache (--freeze_encoder with
+  --feature_cache)."""
+  return config.model.freeze_encoder and config.trainer.feature_cache
+
+
+def feature_cache_dir(config: config_lib.TrainConfig) -> str:
+  """--feature_cache_dir, by default `<model_dir>/feature_cache`."""
+  return (config.trainer.feature_cache_dir or
+          run_dir_lib.RunDir(config.trainer.model_dir).feature_cache)
+
+
+def cache_spec(config: config_lib.TrainConfig) -> feature_cache.CacheSpec:
+  """The frozen encoder of a run, as `feature_cache` keys it."""
+  model = config.model
+  kwargs = encoders.config_kwargs(model)
+  return feature_cache.CacheSpec(
+      encoder=model.encoder, encoder_size=model.encoder_size,
+      init_checkpoint=model.init_checkpoint, vocab_file=vocab_file(model),
+      pooling=kwargs["pooling"], max_seq_length=model.max_seq_length,
+      sequence=model.interaction in interactions.SEQUENCE_INTERACTIONS)
+
+
+def resolve_defaults(config: config_lib.TrainConfig
+                    ) -> config_lib.TrainConfig:
+  """The config with the defaults that depend on other settings filled in,
+  so that config.json records what the run used: a text encoder's pooling
+  (`encoders.default_pooling`); `length_bucketing` false for a dataset that
+  is not text (it has no lengths)."""
+  model = config.model
+  if model.encoder in encoders.TEXT_ENCODERS and not model.pooling:
+    config = config.replace(pooling=encoders.default_pooling(
+        model.encoder, model.init_checkpoint))
+  if (config.trainer.length_bucketing and
+      config.data.dataset not in catalog.TEXT_DATASETS):
+    config = config.replace(length_bucketing=False)
+  return config
+
+
+def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:
+  """The run's dataset (`datasets.from_config`)."""
+  return datasets.from_config(config.data)

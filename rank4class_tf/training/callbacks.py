@@ -1,0 +1,80 @@
+"""The callbacks of a run's training that Keras does not have.
+
+`BestCheckpoint` keeps the weights of the best validation and a record of
+it (`best.json`) that a resumed run starts from; `run_guard` holds the
+callbacks that stop a run (a non-finite loss, SIGTERM).
+"""
+
+import json
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from rank4class_tf import fileio
+from rank4class_tf import run_dir as run_dir_lib
+
+
+class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
+  """Saves the weights whenever a validation metric reaches a new maximum.
+
+  The best value so far is also written (atomically) to `best.json` beside
+  the checkpoints, and a resumed run starts from it, so a restart never
+  mistakes its first validation for the best one. A resumed run whose
+  `best.json` is missing or unreadable rebuilds the value from the run's
+  validation logs (TensorBoard events), or stops naming the file.
+
+  Args:
+    directory: folder of the `ckpt-NNNN` checkpoints and `best.json`.
+    monitor: Keras log key, e.g. `val_top1_accuracy`.
+    resume_after: epochs the resumed run completed (0: a fresh run).
+    model_dir: the run's folder, whose `validation/` events rebuild a lost
+      `best.json`.
+  """
+
+  def __init__(self, directory: str, monitor: str, resume_after: int = 0,
+               model_dir: str = ""):
+    self._record = os.path.join(directory, run_dir_lib.BEST_RECORD)
+    best = None
+    if resume_after:
+      best = read_best(self._record, monitor, model_dir, resume_after)
+    super().__init__(os.path.join(directory,
+                                  run_dir_lib.CHECKPOINT_PATTERN),
+                     monitor=monitor, mode="max", save_weights_only=True,
+                     save_best_only=True, initial_value_threshold=best)
+
+  def on_epoch_end(self, epoch, logs=None):
+    before = self.best
+    super().on_epoch_end(epoch, logs)
+    if self.best != before and self.model.distribute_strategy.extended \
+        .should_checkpoint:
+      fileio.write_json_atomically(self._record, {
+          "epoch": epoch + 1, "monitor": self.monitor,
+          "value": float(self.best)})
+
+
+def read_best(path: str, monitor: str, model_dir: str,
+              resume_after: int) -> float:
+  """The best validation value of the epochs a resumed run completed.
+
+  From `best.json`; when it is missing or unreadable, from the maximum of
+  `monitor` over those epochs in the validation logs.
+
+  Raises:
+    ValueError: naming `path` when neither gives the value.
+  """
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      return float(json.load(f)["value"])
+  except (tf.errors.NotFoundError, ValueError, KeyError, TypeError):
+    pass
+  curve = run_dir_lib.RunDir(model_dir).validation_curves().get(
+      monitor[len("val_"):], {})
+  values = [v for epoch, v in curve.items() if epoch < resume_after]
+  if not values:
+    raise ValueError(f"{path} is missing or unreadable and the validation "
+                     f"logs hold no {monitor} to rebuild it from; start "
+                     "again with --overwrite.")
+  logging.warning("%s was missing or unreadable: rebuilt from the "
+                  "validation logs (best %s %g).", path, monitor, max(values))
+  return max(values)

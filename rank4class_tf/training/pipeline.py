@@ -1,0 +1,327 @@
+"""TF-Ranking's Keras pipeline for a Rank4Class run.
+
+Training goes through TF-Ranking's Keras pipeline
+(`tfr.keras.pipeline.ModelFitPipeline`): model, optimizer, loss and metrics
+are built once inside the strategy scope (`distribute`), then `model.fit`
+runs with TensorBoard and backup-and-restore. `Rank4ClassPipeline` extends it
+where it falls short for classification:
+
+* losses and metrics come from our name lookups (TF-Ranking's
+  `SimplePipeline` takes a single loss key and names metrics itself);
+* the best checkpoint is chosen by a validation metric named like ours, and
+  a checkpoint of every validation is kept under `checkpoints/`;
+* its `train_and_validate` is TF-Ranking's compile and fit with the run's
+  precision policy, XLA and a start from a checkpoint;
+* exports go through `serving` (raw-input signatures, atomic writes).
+
+`Rank4ClassDatasetBuilder` gives it the run's tf.data pipelines and serving
+signatures. What the run writes, and where, is `run_dir`'s.
+"""
+
+import contextlib
+import dataclasses
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+from rank4class_tf import config as config_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.data import features
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.multilabel import label_attention
+from rank4class_tf.ranking import losses
+from rank4class_tf.ranking import metrics
+from rank4class_tf import run_dir as run_dir_lib
+from rank4class_tf import serving
+from rank4class_tf.training import callbacks as callbacks_lib
+from rank4class_tf.training import run_guard
+
+
+class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
+  """Train/validation tf.data pipelines and the serving signature of a run.
+
+  Args:
+    data: the dataset.
+    instance_inputs: how raw instances become context features.
+    batch_size: global batch size.
+    seed: shuffling seed.
+    top_k: number of ranked classes the serving signature returns.
+    skip_batches: training batches already consumed by the run being
+      resumed. The training stream is a fixed function of the seed, so
+      skipping them continues it exactly where the interrupted run was.
+    serving_inputs: the raw instances the exports serve, when they differ
+      from what training reads (a feature cache's values): default
+      `instance_inputs`.
+    padded_classes: class ids whose label entries are set to -1 (padding,
+      ignored by every loss and metric) in training and validation: held-out
+      classes, which zero-shot training must not see even as negatives.
+  """
+
+  def __init__(self, data: datasets.ClassificationData,
+               instance_inputs: features.InstanceInputs, batch_size: int,
+               seed: int, top_k: int, skip_batches: int = 0,
+               serving_inputs: Optional[features.InstanceInputs] = None,
+               padded_classes: Tuple[int, ...] = ()):
+    self._padded = None
+    if padded_classes:
+      self._padded = tf.constant(np.isin(np.arange(data.num_classes),
+                                         padded_classes))
+    self._data = data
+    self._inputs = instance_inputs
+    self._serving_inputs = serving_inputs or instance_inputs
+    self._batch_size = batch_size
+    self._seed = seed
+    self._top_k = top_k
+    self._skip_batches = skip_batches
+
+  def build_train_dataset(self) -> tf.data.Dataset:
+    ds = datasets.ranking_dataset(self._data, "train", self._batch_size,
+                                  training=True, seed=self._seed,
+                                  instance_inputs=self._inputs)
+    ds = self._pad(ds)
+    return ds.skip(self._skip_batches) if self._skip_batches else ds
+
+  def _pad(self, ds: tf.data.Dataset) -> tf.data.Dataset:
+    """Marks the padded classes' label entries -1 (see `padded_classes`)."""
+    if self._padded is None:
+      return ds
+    padded = self._padded
+    return ds.map(lambda x, y: (x, tf.where(padded, -tf.ones_like(y), y)),
+                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+  @property
+  def data(self) -> datasets.ClassificationData:
+    """The data set the run trains on (a feature cache's, a zero-shot
+    run's without its held-out classes)."""
+    return self._data
+
+  @property
+  def instance_inputs(self) -> features.InstanceInputs:
+    """How the training data's raw instances become context features."""
+    return self._inputs
+
+  @property
+  def num_classes(self) -> int:
+    return self._data.num_classes
+
+  @property
+  def serving_spec(self) -> tf.TensorSpec:
+    """The raw instance the serving signature takes (checked per call)."""
+    return self._serving_inputs.serving_spec()
+
+  def build_valid_dataset(self) -> tf.data.Dataset:
+    # Keras' validation computes metrics only: the split can be read in
+    # the order that pads least (`length_sorted`, with length bucketing).
+    return self._pad(datasets.ranking_dataset(
+        self._data, "validation", self._batch_size, training=False,
+        instance_inputs=self._inputs, length_sorted=True))
+
+  def build_signatures(self, model: tf.keras.Model) -> Dict[str, Any]:
+    """The serving signature (`serving.signatures`)."""
+    return serving.signatures(model, self._serving_inputs,
+                              self._data.class_names, self._top_k)
+
+
+KERAS_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16",
+                  "float16": "mixed_float16"}
+
+
+@contextlib.contextmanager
+def precision_policy(precision: str):
+  """Keras' global dtype policy for `--mixed_precision` (float32,
+  bfloat16, float16) inside the block, the previous one restored after.
+  Models built inside compute in that dtype with float32 weights; the
+  model's scores are cast to float32 (`model.Rank4ClassScorer`)."""
+  policy = tf.keras.mixed_precision.global_policy()
+  tf.keras.mixed_precision.set_global_policy(KERAS_POLICIES[precision])
+  try:
+    yield
+  finally:
+    tf.keras.mixed_precision.set_global_policy(policy)
+
+
+class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
+  """`ModelFitPipeline` with our losses, metrics, checkpoints and exports.
+
+  With `--mixed_precision=bfloat16` or `float16` the model is built,
+  trained and exported under the Keras `mixed_bfloat16` / `mixed_float16`
+  policy (`precision_policy`; for float16 Keras wraps the optimizer in a
+  `LossScaleOptimizer`); the previous global policy is restored afterwards.
+  With `--jit_compile` the model is compiled with XLA.
+
+  A run trained from a feature cache trains a model of the cached values;
+  its exports are the same model over raw text (`serving_model_builder`,
+  with the frozen encoder), given the trained weights
+  (`model.copy_weights`). With `--export=false` nothing is exported
+  (`export_run` does it later).
+  """
+
+  def __init__(self, model_builder, dataset_builder, hparams,
+               config: config_lib.TrainConfig, strategy=None,
+               start_epoch: int = 0,
+               start_checkpoint: Optional[str] = None,
+               serving_model_builder=None):
+    # TF-Ranking's constructor checks the builders and keeps them and the
+    # hparams. The strategy is not its to make: a MultiWorkerMirroredStrategy
+    # must exist before any TensorFlow op runs, and a second one cannot be
+    # made in the process, so `train` makes it first from the same settings
+    # (`distribute.get_strategy`, the hparams' `strategy`, `cluster_resolver`
+    # and `tpu`) and hands it in; the optimizer is then built in its scope.
+    super().__init__(model_builder, dataset_builder,
+                     dataclasses.replace(hparams, strategy=None,
+                                         cluster_resolver=None))
+    self._hparams = hparams
+    self._strategy = strategy
+    with tfr.keras.strategy_utils.strategy_scope(strategy):
+      self._optimizer = tf.keras.optimizers.get({
+          "class_name": hparams.optimizer,
+          "config": {"learning_rate": hparams.learning_rate}})
+    self._config = config
+    self._start_epoch = start_epoch
+    self._start_checkpoint = start_checkpoint
+    self._serving_model_builder = serving_model_builder
+    self._serving_model = None
+    self._export = config.trainer.export
+
+  @property
+  def start_epoch(self) -> int:
+    """The epochs done before this training starts (a resumed run's)."""
+    return self._start_epoch
+
+  @property
+  def model_builder(self) -> tfr.keras.model.AbstractModelBuilder:
+    return self._model_builder
+
+  @property
+  def dataset_builder(self) -> "Rank4ClassDatasetBuilder":
+    return self._dataset_builder
+
+  def train_and_validate(self, verbose: int = 0) -> None:
+    """TF-Ranking's compile, fit and exports, with the run's precision
+    policy, XLA (`--jit_compile`) and a start from a per-validation
+    checkpoint (`start_checkpoint`: weights and optimizer state, for a run
+    whose backup was unreadable or that is extended)."""
+    hparams = self._hparams
+    run = run_dir_lib.RunDir(hparams.model_dir)
+    with precision_policy(self._config.trainer.mixed_precision), \
+        tfr.keras.strategy_utils.strategy_scope(self._strategy):
+      model = self._model_builder.build()
+      xla = {"jit_compile": True} if self._config.trainer.jit_compile else {}
+      model.compile(
+          optimizer=self._optimizer, loss=self.build_loss(),
+          metrics=self.build_metrics(), loss_weights=hparams.loss_weights,
+          weighted_metrics=(self.build_weighted_metrics()
+                            if hparams.use_weighted_metrics else None),
+          steps_per_execution=hparams.steps_per_execution, **xla)
+      initial_epoch = 0
+      if self._start_checkpoint:
+        # The weights now; the optimizer's step count and slots (created at
+        # the first step) when they are created: TensorFlow's checkpoints
+        # defer the restore of objects that do not exist yet.
+        model.load_weights(
+            self._start_checkpoint).assert_existing_objects_matched()
+        initial_epoch = self._start_epoch
+      model.fit(
+          x=self._dataset_builder.build_train_dataset(),
+          epochs=hparams.num_epochs, steps_per_epoch=hparams.steps_per_epoch,
+          validation_steps=hparams.validation_steps,
+          validation_data=self._dataset_builder.build_valid_dataset(),
+          callbacks=self.build_callbacks(), verbose=verbose,
+          initial_epoch=initial_epoch)
+      output = tfr.keras.strategy_utils.get_output_filepath(
+          hparams.model_dir, self._strategy)
+      output_run = run_dir_lib.RunDir(output)
+      self.export_saved_model(
+          model, output_run.export(run_dir_lib.LATEST_EXPORT))
+      best = run.best_checkpoint()
+      if not best:
+        raise ValueError(f"{run.best_checkpoints} holds no checkpoint.")
+      self.export_saved_model(
+          model, output_run.export(run_dir_lib.BEST_EXPORT), checkpoint=best)
+
+  def build_loss(self) -> tf.keras.losses.Loss:
+    return losses.build(self._config.loss, self._dataset_builder.num_classes,
+                        self._config.trainer.seed)
+
+  def build_metrics(self) -> List[tf.keras.metrics.Metric]:
+    return metrics.get_all(self._config.trainer.metrics)
+
+  def build_weighted_metrics(self) -> List[tf.keras.metrics.Metric]:
+    return []
+
+  def build_callbacks(self) -> List[tf.keras.callbacks.Callback]:
+    model_dir = self._hparams.model_dir
+    run = run_dir_lib.RunDir(model_dir)
+    monitor = "val_" + metrics.keras_name(self._config.trainer.best_metric)
+    loss = self._config.loss
+    schedule = []
+    if loss.contrastive_weight > 0:
+      # MulCon's two steps: the loss alone, then loss + gamma * LLCL.
+      schedule = [label_attention.ContrastiveSchedule(
+          loss.contrastive_start_step // self._config.trainer.eval_every,
+          loss.contrastive_weight, loss.contrastive_learning_rate)]
+    steps = self._config.trainer.eval_every
+    # First: a non-finite loss must stop the epoch before any callback below
+    # saves its weights.
+    guards = [run_guard.StopOnNonFinite(steps), run_guard.StopOnSignal(steps)]
+    return guards + schedule + [
+        tf.keras.callbacks.TensorBoard(model_dir),
+        tf.keras.callbacks.ModelCheckpoint(
+            os.path.join(run.checkpoints, run_dir_lib.CHECKPOINT_PATTERN),
+            save_weights_only=True),
+        # TF-Ranking's pipeline names this folder and exports from it.
+        callbacks_lib.BestCheckpoint(run.best_checkpoints, monitor,
+                       resume_after=self._start_epoch,
+                       model_dir=model_dir),
+        # Restores model, optimizer and epoch after a crash or preemption;
+        # `resume_epoch` reads the same backup to realign the data. Last, so
+        # that a backup of epoch e implies that epoch e's checkpoints and
+        # best.json are written: a kill between them would otherwise resume
+        # without the best value so far and pick a worse best checkpoint.
+        # Kept after training (`delete_checkpoint=False`): `train` deletes
+        # it once both exports are written, so a crash during the exports
+        # is finished by a rerun without training again.
+        tf.keras.callbacks.BackupAndRestore(
+            backup_dir=run.backup,
+            delete_checkpoint=False),
+    ]
+
+  def export_only(self, final_checkpoint: str, force: bool = False) -> None:
+    """Writes both exports of a run whose training finished, from its final
+    and best checkpoints, without training (a run whose exports were
+    interrupted and whose backup is gone). With `--export=false`, nothing
+    unless `force` (`export_run`)."""
+    self._export = self._export or force
+    with tfr.keras.strategy_utils.strategy_scope(self._strategy), \
+        precision_policy(self._config.trainer.mixed_precision):
+      model = self._model_builder.build()
+      run = run_dir_lib.RunDir(self._hparams.model_dir)
+      self.export_saved_model(
+          model, run.export(run_dir_lib.LATEST_EXPORT),
+          checkpoint=final_checkpoint)
+      best = run.best_checkpoint()
+      if not best:
+        raise ValueError(f"{run.best_checkpoints} holds no checkpoint; "
+                         "start again with --overwrite.")
+      self.export_saved_model(
+          model, run.export(run_dir_lib.BEST_EXPORT), checkpoint=best)
+
+  def export_saved_model(self, model: tf.keras.Model, export_to: str,
+                         checkpoint: Optional[str] = None):
+    """Exports through `serving` (a temporary folder renamed into place)."""
+    if not self._export:
+      return
+    if checkpoint:
+      model.load_weights(checkpoint).expect_partial()
+    if self._serving_model_builder is not None:
+      # Built once per run: the frozen encoder's weights never change.
+      if self._serving_model is None:
+        self._serving_model = self._serving_model_builder.build()
+      model_lib.copy_weights(model, self._serving_model)
+      model = self._serving_model
+    serving.store_class_features(model)
+    serving.export_saved_model(
+        model, export_to, self._dataset_builder.build_signatures(model))
