@@ -24,7 +24,9 @@ sets (--loss, --interaction, --learning_rate, --mlp_units, --seed) and
 are the paper's tuning grids (1e-7 ... 0.1 by factors of about 3;
 64,128,256,512). `--cells` restricts the grid to some loss.interaction
 cells; `--choose_on_seed=0` tunes on seed 0 only and runs the other seeds at
-its choices (docs/study.md).
+its choices (docs/study.md). `--summary_dir` copies a summary small enough
+to commit; `--from_summary` starts a study folder from it on another machine
+and goes on where it stopped.
 """
 
 import sys
@@ -86,6 +88,12 @@ flags.DEFINE_string(
     "study_result.json, the chosen runs' per-instance test arrays and the "
     "report (small enough to commit; --report_only --study_dir=<it> "
     "regenerates the report from it).")
+flags.DEFINE_string(
+    "from_summary", None,
+    "Start a new or empty --study_dir from this summary (the --summary_dir "
+    "of an unfinished study, e.g. committed from another machine): its runs "
+    "are finished and not trained again. Ignored when --study_dir already "
+    "holds a study (it goes on as it is), so one command resumes anywhere.")
 flags.DEFINE_integer(
     "extend_grid", 0,
     "After the grid, for each (loss, interaction, seed) whose chosen "
@@ -154,6 +162,13 @@ def main(argv):
   try:
     if FLAGS.summary_dir:
       study_report.check_summary_dir(FLAGS.study_dir, FLAGS.summary_dir)
+    if FLAGS.from_summary:
+      copied = study_report.start_from_summary(FLAGS.from_summary,
+                                               FLAGS.study_dir)
+      print(f"--from_summary: started {FLAGS.study_dir} from the {copied} "
+            f"runs of {FLAGS.from_summary}." if copied else
+            f"--from_summary: {FLAGS.study_dir} already holds a study; it "
+            "goes on as it is.")
     if not FLAGS.report_only:
       base = train_flags.config_from_flags(model_dir=FLAGS.study_dir)
       study_report.check_options(

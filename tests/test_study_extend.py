@@ -140,7 +140,8 @@ class PlanTest(tf.test.TestCase):
                      [("mse.dot.lr0.0001.seed0", 2)])
 
 
-class RunStudyTest(tf.test.TestCase):
+class StandInStudyCase(tf.test.TestCase):
+  """A one-cell study run with the stand-in trainer."""
 
   def setUp(self):
     super().setUp()
@@ -156,6 +157,9 @@ class RunStudyTest(tf.test.TestCase):
                              progress=lines.append, extend_grid=extend_grid,
                              extend_steps=extend_steps)
     return runs, calls, lines
+
+
+class RunStudyTest(StandInStudyCase):
 
   def test_runs_still_improving_go_on_once(self):
     # Every stand-in run peaks at its last validation (step 10 of 10): the
@@ -238,8 +242,74 @@ class RunStudyTest(tf.test.TestCase):
     self.assertFalse(os.path.exists(self.dir))
 
 
-if __name__ == "__main__":
-  tf.test.main()
+
+class FromSummaryTest(StandInStudyCase):
+  """A study goes on from its committed summary on another machine."""
+
+  def test_goes_on_where_it_stopped(self):
+    # Machine 1: two of the three rates, then the summary.
+    self.grid = dataclasses.replace(self.grid, learning_rates=(1e-3, 3e-3))
+    self.run_study(peak_at(3e-3), 0)
+    summary = os.path.join(tempfile.mkdtemp(), "summary")
+    self.assertEqual(study_report.write_summary(self.dir, summary), 4)
+    with open(os.path.join(summary, study.SUMMARY_FILE)) as f:
+      self.assertEqual(json.load(f), {"runs_without_arrays": [
+          "softmax.dot.lr0.001.seed0", "softmax.dot.lr0.001.seed1"]})
+    # Machine 2: a new folder from the summary; only the third rate and
+    # the chosen runs' extension are trained (from scratch: no checkpoint).
+    self.dir = os.path.join(tempfile.mkdtemp(), "study")
+    self.assertEqual(study_report.start_from_summary(summary, self.dir), 4)
+    self.assertEqual(study.load_summarized(self.dir), {
+        "softmax.dot.lr0.001.seed0", "softmax.dot.lr0.001.seed1"})
+    self.grid = dataclasses.replace(self.grid,
+                                    learning_rates=(1e-3, 3e-3, 1e-2))
+    _, calls, lines = self.run_study(peak_at(3e-3), 0, extend_steps=2)
+    self.assertEqual(calls, ["softmax.dot.lr0.01.seed0",
+                             "softmax.dot.lr0.01.seed1",
+                             "softmax.dot.lr0.003.seed0->20",
+                             "softmax.dot.lr0.003.seed1->20"])
+    self.assertIn("4 of 6 runs already finished in "
+                  f"{self.dir}: skipped.", lines)
+    # The same command with the folder there: the summary is not read.
+    self.assertEqual(study_report.start_from_summary(summary, self.dir), 0)
+    _, again, _ = self.run_study(peak_at(3e-3), 0, extend_steps=2)
+    self.assertEqual(again, [])
+    # The report of the whole study, from the folder that holds no arrays
+    # for the unchosen runs of machine 1.
+    paths = study_report.write_report(self.dir, progress=lambda _: None)
+    with open(paths["results"]) as f:
+      rows = {r["run"]: r for r in csv.DictReader(f)}
+    self.assertLen(rows, 6)
+    self.assertEqual(rows["softmax.dot.lr0.003.seed0"]["selected"], "True")
+
+  def test_refusals(self):
+    summary = os.path.join(tempfile.mkdtemp(), "summary")
+    with self.assertRaisesRegex(ValueError, r"^--from_summary=.*/summary "
+                                r"holds no study\.json: not a study "
+                                r"summary\.$"):
+      study_report.start_from_summary(summary, self.dir)
+    self.assertFalse(os.path.exists(self.dir))
+    self.run_study(peak_at(3e-3), 0)
+    study_report.write_summary(self.dir, summary)
+    other = tempfile.mkdtemp()
+    open(os.path.join(other, "notes.txt"), "w").close()
+    with self.assertRaisesRegex(ValueError, r"^--study_dir=.* is not empty "
+                                r"and holds no study\.json"):
+      study_report.start_from_summary(summary, other)
+    self.assertEqual(os.listdir(other), ["notes.txt"])
+    with open(os.path.join(summary, study.SUMMARY_FILE), "w") as f:
+      f.write("{")
+    target = os.path.join(tempfile.mkdtemp(), "study")
+    study_report.start_from_summary(summary, target)  # Lists it afresh.
+    self.assertEqual(study.load_summarized(target), {
+        "softmax.dot.lr0.001.seed0", "softmax.dot.lr0.001.seed1",
+        "softmax.dot.lr0.01.seed0", "softmax.dot.lr0.01.seed1"})
+    with open(os.path.join(target, study.SUMMARY_FILE), "w") as f:
+      f.write("[]")
+    self.dir = target
+    with self.assertRaisesRegex(ValueError, r"summary\.json cannot be read "
+                                r".*copy it again from the summary\.$"):
+      self.run_study(peak_at(3e-3), 0)
 
 
 class TrainOnTest(tf.test.TestCase):
@@ -366,3 +436,7 @@ class ChooseOnSeedTest(tf.test.TestCase):
                   "top1_accuracy, the other seeds run at that choice "
                   "(`--choose_on_seed`)", tables)
     self.assertIn("0 of 6 chosen runs are on an edge", tables)
+
+
+if __name__ == "__main__":
+  tf.test.main()

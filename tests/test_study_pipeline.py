@@ -206,6 +206,9 @@ class BadInputTest(tf.test.TestCase):
         "choose_on_seed": (["--seeds=1,2", "--choose_on_seed=0"],
                            "study: --choose_on_seed=0 is not one of --seeds "
                            "(1,2)."),
+        "from_summary": ([f"--from_summary={parent}/no_summary"],
+                         f"study: --from_summary={parent}/no_summary holds "
+                         "no study.json: not a study summary."),
         "train_flag": (["--batch_size=0"],
                        "study: --batch_size=0 must be > 0."),
         "missing_data": (["--dataset=mind", "--encoder=bert",

@@ -27,6 +27,10 @@ the validation split, and the test metrics of the chosen run are reported.
                            finished and is never trained again
   results.csv, tables.md, figures/, events.out.tfevents.*.study_hparams
                            the report (`study_report.write_report`)
+  summary.json             only in a study started from a summary
+                           (`--from_summary`): the runs whose test arrays
+                           the summary left out (never chosen), finished
+                           all the same
 
 A run's folder is named after its grid values
 (`approx_ndcg.lc_mlp.lr0.001.u128.seed0`); the learning rate is written with
@@ -62,7 +66,8 @@ import logging
 import math
 import os
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import (Callable, Collection, Dict, Iterator, List, Optional,
+                    Sequence, Tuple)
 
 import numpy as np
 import tensorflow as tf
@@ -138,6 +143,10 @@ RUNS_DIR = "runs"
 RESULT_FILE = "study_result.json"
 TEST_FILE = "study_test.npz"
 LOG_FILE = "study.log"
+# Written by a summary (`study_report.write_summary`): the runs whose test
+# arrays it leaves out (never chosen). A study started from the summary
+# (`study_report.start_from_summary`) counts them as finished.
+SUMMARY_FILE = "summary.json"
 FEATURE_CACHE_DIR = "feature_cache"
 # A damaged study file is moved aside to `<file>.damaged` (`.damaged.1`, ...
 # when that exists), never deleted.
@@ -719,12 +728,31 @@ def move_aside(path: str) -> str:
   return target
 
 
+def load_summarized(study_dir: str) -> frozenset:
+  """The runs whose test arrays a summary left out (`SUMMARY_FILE`): none
+  unless the study was started from a summary."""
+  path = os.path.join(study_dir, SUMMARY_FILE)
+  if not os.path.exists(path):
+    return frozenset()
+  try:
+    names = _read_json(path)["runs_without_arrays"]
+    if not isinstance(names, list):
+      raise TypeError("runs_without_arrays is not a list")
+    return frozenset(str(name) for name in names)
+  except (ValueError, TypeError, KeyError) as e:
+    raise ValueError(f"{path} cannot be read ({_reason(e)}); it is the "
+                     "summary's list of runs without test arrays: copy it "
+                     "again from the summary.") from None
+
+
 def finished_record(study_dir: str, run: Run, metric_names: Sequence[str],
-                    progress: Callable[[str], None] = print
+                    progress: Callable[[str], None] = print,
+                    summarized: Collection[str] = ()
                    ) -> Tuple[Optional[Dict[str, object]],
                               Optional[Dict[str, object]]]:
   """(record, earlier) of a run: `record` when the run is finished (its
-  record and test arrays whole and naming it), else None.
+  record and test arrays whole and naming it, or its record whole and the
+  run in `summarized`: a summary left its arrays out), else None.
 
   Damaged files are moved aside (`move_aside`, one `progress` line each).
   `earlier` is the run's whole record when only its arrays are missing or
@@ -743,6 +771,8 @@ def finished_record(study_dir: str, run: Run, metric_names: Sequence[str],
                                 record["num_test"])
     except DamagedFile as e:
       damaged.append(e)
+    if arrays is None and not damaged and run.name in summarized:
+      return record, None
   for error in damaged:
     moved = move_aside(error.path)
     progress(f"{error.path} is damaged ({error.reason}): moved to "
@@ -993,10 +1023,12 @@ def run_study(study_dir: str, base: config_lib.TrainConfig, grid: Grid,
            run not in runs]
   names = base.trainer.metrics
   steps = load_extended_steps(study_dir)
+  summarized = load_summarized(study_dir)
   records = {}
   todo, earlier = [], {}
   for run in runs:
-    record, earlier[run] = finished_record(study_dir, run, names, progress)
+    record, earlier[run] = finished_record(study_dir, run, names, progress,
+                                           summarized)
     if record is not None and run.name in steps and (
         record.get("extended_steps") or {}).get("to") != steps[run.name]:
       # Its extension was interrupted: the record is the shorter run's.
