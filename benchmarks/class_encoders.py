@@ -30,7 +30,6 @@ from benchmarks import timing
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.modeling import class_encoders
-from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.modeling import pretrained
 from rank4class_tf.ranking import losses
@@ -57,15 +56,15 @@ def synthetic_names(count: int, seed: int = 0):
 
 
 def build(data, instance_inputs, config, class_encoder, frozen=False):
-  kwargs = encoders.config_kwargs(config.model)
+  model = dataclasses.replace(config.model, interaction="dot",
+                              class_encoder=class_encoder)
   texts = list(data.class_names)
   features = None
   if frozen:
     features = np.random.default_rng(0).normal(
         size=[len(texts), 384]).astype(np.float32)
   return model_lib.build_model_builder(
-      data, instance_inputs, encoder="bert", encoder_kwargs=kwargs,
-      interaction="dot", class_encoder=class_encoder, class_texts=texts,
+      data, model, instance_inputs=instance_inputs, class_texts=texts,
       class_features=features).build()
 
 

@@ -9,7 +9,6 @@ the class-table gather. Prints a markdown table measured in one run.
 
 from absl import app
 from absl import flags
-import numpy as np
 import tensorflow as tf
 
 from benchmarks import timing

@@ -26,9 +26,9 @@ peer's tokenizer + model. `uptime` is printed before and after.
   .venv/bin/python -m benchmarks.text_step_time --steps=15 --rounds=3
 """
 
+import dataclasses
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -122,9 +122,8 @@ class Variant:
     with pipeline_lib.precision_policy(precision):
       tf.keras.utils.set_random_seed(0)
       self.model = model_lib.build_model_builder(
-          data, self.inputs, encoder="bert",
-          encoder_kwargs=encoders.config_kwargs(config.model),
-          interaction="dot").build()
+          data, dataclasses.replace(config.model, interaction="dot"),
+          instance_inputs=self.inputs).build()
       self.step = timing.make_step(
           self.model, losses.get("softmax"), tf.keras.optimizers.Adam(1e-5),
           reduce_retracing=not FLAGS.jit_compile,
@@ -293,10 +292,9 @@ def main(argv):
   rows = []
   for interaction in ("dot", "lc_mlp", "concat_mlp"):
     ranker = model_lib.build_model_builder(
-        data, instance_inputs, encoder="bert",
-        encoder_kwargs=encoders.config_kwargs(config.model),
-        interaction=interaction,
-        mlp_units=FLAGS.mlp_units).build()
+        data, dataclasses.replace(config.model, interaction=interaction,
+                                  mlp_units=FLAGS.mlp_units),
+        instance_inputs=instance_inputs).build()
     step = timing.make_step(ranker, losses.get("softmax"),
                                tf.keras.optimizers.Adam(1e-5))
     rows.append((f"ranking model, {interaction}",

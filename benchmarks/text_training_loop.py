@@ -27,6 +27,7 @@ Prints two markdown tables: ms per training step of 1-6, and the seconds of
 each phase of 6.
 """
 
+import dataclasses
 import contextlib
 import io
 import os
@@ -42,7 +43,6 @@ import tensorflow as tf
 from benchmarks import timing
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
-from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.ranking import losses
 from rank4class_tf.ranking import metrics
@@ -164,9 +164,8 @@ def main(argv):
   def fresh_model():
     with pipeline_lib.precision_policy(FLAGS.mixed_precision):
       return model_lib.build_model_builder(
-          data, instance_inputs, encoder="bert",
-          encoder_kwargs=encoders.config_kwargs(config.model),
-          interaction="dot").build()
+          data, dataclasses.replace(config.model, interaction="dot"),
+          instance_inputs=instance_inputs).build()
 
   rows = []
   model = fresh_model()

@@ -19,7 +19,6 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features as features_lib
 from rank4class_tf.modeling import class_encoders
-from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
@@ -127,11 +126,7 @@ def text_model(interaction="dot", class_tower="shared", **kwargs):
   data = datasets.get("goemotions", test_text_pipelines.goemotions_fixture())
   inputs = builders.build_inputs(config, data)
   builder = model_lib.build_model_builder(
-      data, instance_inputs=inputs, encoder="bert",
-      encoder_kwargs=encoders.config_kwargs(config.model),
-      interaction=interaction, mlp_units=8, label_dim=8, label_heads=2,
-      class_encoder="text", class_texts=list(CLASSES),
-      class_tower=class_tower)
+      data, config.model, instance_inputs=inputs, class_texts=list(CLASSES))
   return builder.build(), inputs
 
 
@@ -265,7 +260,7 @@ class ZeroShotTrainingTest(tf.test.TestCase):
   def test_held_out_class_is_never_in_a_training_or_validation_batch(self):
     pipeline = builders.build_pipeline(self.config, self.data)
     # pylint: disable=protected-access
-    builder = pipeline._dataset_builder
+    builder = pipeline.dataset_builder
     train_labels = np.concatenate([
         labels.numpy() for _, labels in
         builder.build_train_dataset().take(20)])

@@ -383,7 +383,7 @@ class ExportTest(tf.test.TestCase):
                                            train_steps=1, eval_every=1)
     data = datasets.get("digits")
     pipeline = builders.build_pipeline(config, data)
-    model = pipeline._model_builder.build()
+    model = pipeline.model_builder.build()
     export_to = os.path.join(config.trainer.model_dir, "export", "latest_model")
 
     def crash(path, **kwargs):

@@ -274,7 +274,7 @@ def head_weights(config, data, checkpoint=None):
   """{weight name: value} of a run's final checkpoint (or
   `checkpoints/<checkpoint>`): the class encoder's and the interaction's,
   and for a run not trained from a cache the encoder's."""
-  model = builders.build_pipeline(config, data)._model_builder.build()
+  model = builders.build_pipeline(config, data).model_builder.build()
   path = (os.path.join(config.trainer.model_dir, "checkpoints", checkpoint)
           if checkpoint else training.final_checkpoint(config))
   model.load_weights(path).expect_partial()
@@ -314,7 +314,7 @@ class FrozenTrainingTest(tf.test.TestCase):
 
   def test_on_the_fly_encoder_kept_minilms_weights(self):
     model = builders.build_pipeline(self.on_the_fly,
-                                    self.data)._model_builder.build()
+                                    self.data).model_builder.build()
     model.load_weights(training.final_checkpoint(
         self.on_the_fly)).expect_partial()
     network = model.get_layer("encoder").network

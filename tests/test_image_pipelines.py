@@ -79,7 +79,7 @@ class Cifar10VGG16Test(tf.test.TestCase):
       serve(image=tf.zeros([1, 31, 32, 3], tf.uint8))
     served = serve(image=tf.constant(raw))["scores"]
 
-    model = builders.build_pipeline(config, data)._model_builder.build()
+    model = builders.build_pipeline(config, data).model_builder.build()
     model.load_weights(tf.train.latest_checkpoint(
         os.path.join(self.model_dir, "best_checkpoint"))).expect_partial()
     images = data.preprocessing.serve(tf.constant(raw))

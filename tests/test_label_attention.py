@@ -145,11 +145,16 @@ def digits_batch(batch_size, multi_hot=False):
   return data, features, labels
 
 
-def build(data, **kwargs):
-  return model_lib.build_model_builder(
-      data, interaction="label_attention",
-      encoder_kwargs={"dim": 16, "dropout": 0.}, label_dim=8, label_heads=2,
-      projection_dim=4, **kwargs).build()
+def build(data, loss=None, **contrastive):
+  """The label-attention model; `contrastive` settings (LossConfig fields)
+  make MulCon's, with gamma 1 unless given."""
+  model = config_lib.ModelConfig(
+      interaction="label_attention", encoder_dim=16, dropout=0., label_dim=8,
+      label_heads=2, projection_dim=4)
+  if contrastive:
+    loss = config_lib.LossConfig(**dict(dict(contrastive_weight=1.),
+                                        **contrastive))
+  return model_lib.build_model_builder(data, model, loss).build()
 
 
 class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
@@ -168,11 +173,12 @@ class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
   def test_encoder_without_positions_is_refused(self):
     data, _, _ = digits_batch(2)
     with self.assertRaisesRegex(ValueError, "--encoder=mlp has none"):
-      model_lib.build_model_builder(data, encoder="mlp",
-                                    interaction="label_attention")
+      model_lib.build_model_builder(data, config_lib.ModelConfig(
+          encoder="mlp", interaction="label_attention"))
     with self.assertRaisesRegex(ValueError, "needs --interaction="
                                 "label_attention"):
-      model_lib.build_model_builder(data, contrastive_temperature=0.2)
+      model_lib.build_model_builder(
+          data, loss=config_lib.LossConfig(contrastive_weight=0.2))
 
   @parameterized.parameters(0.0, 0.5)
   def test_train_step_adds_gamma_times_llcl(self, gamma):
@@ -180,8 +186,10 @@ class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
     # loss + gamma * LLCL computed by hand.
     data, features, labels = digits_batch(6, multi_hot=True)
     tf.keras.utils.set_random_seed(3)
-    model = build(data, contrastive_temperature=0.2,
-                  contrastive_weight=gamma)
+    # gamma 0: MulCon's first step (a later --contrastive_start_step).
+    model = build(data, config_lib.LossConfig(
+        contrastive_temperature=0.2, contrastive_weight=gamma or 0.5,
+        contrastive_start_step=0 if gamma else 10))
     self.assertIsInstance(model, la.ContrastiveRankingModel)
     loss = multilabel_losses.TwoWayLoss()
     contrastive = multilabel_losses.LabelContrastiveLoss(0.2)
@@ -248,7 +256,7 @@ class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
         encoder_dim=16, label_dim=8, label_heads=2, projection_dim=4,
         contrastive_weight=1.0, contrastive_normalization="positive_anchors",
         contrastive_base_temperature=0.05, train_steps=1, eval_every=1)
-    model = builders.build_pipeline(run, data)._model_builder.build()
+    model = builders.build_pipeline(run, data).model_builder.build()
     config = model.contrastive_loss.get_config()
     self.assertEqual((config["temperature"], config["normalization"],
                       config["base_temperature"]),

@@ -11,6 +11,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 from absl.testing import parameterized
 
+from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.modeling import interactions
 from rank4class_tf.modeling import model as model_lib
@@ -66,9 +67,9 @@ class ManyClassLossTest(tf.test.TestCase, parameterized.TestCase):
     with tfds.testing.mock_data(num_examples=16):
       data = datasets.get("imagenet2012", "/unused", image_size=32)
       train = datasets.ranking_dataset(data, "train", 8, training=True)
-      model = model_lib.build_model_builder(
-          data, encoder="small_cnn", encoder_kwargs={"dim": 16},
-          interaction="lc_mlp", mlp_units=8).build()
+      model = model_lib.build_model_builder(data, config_lib.ModelConfig(
+          encoder="small_cnn", encoder_dim=16, interaction="lc_mlp",
+          mlp_units=8)).build()
       model.compile(optimizer=tf.keras.optimizers.Adam(1e-3),
                     loss=losses.get(name, **kwargs))
       history = model.fit(train, steps_per_epoch=4, epochs=2, verbose=0)

@@ -8,6 +8,7 @@ import tensorflow as tf
 import tensorflow_ranking as tfr
 from absl.testing import parameterized
 
+from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.modeling import interactions
 from rank4class_tf.modeling import model as model_lib
@@ -28,7 +29,7 @@ class EquivalenceTest(tf.test.TestCase):
     tf.keras.utils.set_random_seed(1)
     data, (features, labels) = digits_batch()
     ranker = model_lib.build_model_builder(
-        data, encoder_kwargs={"dim": 32, "dropout": 0.}).build()
+        data, config_lib.ModelConfig(encoder_dim=32, dropout=0.)).build()
     encoder = ranker.get_layer("encoder")
     head = ranker.get_layer("ranking_head")
     table = head.class_encoder.embeddings  # [10, 33] = [W^T | b].
@@ -65,8 +66,8 @@ class ModelTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(*interactions.INTERACTION_NAMES)
   def test_scores_shape_and_single_encoder_call(self, interaction):
     data, (features, _) = digits_batch(8)
-    model = model_lib.build_model_builder(
-        data, interaction=interaction, mlp_units=8).build()
+    model = model_lib.build_model_builder(data, config_lib.ModelConfig(
+        interaction=interaction, mlp_units=8)).build()
     self.assertEqual(model(features).shape, (8, NUM_CLASSES))
     # The instance encoder is applied once per instance, not once per class.
     self.assertLen(model.get_layer("encoder").inbound_nodes, 1)
@@ -83,7 +84,7 @@ class ModelTest(tf.test.TestCase, parameterized.TestCase):
   def test_dot_scores_are_h_prime_times_table(self):
     data, (features, _) = digits_batch(4)
     model = model_lib.build_model_builder(
-        data, encoder_kwargs={"dim": 16, "dropout": 0.}).build()
+        data, config_lib.ModelConfig(encoder_dim=16, dropout=0.)).build()
     h = model.get_layer("encoder")(features["image"]).numpy()
     table = model.get_layer("ranking_head").class_encoder.table().numpy()
     want = np.concatenate([h, np.ones([4, 1])], axis=1) @ table.T
@@ -113,8 +114,8 @@ class SerializationTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(*interactions.INTERACTION_NAMES)
   def test_saved_model_round_trip(self, interaction):
     data, (features, _) = digits_batch(4)
-    model = model_lib.build_model_builder(
-        data, interaction=interaction, mlp_units=8).build()
+    model = model_lib.build_model_builder(data, config_lib.ModelConfig(
+        interaction=interaction, mlp_units=8)).build()
     want = model(features)
     path = os.path.join(tempfile.mkdtemp(), "model")
     model.save(path)

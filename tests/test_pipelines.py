@@ -95,7 +95,7 @@ class TrainEvaluateTest(tf.test.TestCase):
 
     # The model: rebuilt from the run's config, best checkpoint restored.
     config = serving.load_config(self.model_dir)
-    model = builders.build_pipeline(config, data)._model_builder.build()
+    model = builders.build_pipeline(config, data).model_builder.build()
     model.load_weights(tf.train.latest_checkpoint(
         os.path.join(self.model_dir, "best_checkpoint"))).expect_partial()
     features = features_lib.class_list_features({"image": tf.constant(images)}, 10)

@@ -6,6 +6,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf import config as config_lib
 from rank4class_tf.data import text
 from rank4class_tf.modeling import pretrained
 from rank4class_tf import run_dir as run_dir_lib
@@ -114,14 +115,13 @@ class LengthBucketingTest(tf.test.TestCase):
   def test_same_scores_with_and_without_bucketing(self):
     # pylint: disable=g-import-not-at-top
     from rank4class_tf.data import features
-    from rank4class_tf.modeling import encoders
     from rank4class_tf.modeling import model as model_lib
     tf.keras.utils.set_random_seed(3)
     model = model_lib.build_model_builder(
-        self.data, self.inputs[True], encoder="bert",
-        encoder_kwargs=dict(size="minilm_l6", init_checkpoint="minilm",
-                            pooling="mean", dropout=0.0),
-        interaction="dot").build()
+        self.data, config_lib.ModelConfig(
+            encoder="bert", encoder_size="minilm_l6", init_checkpoint="minilm",
+            pooling="mean", dropout=0.0),
+        instance_inputs=self.inputs[True]).build()
     texts = self.data.splits["validation"][0]
     order = np.argsort([len(t) for t in texts], kind="stable")
     batch = tf.constant(texts[order[:24]].tolist())  # Short: 2-8 tokens.

@@ -51,7 +51,7 @@ def restored_model(model_dir):
   """The run's model rebuilt from its config with the best checkpoint."""
   config = serving.load_config(model_dir)
   data = datasets.get(config.data.dataset, config.data.data_dir)
-  model = builders.build_pipeline(config, data)._model_builder.build()
+  model = builders.build_pipeline(config, data).model_builder.build()
   model.load_weights(tf.train.latest_checkpoint(
       os.path.join(model_dir, "best_checkpoint"))).expect_partial()
   return model, builders.build_inputs(config, data)

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
+from rank4class_tf import config as config_lib
 from rank4class_tf.data import features
 from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf import lookup
@@ -332,59 +333,38 @@ def _text_class_encoder_fn(data, instance_inputs, encoder: str,
 
 
 def build_model_builder(data,
+                        model: Optional[config_lib.ModelConfig] = None,
+                        loss: Optional[config_lib.LossConfig] = None,
+                        *,
                         instance_inputs: Optional[
                             features.InstanceInputs] = None,
-                        encoder: str = "small_cnn",
-                        encoder_kwargs: Optional[Dict[str, Any]] = None,
-                        interaction: str = "dot",
-                        mlp_units: int = 128,
-                        class_dim: Optional[int] = None,
-                        label_dim: int = 256,
-                        label_heads: int = 4,
-                        projection_dim: int = 128,
-                        contrastive_temperature: Optional[float] = None,
-                        contrastive_weight: float = 0.0,
-                        contrastive_normalization: str = "mulcon",
-                        contrastive_base_temperature: float = 0.2,
                         encoder_fn: Optional[
                             Callable[[], tf.keras.layers.Layer]] = None,
-                        class_encoder: str = "embedding",
                         class_texts: Optional[Sequence[str]] = None,
-                        class_tower: str = "shared",
                         class_features: Optional[np.ndarray] = None
                        ) -> tfr.keras.model.AbstractModelBuilder:
-  """A TF-Ranking `ModelBuilder` of the Rank4Class model for `data`.
+  """A TF-Ranking `ModelBuilder` of the Rank4Class model for `data`, from
+  the run's model and loss configs, whole (the Model Garden's
+  `task.build_model()`).
 
   Args:
     data: the dataset (`datasets.ClassificationData`: its instance feature
       and class count).
+    model: the encoder (`encoders.config_kwargs`), the interaction, its
+      width and the class encoder (default: `ModelConfig()`).
+    loss: the loss config, for MulCon's label-level contrastive term: with
+      `contrastive_weight` > 0 (and `interaction='label_attention'`) the
+      builder makes MulCon's `ContrastiveRankingModel`, its gamma starting
+      at 0 when `contrastive_start_step` > 0 (a callback raises it). The
+      loss itself is compiled by the pipeline. Default: `LossConfig()`.
     instance_inputs: how raw instances become context features (default:
       the raw numeric instance itself).
-    encoder: encoder name (see `encoders.get`).
-    encoder_kwargs: keyword arguments of the encoder.
-    interaction: interaction name (`interactions.ALL_NAMES`).
-    mlp_units: hidden width of MLP interactions.
-    class_dim: class embedding size (None: h's size + 1).
-    label_dim: `label_attention`: width D of the label-level embeddings.
-    label_heads: `label_attention`: attention heads.
-    projection_dim: `label_attention`: size of the contrastive projections.
-    contrastive_temperature: `label_attention`: None trains with the loss
-      alone; a temperature builds MulCon's `ContrastiveRankingModel`, which
-      adds the label-level contrastive loss.
-    contrastive_weight: its gamma at the start of training.
-    contrastive_normalization: its normalization ("mulcon": the sum over
-      anchors divided by their number, MulCon's code; "positive_anchors").
-    contrastive_base_temperature: its base temperature (the loss is scaled
-      by contrastive_temperature / this).
     encoder_fn: zero-argument callable returning the encoder layer, instead
-      of `encoders.get(encoder, **encoder_kwargs)` (a run trained from a
-      feature cache: `encoders.CachedFeatures`); `encoder` still names the
+      of `encoders.get(model.encoder, ...)` (a run trained from a feature
+      cache: `encoders.CachedFeatures`); `model.encoder` still names the
       encoder the features come from.
-    class_encoder: `embedding` (one learned vector per class) or `text`
-      (`class_encoders.TextClassEncoder` over `class_texts`).
-    class_texts: `text`: one text per class, index = class id.
-    class_tower: `text`: `shared` (the instance encoder's own weights) or
-      `separate` (a second encoder from the same checkpoint).
+    class_texts: `class_encoder='text'`: one text per class, index = class
+      id.
     class_features: `text` trained from a feature cache: the frozen
       tower's outputs on the class texts, [num_classes, hidden_size]; no
       tower is built.
@@ -398,17 +378,26 @@ def build_model_builder(data,
     ValueError: for unknown names, or `label_attention` with an encoder that
       has no token / position features.
   """
-  encoder_kwargs = dict(encoder_kwargs or {})
-  instance_inputs = instance_inputs or inputs_lib.default_inputs(data)
+  model = model or config_lib.ModelConfig()
+  loss = loss or config_lib.LossConfig()
+  encoder, interaction = model.encoder, model.interaction
+  mlp_units, class_encoder = model.mlp_units, model.class_encoder
+  label_dim, label_heads = model.label_dim, model.label_heads
+  projection_dim = model.projection_dim
+  class_dim = None  # h's size + 1.
+  contrastive_temperature = (loss.contrastive_temperature
+                             if loss.contrastive_weight > 0 else None)
   if encoder not in encoders.ENCODER_NAMES:
     encoders.get(encoder)  # Raises, listing the valid names.
+  encoder_kwargs = encoders.config_kwargs(model)
+  instance_inputs = instance_inputs or inputs_lib.default_inputs(data)
   sequence = interaction in interactions.SEQUENCE_INTERACTIONS
   contrastive = sequence and contrastive_temperature is not None
   class_encoder_fn = None
   if class_encoder != "embedding":
     class_encoder_fn = _text_class_encoder_fn(
         data, instance_inputs, encoder, encoder_kwargs, class_encoder,
-        class_texts, class_tower, class_features,
+        class_texts, model.class_tower, class_features,
         class_width=(2 * label_dim + 1 if interaction in
                      interactions.SEQUENCE_INTERACTIONS else class_dim))
   if sequence:
@@ -448,7 +437,8 @@ def build_model_builder(data,
       name="rank4class")
   if contrastive:
     return ContrastiveModelBuilder(
-        builder, contrastive_temperature, contrastive_weight,
-        normalization=contrastive_normalization,
-        base_temperature=contrastive_base_temperature)
+        builder, contrastive_temperature,
+        loss.contrastive_weight if loss.contrastive_start_step == 0 else 0.,
+        normalization=loss.contrastive_normalization,
+        base_temperature=loss.contrastive_base_temperature)
   return builder

@@ -75,29 +75,12 @@ def build_pipeline(config: config_lib.TrainConfig,
       None, 0 if trainer.overwrite else
       run_dir_lib.RunDir(trainer.model_dir).resume_epoch())
   instance_inputs = build_inputs(config, data)
-  model_kwargs = dict(
-      encoder=model.encoder,
-      encoder_kwargs=encoders.config_kwargs(model),
-      interaction=model.interaction,
-      mlp_units=model.mlp_units,
-      label_dim=model.label_dim,
-      label_heads=model.label_heads,
-      projection_dim=model.projection_dim,
-      contrastive_temperature=(loss.contrastive_temperature
-                               if loss.contrastive_weight > 0 else None),
-      contrastive_weight=(loss.contrastive_weight
-                          if loss.contrastive_start_step == 0 else 0.0),
-      contrastive_normalization=loss.contrastive_normalization,
-      contrastive_base_temperature=loss.contrastive_base_temperature,
-      class_encoder=model.class_encoder,
-      class_tower=model.class_tower)
   texts = None
   if model.class_encoder == "text":
     texts = class_encoders.class_texts(data.class_names,
                                        model.class_descriptions)
   model_builder = model_lib.build_model_builder(
-      data, instance_inputs=instance_inputs, class_texts=texts,
-      **model_kwargs)
+      data, model, loss, instance_inputs=instance_inputs, class_texts=texts)
   train_data, train_inputs, serving_builder = data, instance_inputs, None
   if uses_feature_cache(config):
     cache = feature_cache.load(feature_cache_dir(config), cache_spec(config),
@@ -105,14 +88,13 @@ def build_pipeline(config: config_lib.TrainConfig,
     train_data, train_inputs = cache.data, cache.inputs
     serving_builder = model_builder  # The same model over raw text.
     model_builder = model_lib.build_model_builder(
-        cache.data, instance_inputs=cache.inputs,
+        cache.data, model, loss, instance_inputs=cache.inputs,
         encoder_fn=lambda: encoders.CachedFeatures(model.dropout,
                                                    name="encoder"),
         class_texts=texts,
         class_features=(None if texts is None else
                         frozen_class_features(config, instance_inputs,
-                                              texts)),
-        **model_kwargs)
+                                              texts)))
   held_out = ()
   if config.data.holdout_classes:
     # Zero-shot training: the held-out classes' instances never reach a
