@@ -35,9 +35,11 @@ from absl import app
 from absl import flags
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study_lib
 from rank4class_tf.study import stats
+from rank4class_tf.study import summary as study_summary
 from pipelines import console
 from pipelines import train_flags
 
@@ -80,7 +82,7 @@ flags.DEFINE_integer("bootstrap_samples", stats.DEFAULT_SAMPLES,
                      "Resamples of the paired bootstrap tests (>= 10000).")
 flags.DEFINE_string("paper_table", None,
                     "Show the paper's numbers beside ours: "
-                    f"{'|'.join(study_report.paper_tables.NAMES)} or a JSON "
+                    f"{'|'.join(paper_tables.NAMES)} or a JSON "
                     "file (see rank4class_tf/study/paper_tables).")
 flags.DEFINE_string(
     "summary_dir", None,
@@ -161,10 +163,10 @@ def main(argv):
   console.quiet()
   try:
     if FLAGS.summary_dir:
-      study_report.check_summary_dir(FLAGS.study_dir, FLAGS.summary_dir)
+      study_summary.check_summary_dir(FLAGS.study_dir, FLAGS.summary_dir)
     if FLAGS.from_summary:
-      copied = study_report.start_from_summary(FLAGS.from_summary,
-                                               FLAGS.study_dir)
+      copied = study_summary.start_from_summary(FLAGS.from_summary,
+                                                FLAGS.study_dir)
       print(f"--from_summary: started {FLAGS.study_dir} from the {copied} "
             f"runs of {FLAGS.from_summary}." if copied else
             f"--from_summary: {FLAGS.study_dir} already holds a study; it "
@@ -184,8 +186,9 @@ def main(argv):
     print(f"Wrote {paths['results']}, {paths['tables']} and "
           f"{paths['figures']}/.")
     if FLAGS.summary_dir:
-      count = study_report.write_summary(FLAGS.study_dir, FLAGS.summary_dir,
-                                         FLAGS.select_metric)
+      count = study_summary.write_summary(FLAGS.study_dir,
+                                          FLAGS.summary_dir,
+                                          FLAGS.select_metric)
       print(f"Wrote the summary of {count} runs to {FLAGS.summary_dir}.")
   except ValueError as e:
     sys.exit(f"study: {e}")

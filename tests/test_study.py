@@ -19,6 +19,8 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
+from rank4class_tf.study import summary as study_summary
+from rank4class_tf.study import tables as study_tables
 
 METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
 N = 120  # Test instances.
@@ -431,7 +433,7 @@ class ReportTest(tf.test.TestCase):
 
   def test_summary_regenerates_the_same_report(self):
     summary = os.path.join(tempfile.mkdtemp(), "summary")
-    self.assertEqual(study_report.write_summary(self.dir, summary), 16)
+    self.assertEqual(study_summary.write_summary(self.dir, summary), 16)
     with open(os.path.join(summary, study_report.TABLES_FILE)) as f:
       self.assertEqual(f.read(), self.tables)
     runs = os.path.join(summary, study.RUNS_DIR)
@@ -447,28 +449,28 @@ class ReportTest(tf.test.TestCase):
     with open(os.path.join(summary, study_report.TABLES_FILE)) as f:
       self.assertEqual(f.read(), self.tables)
     with self.assertRaisesRegex(ValueError, "is the study folder"):
-      study_report.write_summary(self.dir, self.dir)
+      study_summary.write_summary(self.dir, self.dir)
     other = tempfile.mkdtemp()
     open(os.path.join(other, "notes.txt"), "w").close()
     with self.assertRaisesRegex(ValueError, "not empty and holds no "
                                 "study.json"):
-      study_report.write_summary(self.dir, other)
+      study_summary.write_summary(self.dir, other)
 
   def test_frozen_regime_is_stated(self):
-    lines = study_report.regime_lines(
+    lines = study_tables.regime_lines(
         {"init_checkpoint": "minilm", "encoder_size": "minilm_l6",
          "pooling": "mean", "max_seq_length": 32, "freeze_encoder": True,
          "feature_cache": True})
     self.assertEqual(lines[0], "Encoder weights from `minilm`, `minilm_l6` "
                      "size, pooling mean, 32 tokens.")
-    self.assertEqual(study_report.regime_lines(
+    self.assertEqual(study_tables.regime_lines(
         {"init_checkpoint": "minilm", "encoder": "bert", "pooling": "",
          "encoder_size": "minilm_l6", "max_seq_length": 32})[0],
         "Encoder weights from `minilm`, `minilm_l6` size, pooling mean (the "
         "checkpoint's default), 32 tokens.")
     self.assertIn("**Frozen encoder**", lines[1])
     self.assertIn("not the paper's regime", lines[1])
-    self.assertEqual(study_report.regime_lines({"init_checkpoint": ""}), [])
+    self.assertEqual(study_tables.regime_lines({"init_checkpoint": ""}), [])
 
   def test_paper_table_beside_ours(self):
     path = os.path.join(tempfile.mkdtemp(), "paper.json")

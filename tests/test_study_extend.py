@@ -22,6 +22,8 @@ from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.study import extend as study_extend
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
+from rank4class_tf.study import selection as study_selection
+from rank4class_tf.study import summary as study_summary
 from tests import test_study
 
 Run = study.Run
@@ -205,7 +207,7 @@ class RunStudyTest(StandInStudyCase):
                                  "softmax.dot.lr0.0001.seed1"])
     self.assertLen(runs, 10)
     records = {r["run"]: r for r in study.load_records(self.dir)}
-    chosen = study_report.select(list(records.values()), "top1_accuracy")
+    chosen = study_selection.select(list(records.values()), "top1_accuracy")
     for seed in (0, 1):
       self.assertEqual(chosen[("softmax", "dot", seed)]["learning_rate"],
                        3e-4)
@@ -251,14 +253,14 @@ class FromSummaryTest(StandInStudyCase):
     self.grid = dataclasses.replace(self.grid, learning_rates=(1e-3, 3e-3))
     self.run_study(peak_at(3e-3), 0)
     summary = os.path.join(tempfile.mkdtemp(), "summary")
-    self.assertEqual(study_report.write_summary(self.dir, summary), 4)
+    self.assertEqual(study_summary.write_summary(self.dir, summary), 4)
     with open(os.path.join(summary, study.SUMMARY_FILE)) as f:
       self.assertEqual(json.load(f), {"runs_without_arrays": [
           "softmax.dot.lr0.001.seed0", "softmax.dot.lr0.001.seed1"]})
     # Machine 2: a new folder from the summary; only the third rate and
     # the chosen runs' extension are trained (from scratch: no checkpoint).
     self.dir = os.path.join(tempfile.mkdtemp(), "study")
-    self.assertEqual(study_report.start_from_summary(summary, self.dir), 4)
+    self.assertEqual(study_summary.start_from_summary(summary, self.dir), 4)
     self.assertEqual(study.load_summarized(self.dir), {
         "softmax.dot.lr0.001.seed0", "softmax.dot.lr0.001.seed1"})
     self.grid = dataclasses.replace(self.grid,
@@ -271,7 +273,7 @@ class FromSummaryTest(StandInStudyCase):
     self.assertIn("4 of 6 runs already finished in "
                   f"{self.dir}: skipped.", lines)
     # The same command with the folder there: the summary is not read.
-    self.assertEqual(study_report.start_from_summary(summary, self.dir), 0)
+    self.assertEqual(study_summary.start_from_summary(summary, self.dir), 0)
     _, again, _ = self.run_study(peak_at(3e-3), 0, extend_steps=2)
     self.assertEqual(again, [])
     # The report of the whole study, from the folder that holds no arrays
@@ -287,20 +289,20 @@ class FromSummaryTest(StandInStudyCase):
     with self.assertRaisesRegex(ValueError, r"^--from_summary=.*/summary "
                                 r"holds no study\.json: not a study "
                                 r"summary\.$"):
-      study_report.start_from_summary(summary, self.dir)
+      study_summary.start_from_summary(summary, self.dir)
     self.assertFalse(os.path.exists(self.dir))
     self.run_study(peak_at(3e-3), 0)
-    study_report.write_summary(self.dir, summary)
+    study_summary.write_summary(self.dir, summary)
     other = tempfile.mkdtemp()
     open(os.path.join(other, "notes.txt"), "w").close()
     with self.assertRaisesRegex(ValueError, r"^--study_dir=.* is not empty "
                                 r"and holds no study\.json"):
-      study_report.start_from_summary(summary, other)
+      study_summary.start_from_summary(summary, other)
     self.assertEqual(os.listdir(other), ["notes.txt"])
     with open(os.path.join(summary, study.SUMMARY_FILE), "w") as f:
       f.write("{")
     target = os.path.join(tempfile.mkdtemp(), "study")
-    study_report.start_from_summary(summary, target)  # Lists it afresh.
+    study_summary.start_from_summary(summary, target)  # Lists it afresh.
     self.assertEqual(study.load_summarized(target), {
         "softmax.dot.lr0.001.seed0", "softmax.dot.lr0.001.seed1",
         "softmax.dot.lr0.01.seed0", "softmax.dot.lr0.01.seed1"})

@@ -26,6 +26,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.study import hparams as study_hparams
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
 from rank4class_tf.training import run_guard
@@ -163,9 +164,9 @@ class DamagedReportTest(tf.test.TestCase):
     # --report_only reads: the damaged file is where it was.
     after = hashes(os.path.join(self.dir, study.RUNS_DIR))
     self.assertEqual({k: v for k, v in after.items()
-                      if not k.endswith(study_report.HPARAMS_SUFFIX)},
+                      if not k.endswith(study_hparams.HPARAMS_SUFFIX)},
                      {k: v for k, v in before.items()
-                      if not k.endswith(study_report.HPARAMS_SUFFIX)})
+                      if not k.endswith(study_hparams.HPARAMS_SUFFIX)})
 
   def test_record_without_test_and_record_of_another_run(self):
     a, b = "mse.dot.lr0.001.seed1", "mse.dot.lr0.01.seed1"
@@ -250,7 +251,7 @@ class DamagedReportTest(tf.test.TestCase):
     # Their HParams sessions are gone too: TensorBoard shows the report.
     for stray in strays:
       self.assertEmpty(tf.io.gfile.glob(os.path.join(
-          self.dir, "runs", stray, "*" + study_report.HPARAMS_SUFFIX)))
+          self.dir, "runs", stray, "*" + study_hparams.HPARAMS_SUFFIX)))
 
   def test_reports_together_take_turns(self):
     # Two --report_only at once, three times: all whole, one HParams file
@@ -276,7 +277,7 @@ class DamagedReportTest(tf.test.TestCase):
                             for r in self.grid.runs()]
     for folder in folders:
       self.assertLen(tf.io.gfile.glob(os.path.join(
-          folder, "*" + study_report.HPARAMS_SUFFIX)), 1, folder)
+          folder, "*" + study_hparams.HPARAMS_SUFFIX)), 1, folder)
     self.assertEqual([n for n in os.listdir(self.dir)
                       if study.fileio.TMP_MARK in n], [])
 

@@ -17,8 +17,10 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import provenance
+from rank4class_tf.study import findings as study_findings
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
+from rank4class_tf.study import selection as study_selection
 from rank4class_tf.study import statistics as study_stats
 from rank4class_tf.study import stats
 from test_study import base_config
@@ -122,13 +124,13 @@ class HierarchicalReportTest(tf.test.TestCase):
 
   def cells(self, folder):
     records = study.load_records(folder)
-    chosen = study_report.select(records, "top1_accuracy")
-    return study_report.build_cells(
+    chosen = study_selection.select(records, "top1_accuracy")
+    return study_selection.build_cells(
         folder, chosen, ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr"),
         [("softmax", "dot"), ("approx_ndcg", "dot")])
 
   def statistics(self, folder):
-    return study_report.compute_statistics(
+    return study_selection.compute_statistics(
         self.cells(folder), ("top1_accuracy", "top5_accuracy", "ndcg@5",
                              "mrr"), 10_000)
 
@@ -313,13 +315,13 @@ class RobustnessAndPerClassTest(tf.test.TestCase):
                   "NDCG@5: +, MRR: +)", tables)
 
   def test_per_class(self):
-    cell = lambda loss, hits_: study_report.Cell(
+    cell = lambda loss, hits_: study_selection.Cell(
         loss, "dot", {0: {}}, {"top1_accuracy": {0: np.array(hits_)},
                               "mrr": {0: np.array(hits_)}})
     labels = np.array([0, 0, 1, 1, 1, 2])
     base = cell("softmax", [1., 1., 0., 0., 0., 1.])
     other = cell("mse", [0., 1., 1., 1., 1., 1.])
-    lines = study_report.per_class_lines([base, other], labels,
+    lines = study_findings.per_class_lines([base, other], labels,
                                          ["a", "b", "c"])
     # Macro Top-1: mean over classes of the per-class means.
     self.assertIn("| Softmax CE + Dot | 0.6667 | 0.6667 |", lines)

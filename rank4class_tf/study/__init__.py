@@ -2,7 +2,10 @@
 
   runner        the grid, its runs, resume, extensions and followers
   extend        `--extend_grid`: no chosen value left on an edge
-  report        results.csv, tables.md, figures and HParams logs
+  report        the report: reads a study folder, writes results.csv,
+                tables.md, figures and HParams logs (`selection`, `tables`,
+                `findings`, `figures`, `hparams`, `common`)
+  summary       a summary to commit, and a study started from it
   statistics    hierarchical intervals, paired tests, fairness, Bruch
   stats         the bootstrap and Holm's adjustment
   compare       two exported runs compared on one split

@@ -1,0 +1,250 @@
+"""The report's figures (matplotlib, Agg): effects against softmax + dot
+with their intervals, the paper's effects beside ours, and the chosen runs'
+validation curves."""
+
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from rank4class_tf.ranking import metrics
+from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import paper_tables
+from rank4class_tf.study import runner as study_lib
+from rank4class_tf.study import selection as selection_lib
+
+
+def write_figures(
+    folder: str,
+    cells: Sequence[selection_lib.Cell],
+    records: Sequence[Dict],
+    chosen: Dict,
+    metric_names: Sequence[str],
+    statistics: selection_lib.Statistics,
+    select_metric: str,
+    paper: Sequence[paper_tables.PaperTable] = ()) -> List[str]:
+  """The report's figures (PNG, deterministic bytes):
+
+  * `effects.png`, the main figure: every cell's paired difference from
+    softmax + dot, one panel per metric, with its 95% hierarchical interval
+    (filled: Holm p < 0.05);
+  * `paper_effects.png` (with a paper table): our effects against the
+    paper's, the diagonal where they would agree;
+  * `<metric>.png`: each cell's test mean with its hierarchical interval,
+    bars from 0;
+  * `validation_curves.png`: every run's validation curve, one panel per
+    cell with its own y-range, a colour per (learning rate, width).
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  try:
+    os.makedirs(folder, exist_ok=True)
+  except OSError as e:
+    raise ValueError(f"cannot write {folder}: {e.strerror or e}.") from None
+  paths = []
+  losses_axis = common_lib.axis(c.loss for c in cells)
+  interactions_axis = common_lib.axis(c.interaction for c in cells)
+  colours = plt.get_cmap("tab10")
+  by_key = {c.key: c for c in cells}
+  if study_lib.BASELINE in by_key and len(cells) > 1:
+    paths.append(_effects_figure(folder, plt, cells, metric_names,
+                                 statistics))
+    if paper:
+      path = _paper_figure(folder, plt, cells, metric_names, statistics,
+                           paper[0])
+      if path:
+        paths.append(path)
+  for metric in metric_names:
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.2 + 0.45 * len(cells)), 4.6))
+    width = 0.8 / max(1, len(losses_axis))
+    for j, loss in enumerate(losses_axis):
+      xs, means, errors = [], [], [[], []]
+      for i, interaction in enumerate(interactions_axis):
+        cell = by_key.get((loss, interaction))
+        if cell is None:
+          continue
+        mean = cell.mean(metric)
+        lo, hi = statistics.intervals[cell.key][metric]
+        xs.append(i - 0.4 + width * (j + 0.5))
+        means.append(mean)
+        errors[0].append(max(0., mean - lo))
+        errors[1].append(max(0., hi - mean))
+      ax.bar(xs, means, width, yerr=errors, capsize=3, color=colours(j),
+             label=common_lib.loss_title(loss))
+    baseline = by_key.get(study_lib.BASELINE)
+    if baseline is not None:
+      ax.axhline(baseline.mean(metric), color="black", lw=0.8, ls="--",
+                 label="softmax + dot")
+    ax.set_xticks(range(len(interactions_axis)))
+    ax.set_xticklabels([common_lib.INTERACTION_TITLES.get(i, i)
+                        for i in interactions_axis])
+    ax.set_ylim(0., 1.05)  # From 0: bar lengths are the values.
+    ax.set_ylabel(f"test {common_lib.metric_title(metric)}")
+    ax.set_title(
+        f"Test {common_lib.metric_title(metric)} of each cell (bars from 0; "
+        "95% hierarchical intervals:\nseeds and test instances "
+        "resampled). The differences: effects.png",
+        fontsize=9)
+    ax.legend(fontsize=7, ncol=3, loc="upper center",
+              bbox_to_anchor=(0.5, -0.1))
+    fig.tight_layout()
+    path = os.path.join(folder, f"{metric.replace('@', '_at_')}.png")
+    _save(fig, plt, path, dpi=110)
+    paths.append(path)
+  paths.append(_curves_figure(folder, plt, records, chosen, cells,
+                              select_metric))
+  return paths
+
+
+def _save(fig, plt, path: str, dpi: int) -> None:
+  """Writes a figure atomically with no date or version in its bytes."""
+  try:
+    common_lib.write(path, lambda f: fig.savefig(f, format="png", dpi=dpi,
+                                       metadata={"Software": None}),
+           binary=True)
+  finally:
+    plt.close(fig)
+
+
+def _effects_figure(folder, plt, cells, metric_names, statistics) -> str:
+  """Paired differences from softmax + dot with hierarchical intervals."""
+  others = [c for c in cells if c.key != study_lib.BASELINE]
+  fig, axes = plt.subplots(1, len(metric_names), squeeze=False,
+                           figsize=(2.9 * len(metric_names) + 2.2,
+                                    1.0 + 0.32 * len(others)), sharey=True)
+  colours = plt.get_cmap("tab10")
+  interactions = common_lib.axis(c.interaction for c in others)
+  for k, metric in enumerate(metric_names):
+    ax = axes[0][k]
+    for y, cell in enumerate(others):
+      effect = statistics.effects[(cell.key, metric)]
+      colour = colours(interactions.index(cell.interaction))
+      ax.errorbar(
+          [effect.delta], [y],
+          xerr=[[effect.delta - effect.low], [effect.high - effect.delta]],
+          fmt="o",
+          color=colour,
+          capsize=2,
+          ms=4,
+          mfc=colour if effect.p_holm < selection_lib.ALPHA else "white")
+    ax.axvline(0., color="black", lw=0.8)
+    ax.set_title(f"Δ {common_lib.metric_title(metric)}", fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.grid(axis="x", lw=0.3)
+  axes[0][0].set_yticks(range(len(others)))
+  axes[0][0].set_yticklabels([common_lib.cell_title(c.key) for c in others],
+                             fontsize=7)
+  axes[0][0].invert_yaxis()
+  fig.suptitle("Each cell minus softmax + dot: 95% hierarchical intervals "
+               "(seeds and test instances resampled);\nfilled: Holm p < "
+               f"{selection_lib.ALPHA}", fontsize=9)
+  fig.tight_layout(rect=(0, 0, 1, 0.93))
+  path = os.path.join(folder, "effects.png")
+  _save(fig, plt, path, dpi=110)
+  return path
+
+
+def _paper_figure(folder, plt, cells, metric_names, statistics,
+                  table: paper_tables.PaperTable) -> Optional[str]:
+  """Our effects (y, with intervals) against the paper's (x)."""
+  shown = [m for m in metric_names if table.effects(m)]
+  if not shown:
+    return None
+  fig, axes = plt.subplots(1, len(shown), squeeze=False,
+                           figsize=(3.6 * len(shown), 3.8))
+  colours = plt.get_cmap("tab10")
+  interactions = common_lib.axis(c.interaction for c in cells)
+  for k, metric in enumerate(shown):
+    ax = axes[0][k]
+    theirs = table.effects(metric)
+    xs = []
+    for cell in cells:
+      paper = theirs.get((cell.interaction, cell.loss))
+      if cell.key == study_lib.BASELINE or paper is None:
+        continue
+      effect = statistics.effects[(cell.key, metric)]
+      ax.errorbar([paper], [effect.delta],
+                  yerr=[[effect.delta - effect.low],
+                        [effect.high - effect.delta]], fmt="o", ms=4,
+                  capsize=2,
+                  color=colours(interactions.index(cell.interaction)))
+      xs += [paper, effect.low, effect.high]
+    if xs:
+      lim = max(abs(v) for v in xs) * 1.1 + 1e-4
+      ax.plot([-lim, lim], [-lim, lim], color="grey", lw=0.6, ls="--")
+      ax.set_xlim(-lim, lim)
+    ax.axhline(0., color="black", lw=0.6)
+    ax.axvline(0., color="black", lw=0.6)
+    ax.set_xlabel(f"paper's Δ {common_lib.metric_title(metric)}", fontsize=8)
+    ax.set_ylabel(f"our Δ {common_lib.metric_title(metric)}", fontsize=8)
+    ax.tick_params(labelsize=7)
+  handles = [
+      _legend_line(plt, colours(i), common_lib.INTERACTION_TITLES.get(n, n))
+      for i, n in enumerate(interactions)
+  ]
+  fig.legend(handles=handles, loc="lower center", ncol=len(handles),
+             fontsize=7)
+  fig.suptitle(f"Effects against softmax + dot: ours against "
+               f"{table.source.split(', ')[-1]} ({table.title}); same sign "
+               "in the upper-right and lower-left quadrants", fontsize=9)
+  fig.tight_layout(rect=(0, 0.07, 1, 0.93))
+  path = os.path.join(folder, "paper_effects.png")
+  _save(fig, plt, path, dpi=110)
+  return path
+
+
+def _curves_figure(folder, plt, records, chosen, cells,
+                   select_metric) -> str:
+  """One panel per cell (its own y-range, at least 280 px high): every
+  run's validation curve, a colour per (learning rate, width), the chosen
+  ones bold."""
+  tag = metrics.keras_name(select_metric)
+  chosen_runs = {r["run"] for r in chosen.values()}
+  settings = sorted({(r["learning_rate"], r["mlp_units"] or 0)
+                     for r in records})
+  colours = plt.get_cmap("tab20" if len(settings) > 10 else "tab10")
+  keys = [c.key for c in cells] or common_lib.axis((r["loss"], r["interaction"])
+                                         for r in records)
+  cols = min(5, len(keys))
+  rows = -(-len(keys) // cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows + 1.0),
+                           squeeze=False)
+  for index, key in enumerate(keys):
+    ax = axes[index // cols][index % cols]
+    for r in records:
+      if (r["loss"], r["interaction"]) != key:
+        continue
+      curve = np.array(r["validation_curve"].get(tag, []), np.float64)
+      if not len(curve):
+        continue
+      colour = colours(settings.index((r["learning_rate"],
+                                       r["mlp_units"] or 0)) % colours.N)
+      bold = r["run"] in chosen_runs
+      ax.plot(curve[:, 0], curve[:, 1], color=colour,
+              lw=1.8 if bold else 0.7, alpha=1.0 if bold else 0.6)
+    ax.set_title(common_lib.cell_title(key), fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.set_xlabel("training step", fontsize=7)
+    ax.set_ylabel(f"validation {common_lib.metric_title(select_metric)}",
+                  fontsize=7)
+  for index in range(len(keys), rows * cols):  # No empty panels.
+    axes[index // cols][index % cols].axis("off")
+  handles = [_legend_line(plt, colours(i % colours.N),
+                          f"lr {study_lib.rate_text(rate)}" +
+                          (f", width {units}" if units else ""))
+             for i, (rate, units) in enumerate(settings)]
+  fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)),
+             fontsize=7)
+  fig.suptitle("Validation curves of every run (bold: the chosen run of "
+               "each seed; each panel its own y-range)", fontsize=9)
+  legend_rows = -(-len(handles) // 6)
+  fig.tight_layout(rect=(0, 0.03 + 0.1 * legend_rows / rows, 1, 0.96))
+  path = os.path.join(folder, "validation_curves.png")
+  _save(fig, plt, path, dpi=100)
+  return path
+
+
+def _legend_line(plt, colour, label):
+  """A legend entry: a line of `colour`."""
+  return plt.Line2D([], [], color=colour, label=label)

@@ -1,0 +1,336 @@
+"""The report's findings beyond the main table, one function per section of
+tables.md: the CE bound (Bruch et al. 2019), metric informativeness, the
+paper's effects beside ours, fairness of the tuning, provenance, robustness
+to the selection metric and the per-class view. Each returns markdown
+lines."""
+
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rank4class_tf import provenance
+from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import paper_tables
+from rank4class_tf.study import runner as study_lib
+from rank4class_tf.study import selection as selection_lib
+from rank4class_tf.study import statistics as study_stats
+
+
+def bound_lines(cells: Sequence[selection_lib.Cell]) -> List[str]:
+  """Bruch et al. 2019: softmax CE >= -log MRR >= -log NDCG, per cell."""
+  lines = [
+      "| cell | softmax CE | −log MRR | −log NDCG | CE ≥ −log MRR |",
+      "|---|---|---|---|---|"
+  ]
+  for cell in cells:
+    runs = [cell.runs[s] for s in sorted(cell.runs)]
+    holds = sum(r["ce_bound_holds"] for r in runs)
+    lines.append(
+        f"| {common_lib.cell_title(cell.key)} | "
+        f"{np.mean([r['test_softmax_ce'] for r in runs]):.4f} | "
+        f"{np.mean([r['test_neg_log_mrr'] for r in runs]):.4f} | "
+        f"{np.mean([r['test_neg_log_ndcg'] for r in runs]):.4f} | "
+        f"holds in {holds}/{len(runs)} runs |")
+  return lines
+
+
+def informativeness_lines(
+    statistics: selection_lib.Statistics,
+    metric_names: Sequence[str],
+    cells: Sequence[selection_lib.Cell] = ()
+) -> List[str]:
+  """Pairs each metric separates (raw and Holm p), and which metrics sit
+  at their ceiling (every cell's mean 1.0), where no claim can be read."""
+  lines = [
+      f"| metric | pairs separated at p < {selection_lib.ALPHA} | "
+      f"Holm p < {selection_lib.ALPHA} | share (Holm) |", "|---|---|---|---|"
+  ]
+  for metric in metric_names:
+    count = statistics.separated[metric]
+    holm = statistics.separated_holm.get(metric, 0)
+    share = holm / statistics.num_pairs if statistics.num_pairs else 0.
+    lines.append(f"| {common_lib.metric_title(metric)} | {count} of "
+                 f"{statistics.num_pairs} | {holm} | {share:.0%} |")
+  ceiling = [common_lib.metric_title(m) for m in metric_names
+             if cells and all(c.mean(m) >= 1.0 - 1e-12 for c in cells)]
+  if ceiling:
+    lines += ["", f"{', '.join(ceiling)} is 1.0 in every cell here: at its "
+              "ceiling it separates nothing, so this study says nothing "
+              "about its informativeness."]
+  return lines
+
+
+def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
+                       cells: Sequence[selection_lib.Cell],
+                       metric_names: Sequence[str],
+                       statistics: selection_lib.Statistics) -> List[str]:
+  """Every cell's effect (Δ against softmax + dot) beside the paper's.
+
+  Absolute values cannot be compared across encoders of different sizes;
+  effects can. For each metric the paper reports: our Δ with its 95%
+  hierarchical interval, raw and Holm p, the paper's Δ in each table, and
+  whether the signs agree with the first table (a paper Δ of 0 agrees with
+  nothing); then the count of agreeing cells.
+  """
+  by_key = {c.key: c for c in cells}
+  first = tables[0]
+  lines = [f"Paper: {'; '.join(f'{t.title} ({t.source})' for t in tables)}."]
+  notes = [t.note for t in tables if t.note]
+  if notes:
+    lines.append("The paper's own tables: " + " ".join(notes))
+  shown = [m for m in metric_names if m in first.values]
+  if not shown:
+    return lines + ["", "The paper reports none of this study's metrics."]
+  if study_lib.BASELINE not in by_key:
+    return lines + ["", "No softmax + dot cell in this study: no effects."]
+  for metric in shown:
+    paper = [t.effects(metric) for t in tables]
+    header = " | ".join(f"paper Δ ({t.source.split(', ')[-1]})"
+                        for t in tables)
+    lines += ["", f"**{common_lib.metric_title(metric)}**", "",
+              f"| cell | ours Δ [95% interval] | p | Holm p | {header} | "
+              "signs agree |",
+              "|---|---|---|---|" + "---|" * len(tables) + "---|"]
+    agree = compared = significant = significant_agree = 0
+    for cell in cells:
+      if cell.key == study_lib.BASELINE:
+        continue
+      effect = statistics.effects[(cell.key, metric)]
+      paper_key = (cell.interaction, cell.loss)
+      theirs = [p.get(paper_key) for p in paper]
+      same = ""
+      if theirs[0] is not None:
+        compared += 1
+        same = "yes" if np.sign(theirs[0]) == np.sign(effect.delta) and (
+            theirs[0] != 0) else "no"
+        agree += same == "yes"
+        if effect.p_holm < selection_lib.ALPHA:
+          significant += 1
+          significant_agree += same == "yes"
+      shown_theirs = " | ".join("—" if t is None else f"{t:+.4f}"
+                                for t in theirs)
+      lines.append(
+          f"| {common_lib.cell_title(cell.key)} | "
+          f"{common_lib.effect_text(effect)} | "
+          f"{common_lib.p_text(effect.p)} | "
+          f"{common_lib.p_text(effect.p_holm)} | "
+          f"{shown_theirs} | {same or '—'} |")
+    lines += [
+        "", f"Signs agree with {first.source.split(', ')[-1]} in "
+        f"{agree} of {compared} cells; of the {significant} cells "
+        f"whose effect here is significant (Holm p < {selection_lib.ALPHA}), "
+        f"{significant_agree} agree."
+    ]
+  return lines
+
+
+def fairness_lines(cells: Sequence[selection_lib.Cell], fair: Dict[str, Dict]
+                  ) -> List[str]:
+  """How many chosen runs sit on an edge of what was tried, or peaked at
+  their last validation, per cell and in all."""
+  chosen = [(cell, cell.runs[s]) for cell in cells for s in sorted(cell.runs)]
+  on_edge = lambda r, key: fair[r["run"]][key] in ("low", "high")
+  edge = [r for _, r in chosen
+          if on_edge(r, "lr_edge") or on_edge(r, "units_edge")]
+  last = [r for _, r in chosen if fair[r["run"]]["best_is_last"]]
+  untuned = sorted({name for _, r in chosen for key, name in
+                    (("lr_edge", "learning rate"), ("units_edge", "width"))
+                    if fair[r["run"]][key] == "only"})
+  lines = [f"**{len(edge)} of {len(chosen)} chosen runs are on an edge of "
+           f"the learning rates or widths tried; {len(last)} of "
+           f"{len(chosen)} peaked at their last validation** (still "
+           "improving when they stopped). A choice on an edge may have its "
+           "optimum outside the grid (`--extend_grid`); a run that peaked "
+           "last may gain from more steps."]
+  if untuned:
+    lines.append(f"Not tuned (one value tried): {' and '.join(untuned)}; "
+                 "counted as \"only\" below, not as an edge.")
+  lines += ["",
+           "| cell | learning rate on an edge | width on an edge | peaked "
+           "last |", "|---|---|---|---|"]
+  for cell in cells:
+    runs = [cell.runs[s] for s in sorted(cell.runs)]
+    count = lambda key: sum(bool(fair[r["run"]][key]) for r in runs)
+    sides = lambda key: ", ".join(sorted({fair[r["run"]][key] for r in runs
+                                          if fair[r["run"]][key]}))
+    lr, units = count("lr_edge"), count("units_edge")
+    lr_text = f"{lr} of {len(runs)}" + (f" ({sides('lr_edge')})" if lr
+                                         else "")
+    units_text = f"{units} of {len(runs)}" + (
+        f" ({sides('units_edge')})" if units else "")
+    lines.append(
+        f"| {common_lib.cell_title(cell.key)} | {lr_text} | {units_text} | "
+        f"{count('best_is_last')} of {len(runs)} |")
+  return lines
+
+
+def provenance_lines(records: Sequence[Dict],
+                     study: Optional[Dict] = None) -> List[str]:
+  """Which code made the runs; a warning when more than one did."""
+  made = [r.get("provenance") for r in records]
+  distinct = provenance.distinct(made)
+  lines = []
+  for record in distinct:
+    count = sum(provenance.code_key(m) == provenance.code_key(record)
+                for m in made)
+    lines.append(f"- {count} run(s): {provenance.describe(record)}")
+  if provenance.code_differs(made):
+    lines.insert(0, "**Warning: these runs were not all made by one known "
+                 "version of the code** (several versions, a dirty checkout "
+                 "or runs made before provenance was recorded): a "
+                 "difference between cells may come from the code.")
+    lines.insert(1, "")
+  if study and study.get("provenance"):
+    lines.append(f"- the study was created by "
+                 f"{provenance.describe(study['provenance'])}")
+  return lines
+
+
+def bruch_lines(records: Sequence[Dict]) -> List[str]:
+  """Spearman's rho between test softmax CE and MRR / NDCG across runs."""
+  found = study_stats.bruch_correlations(
+      records, group_of=lambda r: r["loss"])
+  lines = ["| runs | number | ρ(CE, MRR) | ρ(CE, NDCG) |",
+           "|---|---|---|---|"]
+  for key, row in found.items():
+    title = "all" if key is None else common_lib.loss_title(key)
+    text = lambda v: "—" if math.isnan(v) else f"{v:+.3f}"
+    lines.append(f"| {title} | {row['runs']} | {text(row['mrr'])} | "
+                 f"{text(row['ndcg'])} |")
+  within = study_stats.bruch_within_runs(records)
+  if within["runs"]:
+    lines += ["", "Within each softmax-CE run, across its validations "
+              "(its validation loss is its CE; the other losses' is not): "
+              "Spearman's ρ between validation CE and the metric, over "
+              f"{within['runs']} runs:", "",
+              "| metric | median ρ | runs with ρ < 0 | runs with ρ > 0 |",
+              "|---|---|---|---|"]
+    for metric, title in (("mrr", "MRR"), ("ndcg_5", "NDCG@5")):
+      rhos = [v for v in within[metric] if not math.isnan(v)]
+      if not rhos:
+        lines.append(f"| {title} | — | 0 | 0 |")
+        continue
+      lines.append(f"| {title} | {float(np.median(rhos)):+.3f} | "
+                   f"{sum(v < 0 for v in rhos)} | "
+                   f"{sum(v > 0 for v in rhos)} |")
+  return lines
+
+
+ROBUSTNESS_METRICS = ("top1_accuracy", "ndcg@5", "mrr")
+
+
+def _cell_means(chosen: Dict[Tuple[str, str, int], Dict], metric: str
+               ) -> Dict[Tuple[str, str], float]:
+  """{(loss, interaction): mean over seeds of the chosen runs' test
+  metric}."""
+  values: Dict[Tuple[str, str], List[float]] = {}
+  for (loss, interaction, _), record in chosen.items():
+    values.setdefault((loss, interaction), []).append(record["test"][metric])
+  return {key: float(np.mean(v)) for key, v in values.items()}
+
+
+def robustness_lines(records: Sequence[Dict], metric_names: Sequence[str],
+                     select_metric: str,
+                     cells: Sequence[selection_lib.Cell]) -> List[str]:
+  """The verdict under selection by each of Top-1, NDCG@5 and MRR: Table 2
+  (the best Rank4Class cell against softmax + dot) and the signs of the
+  contrasts, with the contrasts whose sign changes named. Computed from the
+  records (means over seeds), so it needs no other runs' test arrays."""
+  selections = [m for m in ROBUSTNESS_METRICS if m in metric_names]
+  if len(selections) < 2:
+    return ["Fewer than two of Top-1, NDCG@5 and MRR were recorded: no "
+            "other selection to compare with."]
+  means = {m: {} for m in selections}
+  for selection in selections:
+    chosen = selection_lib.select(records, selection)
+    for metric in metric_names:
+      means[selection][metric] = _cell_means(chosen, metric)
+  lines = ["| selected by | metric | best Rank4Class cell | Δ against "
+           "softmax + dot |", "|---|---|---|---|"]
+  for selection in selections:
+    for metric in metric_names:
+      table = means[selection][metric]
+      if study_lib.BASELINE not in table or len(table) < 2:
+        continue
+      base = table[study_lib.BASELINE]
+      key, value = max(((k, v) for k, v in table.items()
+                        if k != study_lib.BASELINE), key=lambda kv: kv[1])
+      lines.append(
+          f"| {common_lib.metric_title(selection)} | "
+          f"{common_lib.metric_title(metric)} | "
+          f"{common_lib.cell_title(key)} | {value - base:+.4f} |")
+  # The contrasts of the contrast table, by sign under each selection.
+  keys = {c.key for c in cells}
+  pairs = [((l, i), ("softmax", i)) for l, i in sorted(keys)
+           if l != "softmax" and ("softmax", i) in keys]
+  pairs += [((l, i), (l, "dot")) for l, i in sorted(keys)
+            if i != "dot" and (l, "dot") in keys]
+  changed = []
+  for a, b in pairs:
+    for metric in metric_names:
+      signs = {sel: np.sign(means[sel][metric].get(a, np.nan) -
+                            means[sel][metric].get(b, np.nan))
+               for sel in selections}
+      if len({v for v in signs.values() if not np.isnan(v)}) > 1:
+        changed.append(
+            f"{common_lib.cell_title(a)} vs {common_lib.cell_title(b)}, "
+            f"{common_lib.metric_title(metric)} (" + ", ".join(
+                f"{common_lib.metric_title(sel)}: "
+                f"{'+' if v > 0 else '−' if v < 0 else '0'}"
+                for sel, v in signs.items()) + ")")
+  lines += ["", f"Of the {len(pairs) * len(metric_names)} contrasts "
+            f"(loss against softmax CE, interaction against dot, × "
+            f"{len(metric_names)} metrics), {len(changed)} change sign with "
+            "the selection metric" + (":" if changed else ".")]
+  lines += [f"- {text}" for text in changed]
+  return lines
+
+
+def per_class_lines(cells: Sequence[selection_lib.Cell],
+                    labels: Optional[np.ndarray],
+                    class_names: Sequence[str],
+                    top: int = 3) -> List[str]:
+  """Macro-averaged Top-1 and MRR per cell, and the classes on which each
+  ranking loss gains or loses most Top-1 against softmax CE (same
+  interaction); means over the cell's seeds."""
+  if labels is None or not cells or "top1_accuracy" not in (
+      cells[0].per_instance):
+    return ["No per-instance labels: no per-class view."]
+  classes = np.unique(labels)
+  def per_class(cell, metric):
+    seeds = sorted(cell.runs)
+    values = np.mean([cell.per_instance[metric][s] for s in seeds], axis=0)
+    return np.array([values[labels == c].mean() for c in classes])
+  has_mrr = "mrr" in cells[0].per_instance
+  lines = ["| cell | macro Top-1 | " + ("macro MRR |" if has_mrr else "")
+           , "|---|---|" + ("---|" if has_mrr else "")]
+  for cell in cells:
+    row = (f"| {common_lib.cell_title(cell.key)} | "
+           f"{per_class(cell, 'top1_accuracy').mean():.4f} |")
+    if has_mrr:
+      row += f" {per_class(cell, 'mrr').mean():.4f} |"
+    lines.append(row)
+  by_key = {c.key: c for c in cells}
+  name = lambda c: (class_names[c] if 0 <= c < len(class_names)
+                    else f"class {c}")
+  rows = []
+  for cell in cells:
+    reference = by_key.get(("softmax", cell.interaction))
+    if cell.loss == "softmax" or reference is None:
+      continue
+    delta = per_class(cell, "top1_accuracy") - per_class(
+        reference, "top1_accuracy")
+    order = np.argsort(delta, kind="stable")
+    support = [int((labels == c).sum()) for c in classes]
+    text = lambda i: f"{name(classes[i])} {delta[i]:+.3f} (n={support[i]})"
+    gains = ", ".join(text(i) for i in order[::-1][:top]
+                      if delta[i] > 0) or "—"
+    losses = ", ".join(text(i) for i in order[:top] if delta[i] < 0) or "—"
+    rows.append(f"| {common_lib.cell_title(cell.key)} | {gains} | {losses} |")
+  if rows:
+    lines += ["", f"Per-class Top-1 against softmax CE with the same "
+              f"interaction: the {top} classes gained and lost most (n: the "
+              "class's test instances; small classes move most).", "",
+              "| cell | gains most | loses most |", "|---|---|---|"] + rows
+  return lines

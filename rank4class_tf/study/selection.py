@@ -1,0 +1,198 @@
+"""Which runs a study reports, and the statistics of the cells they form.
+
+Selection follows the paper (App. B): for each (loss, interaction, seed) the
+run with the best validation metric is chosen (ties: the first in grid
+order, i.e. the first learning rate, then the first MLP width given); the
+reported numbers are the chosen runs' test metrics, as mean ± standard
+deviation over seeds. A `Cell` holds a (loss, interaction)'s chosen runs and
+their per-instance test arrays; `compute_statistics` tests the cells
+against each other (`statistics`: hierarchical bootstrap, Holm):
+
+* every cell against the classical classifier (softmax + dot): the two-sided
+  paired bootstrap p-value of the mean difference of each metric;
+* metric informativeness (the paper's §2 claim that NDCG and MRR tell models
+  apart that Top-k accuracy ties): over all pairs of cells, how many pairs
+  each metric separates at p < 0.05, raw and Holm-adjusted;
+* 95% hierarchical intervals of each cell's mean (the bar charts).
+"""
+
+import dataclasses
+import itertools
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rank4class_tf.study import runner as study_lib
+from rank4class_tf.study import statistics as study_stats
+from rank4class_tf.study import stats
+
+
+
+ALPHA = 0.05
+
+
+def select(records: Sequence[Dict], select_metric: str
+          ) -> Dict[Tuple[str, str, int], Dict]:
+  """The chosen run of each (loss, interaction, seed), by validation metric.
+
+  `records` are in grid order; the first of equal validation values wins.
+  """
+  chosen = {}
+  for record in records:
+    key = (record["loss"], record["interaction"], record["seed"])
+    value = record["validation"][select_metric]
+    if key not in chosen or value > chosen[key]["validation"][select_metric]:
+      chosen[key] = record
+  return chosen
+
+
+@dataclasses.dataclass
+class Cell:
+  """A (loss, interaction) cell: its chosen runs over seeds."""
+  loss: str
+  interaction: str
+  runs: Dict[int, Dict]  # seed -> chosen record
+  per_instance: Dict[str, Dict[int, np.ndarray]]  # metric -> seed -> [n]
+
+  @property
+  def key(self) -> Tuple[str, str]:
+    return self.loss, self.interaction
+
+  def values(self, metric: str) -> np.ndarray:
+    """Test metric of each seed's chosen run, [num_seeds]."""
+    return np.array([self.runs[s]["test"][metric] for s in sorted(self.runs)])
+
+  def mean(self, metric: str) -> float:
+    return float(self.values(metric).mean())
+
+  def std(self, metric: str) -> float:
+    """Sample standard deviation over seeds (0 for one seed)."""
+    values = self.values(metric)
+    return float(values.std(ddof=1)) if len(values) > 1 else 0.0
+
+  def pooled(self, metric: str) -> np.ndarray:
+    """Per-instance test values averaged over the cell's seeds, [n]."""
+    return np.mean([self.per_instance[metric][s] for s in sorted(self.runs)],
+                   axis=0)
+
+
+def build_cells(study_dir: str, chosen: Dict[Tuple[str, str, int], Dict],
+                metric_names: Sequence[str],
+                order: Sequence[Tuple[str, str]],
+                arrays: Optional[Dict[str, Dict[str, np.ndarray]]] = None
+               ) -> List[Cell]:
+  """The cells in `order` (grid order) that have at least one chosen run.
+
+  `arrays`: {run name: its test arrays} already read (default: read here).
+  """
+  cells = []
+  for loss, interaction in order:
+    runs = {seed: r for (l, i, seed), r in chosen.items()
+            if (l, i) == (loss, interaction)}
+    if not runs:
+      continue
+    per_instance = {m: {} for m in metric_names}
+    for seed, record in runs.items():
+      run_arrays = ((arrays or {}).get(record["run"]) or
+                    study_lib.load_test_arrays(study_dir, record["run"]))
+      for m in metric_names:
+        per_instance[m][seed] = run_arrays[m]
+    cells.append(Cell(loss, interaction, runs, per_instance))
+  return cells
+
+
+@dataclasses.dataclass
+class Statistics:
+  """The study's tests (`study_stats`: hierarchical bootstrap, Holm).
+
+  Attributes:
+    p_vs_baseline: {cell: {metric: p}} against softmax + dot, hierarchical.
+    intervals: {cell: {metric: (low, high)}}: 95% hierarchical intervals of
+      the cells' means.
+    separated: {metric: pairs of cells with p < ALPHA} (raw p).
+    num_pairs: pairs of cells.
+    p_pairs: {(cell a, cell b): {metric: p}} of "a and b have the same
+      mean", hierarchical.
+    effects: {(cell, metric): study_stats.Effect} against softmax + dot,
+      Holm-adjusted over every cell and metric (the family).
+    separated_holm: {metric: pairs with Holm-adjusted p < ALPHA}, Holm over
+      all pairs and metrics.
+    num_seeds: the most seeds of a cell (1: intervals cover test sampling
+      only).
+  """
+  p_vs_baseline: Dict[Tuple[str, str], Dict[str, float]]
+  intervals: Dict[Tuple[str, str], Dict[str, Tuple[float, float]]]
+  separated: Dict[str, int]  # metric -> pairs with p < ALPHA
+  num_pairs: int
+  # (cell a, cell b) -> metric -> p of "a and b have the same mean".
+  p_pairs: Dict[Tuple[Tuple[str, str], Tuple[str, str]],
+                Dict[str, float]] = dataclasses.field(default_factory=dict)
+  effects: Dict[Tuple[Tuple[str, str], str], study_stats.Effect] = (
+      dataclasses.field(default_factory=dict))
+  separated_holm: Dict[str, int] = dataclasses.field(default_factory=dict)
+  num_seeds: int = 1
+
+
+def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
+                       num_samples: int = stats.DEFAULT_SAMPLES,
+                       seed: int = stats.DEFAULT_SEED) -> Statistics:
+  """Hierarchical bootstrap tests of the cells (see `study_stats`): seeds
+  and test instances resampled, cells paired by seed and instance.
+
+  All comparisons of one call share the same resamples.
+  """
+  by_key = {c.key: c for c in cells}
+  baseline = by_key.get(study_lib.BASELINE)
+  base_pairs = []
+  if baseline is not None:
+    base_pairs = [((cell.key, metric), cell.per_instance[metric],
+                   baseline.per_instance[metric])
+                  for metric in metric_names for cell in cells
+                  if cell is not baseline]
+  effects = study_stats.effects(base_pairs, num_samples, seed)
+  p_vs_baseline = {c.key: {} for c in cells}
+  for (key, metric), effect in effects.items():
+    p_vs_baseline[key][metric] = effect.p
+  pair_effects = study_stats.effects(
+      [(((a.key, b.key), metric), a.per_instance[metric],
+        b.per_instance[metric])
+       for metric in metric_names
+       for a, b in itertools.combinations(cells, 2)], num_samples, seed)
+  separated = {m: 0 for m in metric_names}
+  separated_holm = {m: 0 for m in metric_names}
+  p_pairs = {}
+  for (key, metric), effect in pair_effects.items():
+    p_pairs.setdefault(key, {})[metric] = effect.p
+    separated[metric] += effect.p < ALPHA
+    separated_holm[metric] += effect.p_holm < ALPHA
+  bounds = study_stats.intervals(
+      [((c.key, m), c.per_instance[m]) for m in metric_names for c in cells],
+      num_samples, seed)
+  intervals = {c.key: {} for c in cells}
+  for (key, metric), bound in bounds.items():
+    intervals[key][metric] = bound
+  return Statistics(p_vs_baseline, intervals, separated,
+                    len(cells) * (len(cells) - 1) // 2, p_pairs, effects,
+                    separated_holm,
+                    max((len(c.runs) for c in cells), default=1))
+
+
+def fairness_marks(records: Sequence[Dict], train_steps: int
+                  ) -> Dict[str, Dict[str, object]]:
+  """{run: `study_stats.fairness` marks} of every run, against the runs of
+  its (loss, interaction, seed); a run that follows another's choice
+  (`--choose_on_seed`) has the edges of the run it follows (its own
+  `best_is_last`)."""
+  groups: Dict[Tuple[str, str, int], List[Dict]] = {}
+  for r in records:
+    groups.setdefault((r["loss"], r["interaction"], r["seed"]), []).append(r)
+  marks = {r["run"]: study_stats.fairness(
+      r, groups[(r["loss"], r["interaction"], r["seed"])],
+      (r.get("extended_steps") or {}).get("to", train_steps))
+           for r in records}
+  for r in records:
+    followed = marks.get(r.get("follows") or "")
+    if followed is not None:
+      marks[r["run"]].update(lr_edge=followed["lr_edge"],
+                             units_edge=followed["units_edge"])
+  return marks

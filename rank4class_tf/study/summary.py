@@ -1,0 +1,157 @@
+"""A study's summary: what its report is made of, small enough to commit
+(`write_summary`), and a study folder started from it on another machine
+(`start_from_summary`, `--from_summary`)."""
+
+import json
+import os
+import shutil
+from typing import Optional
+
+import numpy as np
+
+from rank4class_tf import fileio
+from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import report as report_lib
+from rank4class_tf.study import runner as study_lib
+
+
+def check_summary_dir(study_dir: str, summary_dir: str) -> None:
+  """Raises ValueError (one line) unless `summary_dir` can take a summary:
+  not the study folder, and new, empty or holding a summary."""
+  if os.path.abspath(summary_dir) == os.path.abspath(study_dir):
+    raise ValueError(f"--summary_dir={summary_dir} is the study folder.")
+  if os.path.isdir(summary_dir) and os.listdir(summary_dir) and not (
+      os.path.exists(os.path.join(summary_dir, study_lib.STUDY_FILE))):
+    raise ValueError(f"--summary_dir={summary_dir} is not empty and holds no "
+                     f"{study_lib.STUDY_FILE}; choose a new or empty folder.")
+
+
+def _copy(source: str, target: str) -> None:
+  """Copies a file whole (`fileio`), naming the target if it fails."""
+  with open(source, "rb") as f:
+    content = f.read()
+  common_lib.write(target, lambda f: f.write(content), binary=True)
+
+
+def write_summary(study_dir: str, summary_dir: str,
+                  select_metric: Optional[str] = None) -> int:
+  """Copies what the report is made of into `summary_dir`: small enough to
+  commit, and a study folder `write_report` (`--report_only`) reads.
+
+  `summary_dir` gets study.json, every finished run's study_result.json and
+  the per-instance test arrays of the runs chosen by `select_metric`
+  (compressed), summary.json (the runs whose arrays it leaves out), then
+  the report itself. `start_from_summary` continues the study from it. A
+  report with another select metric needs the arrays of other runs: the
+  whole study folder. Runs whose files
+  cannot be read are left out, as the study's own report leaves them out
+  (and names them).
+
+  Returns:
+    The number of run records copied.
+
+  Raises:
+    ValueError: the study has no finished run, `summary_dir` is the study
+      folder or holds something other than a summary, or a file cannot be
+      written (naming it).
+  """
+  check_summary_dir(study_dir, summary_dir)
+  shared, grid = study_lib.load_study(study_dir)
+  inputs = report_lib.read_inputs(study_dir, grid, tuple(shared["metrics"]),
+                       select_metric or shared["best_metric"],
+                       progress=lambda line: None)
+  if not inputs.records:
+    raise ValueError(f"--study_dir={study_dir} has no finished run yet.")
+  try:
+    os.makedirs(summary_dir, exist_ok=True)
+  except OSError as e:
+    raise ValueError(
+        f"cannot write {summary_dir}: {e.strerror or e}.") from None
+  runs_dir = os.path.join(summary_dir, study_lib.RUNS_DIR)
+  with study_lib.locked(summary_dir):
+    try:
+      if os.path.isdir(runs_dir):
+        shutil.rmtree(runs_dir)  # A summary is rewritten whole.
+      for record in inputs.records:
+        source = os.path.join(study_dir, study_lib.RUNS_DIR, record["run"])
+        target = os.path.join(runs_dir, record["run"])
+        os.makedirs(target)
+        _copy(os.path.join(source, study_lib.RESULT_FILE),
+              os.path.join(target, study_lib.RESULT_FILE))
+        if record["run"] in inputs.arrays:
+          arrays = inputs.arrays[record["run"]]
+          common_lib.write(os.path.join(target, study_lib.TEST_FILE),
+                 lambda f, a=arrays: np.savez_compressed(f, **a),
+                 binary=True)
+      _copy(os.path.join(study_dir, study_lib.STUDY_FILE),
+            os.path.join(summary_dir, study_lib.STUDY_FILE))
+      without = sorted(r["run"] for r in inputs.records
+                       if r["run"] not in inputs.arrays)
+      common_lib.write(os.path.join(summary_dir, study_lib.SUMMARY_FILE),
+             lambda f: json.dump({"runs_without_arrays": without}, f,
+                                 indent=1))
+    except OSError as e:
+      raise ValueError(f"cannot write {e.filename or summary_dir}: "
+                       f"{e.strerror or e}.") from None
+  report_lib.write_report(summary_dir,
+                          select_metric,
+                          progress=lambda line: None)
+  return len(inputs.records)
+
+
+def start_from_summary(summary_dir: str, study_dir: str) -> int:
+  """Starts `study_dir` from a summary (`write_summary`) of an unfinished
+  study, so that the study command goes on where it stopped on another
+  machine: study.json, every run's record and test arrays are copied, and
+  `summary.json` lists the runs whose arrays the summary left out (never
+  chosen: a run not chosen among its cell's runs is never chosen later,
+  as a study only adds runs), which the study counts as finished.
+
+  Runs trained on from a summary (`--extend_steps`) start from scratch: a
+  summary holds no checkpoint. Writes `study_dir` whole or not at all.
+
+  Returns:
+    The number of runs copied; 0 when `study_dir` already holds a study
+    (it is continued as it is, the summary not read).
+
+  Raises:
+    ValueError: `summary_dir` is not a summary, `study_dir` holds something
+      other than a study, or a file cannot be read or written (naming it).
+  """
+  if os.path.exists(os.path.join(study_dir, study_lib.STUDY_FILE)):
+    return 0
+  if os.path.isdir(study_dir) and os.listdir(study_dir):
+    raise ValueError(f"--study_dir={study_dir} is not empty and holds no "
+                     f"{study_lib.STUDY_FILE}: give --from_summary a new or "
+                     "empty folder.")
+  if not os.path.isfile(os.path.join(summary_dir, study_lib.STUDY_FILE)):
+    raise ValueError(f"--from_summary={summary_dir} holds no "
+                     f"{study_lib.STUDY_FILE}: not a study summary.")
+  study_lib.load_study(summary_dir)  # Raises on a damaged study.json.
+  source_runs = os.path.join(summary_dir, study_lib.RUNS_DIR)
+  names = sorted(os.listdir(source_runs)) if os.path.isdir(source_runs) else []
+  copied, without = 0, []
+  try:
+    with fileio.atomic_folder(study_dir, replace=False) as tmp:
+      shutil.copyfile(os.path.join(summary_dir, study_lib.STUDY_FILE),
+                      os.path.join(tmp, study_lib.STUDY_FILE))
+      for name in names:
+        source = os.path.join(source_runs, name)
+        record = os.path.join(source, study_lib.RESULT_FILE)
+        if not os.path.isfile(record):
+          continue  # Not a run's summary: the report names strays.
+        target = os.path.join(tmp, study_lib.RUNS_DIR, name)
+        os.makedirs(target)
+        shutil.copyfile(record, os.path.join(target, study_lib.RESULT_FILE))
+        arrays = os.path.join(source, study_lib.TEST_FILE)
+        if os.path.isfile(arrays):
+          shutil.copyfile(arrays, os.path.join(target, study_lib.TEST_FILE))
+        else:
+          without.append(name)
+        copied += 1
+      with open(os.path.join(tmp, study_lib.SUMMARY_FILE), "w") as f:
+        json.dump({"runs_without_arrays": without}, f, indent=1)
+  except OSError as e:
+    raise ValueError(f"cannot copy --from_summary={summary_dir} to "
+                     f"{e.filename or study_dir}: {e.strerror or e}.") from None
+  return copied

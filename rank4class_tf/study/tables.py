@@ -1,0 +1,367 @@
+"""tables.md: the main loss x interaction tables, the summary, the pairwise
+contrasts, the regime and what is missing, assembled with `findings` into
+the whole file (`tables_markdown`)."""
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rank4class_tf import catalog
+from rank4class_tf.modeling import encoders
+from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import findings as findings_lib
+from rank4class_tf.study import paper_tables
+from rank4class_tf.study import runner as study_lib
+from rank4class_tf.study import selection as selection_lib
+from rank4class_tf.study import stats
+
+
+def _cell_text(cell: selection_lib.Cell, metric: str,
+               statistics: selection_lib.Statistics,
+               marks: Dict[Tuple[str, str], str]) -> str:
+  text = common_lib.mean_text(cell, metric)
+  if cell.key in marks:
+    text = f"**{text}**{marks[cell.key]}"
+  if cell.key == study_lib.BASELINE:
+    return text + " (base)"
+  effect = statistics.effects.get((cell.key, metric))
+  if effect is None:
+    return text
+  return (f"{text} (p={common_lib.p_text(effect.p)}, "
+          f"Holm {common_lib.p_text(effect.p_holm)})")
+
+
+def _marks(cells: Sequence[selection_lib.Cell],
+           metric: str) -> Dict[Tuple[str, str], str]:
+  """{cell: mark} of the cells shown bold: the top three by mean, and any
+  cell tied with the best; the best one(s) are marked ` *`, the others ``."""
+  ranked = sorted(cells, key=lambda c: -c.mean(metric))
+  best = ranked[0].mean(metric) if ranked else None
+  marks = {}
+  for cell in ranked[:3]:
+    marks[cell.key] = " *" if cell.mean(metric) == best else ""
+  for cell in ranked[3:]:  # Ties with the best beyond the third place.
+    if cell.mean(metric) == best:
+      marks[cell.key] = " *"
+  return marks
+
+
+def main_table(cells: Sequence[selection_lib.Cell], metric_names: Sequence[str],
+               statistics: selection_lib.Statistics) -> List[str]:
+  """Rows metric x interaction, columns losses (the paper's Tables 7-12)."""
+  loss_axis = common_lib.axis(c.loss for c in cells)
+  interaction_axis = common_lib.axis(c.interaction for c in cells)
+  by_key = {c.key: c for c in cells}
+  lines = ["| metric | interaction | " +
+           " | ".join(common_lib.loss_title(l) for l in loss_axis) + " |",
+           "|---|---|" + "---|" * len(loss_axis)]
+  for metric in metric_names:
+    marks = _marks(cells, metric)
+    for interaction in interaction_axis:
+      row = [
+          common_lib.metric_title(metric),
+          common_lib.INTERACTION_TITLES.get(interaction, interaction)
+      ]
+      for loss in loss_axis:
+        cell = by_key.get((loss, interaction))
+        row.append("—" if cell is None else
+                   _cell_text(cell, metric, statistics, marks))
+      lines.append("| " + " | ".join(row) + " |")
+  return lines
+
+
+def summary_table(cells: Sequence[selection_lib.Cell],
+                  metric_names: Sequence[str],
+                  statistics: selection_lib.Statistics) -> List[str]:
+  """Table 2: the classical classifier against the best Rank4Class cell."""
+  by_key = {c.key: c for c in cells}
+  baseline = by_key.get(study_lib.BASELINE)
+  if baseline is None:
+    return ["No softmax + dot cell in this study: nothing to compare with."]
+  others = [c for c in cells if c is not baseline]
+  if not others:
+    return ["Only the softmax + dot cell in this study."]
+  lines = [
+      "| metric | MCC (softmax + dot) | best Rank4Class cell | its value "
+      "| Δ [95% interval] | p | Holm p |", "|---|---|---|---|---|---|---|"
+  ]
+  for metric in metric_names:
+    best = max(others, key=lambda c: c.mean(metric))
+    effect = statistics.effects[(best.key, metric)]
+    lines.append(
+        f"| {common_lib.metric_title(metric)} | "
+        f"{common_lib.mean_text(baseline, metric)} | "
+        f"{common_lib.cell_title(best.key)} | "
+        f"{common_lib.mean_text(best, metric)} | "
+        f"{common_lib.effect_text(effect)} | {common_lib.p_text(effect.p)} | "
+        f"{common_lib.p_text(effect.p_holm)} |")
+  return lines
+
+
+def pair_p(statistics: selection_lib.Statistics, a: Tuple[str, str],
+           b: Tuple[str, str], metric: str) -> float:
+  """p of the paired test of cells a and b (either order)."""
+  pairs = statistics.p_pairs
+  return (pairs[(a, b)] if (a, b) in pairs else pairs[(b, a)])[metric]
+
+
+def contrast_lines(cells: Sequence[selection_lib.Cell],
+                   metric_names: Sequence[str],
+                   statistics: selection_lib.Statistics) -> List[str]:
+  """The paper's two claims as contrasts, each with its paired test: every
+  ranking loss against softmax CE under the same interaction, and every
+  interaction against dot under the same loss (Δ of the means over seeds,
+  p of the paired bootstrap). Studies of SoDeep sorters
+  (`sodeep_spearman@lstm`) add each sorter against `@handcrafted` and each
+  SoDeep cell against MSE."""
+  by_key = {c.key: c for c in cells}
+  rows = []
+  for cell in cells:
+    loss, interaction = cell.key
+    if loss != "softmax" and ("softmax", interaction) in by_key:
+      rows.append(("loss", cell, by_key[("softmax", interaction)]))
+  for cell in cells:
+    loss, interaction = cell.key
+    if interaction != "dot" and (loss, "dot") in by_key:
+      rows.append(("interaction", cell, by_key[(loss, "dot")]))
+  # SoDeep cells (`sodeep_spearman@pairwise`): each learned sorter against
+  # the handcrafted one under the same loss, and each against MSE, the other
+  # loss that regresses the scores pointwise.
+  for cell in cells:
+    loss, interaction = cell.key
+    base_loss, sorter = study_lib.split_loss(loss)
+    handcrafted = (f"{base_loss}{study_lib.SORTER_SEPARATOR}handcrafted",
+                   interaction)
+    if (sorter not in (None, "handcrafted") and handcrafted in by_key):
+      rows.append(("sorter", cell, by_key[handcrafted]))
+  for cell in cells:
+    loss, interaction = cell.key
+    if loss.startswith("sodeep_") and ("mse", interaction) in by_key:
+      rows.append(("mse", cell, by_key[("mse", interaction)]))
+  if not rows:
+    return ["No pair of cells shares a loss or an interaction."]
+  lines = [
+      "| contrast | " +
+      " | ".join(f"Δ {common_lib.metric_title(m)} (p; Holm p)"
+                 for m in metric_names) +
+      " |", "|---|" + "---|" * len(metric_names)
+  ]
+  raw = [pair_p(statistics, cell.key, reference.key, metric)
+         for _, cell, reference in rows for metric in metric_names]
+  adjusted = iter(stats.holm(raw))
+  for _, cell, reference in rows:
+    values = []
+    for metric in metric_names:
+      delta = cell.mean(metric) - reference.mean(metric)
+      p = pair_p(statistics, cell.key, reference.key, metric)
+      p_holm = next(adjusted)
+      mark = "**" if p_holm < selection_lib.ALPHA else ""
+      values.append(f"{mark}{delta:+.4f}{mark} ({common_lib.p_text(p)}; "
+                    f"{common_lib.p_text(p_holm)})")
+    lines.append(
+        f"| {common_lib.cell_title(cell.key)} vs "
+        f"{common_lib.cell_title(reference.key)} | " + " | ".join(values) +
+        " |")
+  lines += ["", f"Holm over the {len(raw)} contrasts of this table "
+            f"({len(rows)} × {len(metric_names)} metrics); bold: Holm p < "
+            f"{selection_lib.ALPHA}."]
+  return lines
+
+
+def tables_markdown(
+    shared: Dict[str, object],
+    grid: study_lib.Grid,
+    cells: Sequence[selection_lib.Cell],
+    records: Sequence[Dict],
+    metric_names: Sequence[str],
+    select_metric: str,
+    statistics: selection_lib.Statistics,
+    num_samples: int,
+    paper: Sequence[paper_tables.PaperTable] = (),
+    missing: Sequence[str] = (),
+    unreadable: Optional[Dict[str, str]] = None,
+    strays: Sequence[str] = (),
+    fair: Optional[Dict[str, Dict]] = None,
+    study: Optional[Dict] = None,
+    labels: Optional[np.ndarray] = None,
+    class_names: Sequence[str] = ()) -> str:
+  """The whole tables.md.
+
+  `paper`: the paper's tables to show effects beside (none: the dataset has
+  none); `missing`: the grid's runs without a result, `unreadable` {run: its
+  unreadable file}, `strays`: run folders the grid does not name; listed at
+  the end when there are any (`absent_lines`); `fair`: {run: fairness
+  marks}; `study`: study.json (its provenance).
+  """
+  dataset = shared["dataset"]
+  num_test = records[0]["num_test"] if records else 0
+  seeds = sorted({s for c in cells for s in c.runs})
+  one_seed = statistics.num_seeds == 1
+  spread = ("one seed: no spread over seeds" if one_seed else
+            "mean ± standard deviation over seeds")
+  lines = [
+      f"# Rank4Class study: {dataset}, encoder {shared['encoder']}", "",
+      f"{len(records)} runs; {len(cells)} cells; seeds "
+      f"{', '.join(map(str, seeds))}; {shared['train_steps']} steps of batch "
+      f"{shared['batch_size']} ({shared['optimizer']}), best checkpoint by "
+      f"validation {shared['best_metric']} every {shared['eval_every']} "
+      "steps.",
+      "Learning rate chosen from "
+      f"{{{', '.join(study_lib.rate_text(r) for r in grid.learning_rates)}}}"
+      f" and MLP width from {{{', '.join(map(str, grid.mlp_units))}}} "
+      + (f"per cell on seed {grid.choose_on_seed}'s validation "
+         f"{select_metric}, the other seeds run at that choice "
+         "(`--choose_on_seed`)" if grid.choose_on_seed is not None else
+         f"per (loss, interaction, seed) on validation {select_metric}")
+      + f"; test metrics of the chosen runs on {num_test} test instances, "
+      f"{spread}.",
+  ]
+  if one_seed:
+    lines.append("**One seed per cell: the intervals and p-values cover test "
+                 "sampling only, not training noise.**")
+  if missing:
+    lines.append(f"**{len(missing)} of the grid's {len(grid.runs())} runs "
+                 "have no result** and are not in these tables (listed under "
+                 "[Runs without a result](#runs-without-a-result)).")
+  lines += regime_lines(shared)
+  if dataset in catalog.VALIDATION_IS_TEST:
+    lines.append(f"**{dataset}'s validation and test splits are the same "
+                 "data**: checkpoints and hyper-parameters are chosen on the "
+                 "test split, as the paper does, so the test numbers are "
+                 "optimistic.")
+  if fair is not None:
+    lines += ["", "## Fairness of the tuning", ""]
+    lines += findings_lib.fairness_lines(cells, fair)
+  lines += ["", "## Code", ""]
+  lines += findings_lib.provenance_lines(records, study)
+  family = max(0, len(cells) - 1) * len(metric_names)
+  lines += [
+      "", "## Test metrics (the paper's Tables 7-12 layout)", "",
+      "Bold: the top three cells of a metric; `*`: the best. p: two-sided "
+      "hierarchical bootstrap against softmax + dot (seeds resampled, then "
+      f"test instances; {num_samples:,} resamples, fixed seed; paired by "
+      f"seed and instance); Holm: adjusted over the family of {family} "
+      f"comparisons ({max(0, len(cells) - 1)} cells × {len(metric_names)} "
+      "metrics against softmax + dot).", ""]
+  lines += main_table(cells, metric_names, statistics)
+  lines += ["", "## Effects against softmax + dot, beside the paper's", ""]
+  if paper:
+    lines += findings_lib.paper_effect_lines(paper, cells, metric_names,
+                                             statistics)
+  else:
+    lines.append(f"The paper has no table for {dataset}: our effects only "
+                 "(the Table 2 section and the contrasts below).")
+  lines += ["", "## Classical classifier against the best Rank4Class cell "
+            "(Table 2)", ""]
+  lines += summary_table(cells, metric_names, statistics)
+  lines += ["", "## Ranking losses against softmax CE, interactions "
+            "against dot", "",
+            "Each ranking loss against softmax CE under the same "
+            "interaction, then each interaction against dot under the same "
+            "loss (SoDeep cells: each sorter against the handcrafted one, "
+            "then against MSE): the difference of the means over seeds and "
+            "the hierarchical bootstrap p, raw and Holm-adjusted.", ""]
+  lines += contrast_lines(cells, metric_names, statistics)
+  lines += [
+      "", "## Metric informativeness", "",
+      "Over all pairs of cells, how many pairs each metric tells apart "
+      f"(hierarchical bootstrap, p < {selection_lib.ALPHA}; Holm over all "
+      f"{statistics.num_pairs} pairs × {len(metric_names)} metrics).", ""
+  ]
+  lines += findings_lib.informativeness_lines(statistics, metric_names, cells)
+  lines += [
+      "", "## Robustness: the verdict under another selection metric", "",
+      f"This report chooses each run by validation "
+      f"{common_lib.metric_title(select_metric)}; the same study chosen by "
+      "each of Top-1, NDCG@5 and MRR (means over seeds):", ""
+  ]
+  lines += findings_lib.robustness_lines(records, metric_names, select_metric,
+                                         cells)
+  lines += ["", "## Per-class view", ""]
+  lines += findings_lib.per_class_lines(cells, labels, class_names)
+  lines += ["", "## Softmax cross-entropy and the ranking metrics (Bruch "
+            "et al. 2019)", "",
+            "The claim: softmax CE tracks the ranking metrics, so a model "
+            "with lower test CE has higher MRR and NDCG. Spearman's ρ "
+            "across every run of the study (all runs, then per loss); the "
+            "claim predicts ρ < 0.", ""]
+  lines += findings_lib.bruch_lines(records)
+  lines += [
+      "", "The identity CE ≥ −log MRR ≥ −log NDCG holds for every "
+      "model by construction (a check of the code, not of the claim): "
+      "mean over a cell's chosen runs.", ""
+  ]
+  lines += findings_lib.bound_lines(cells)
+  lines += [
+      "", "## Chosen runs", "",
+      "| cell | seed | learning rate | MLP width | validation "
+      f"{common_lib.metric_title(select_metric)} | best step | fairness |",
+      "|---|---|---|---|---|---|---|"
+  ]
+  for cell in cells:
+    for seed in sorted(cell.runs):
+      r = cell.runs[seed]
+      marks = (fair or {}).get(r["run"], {})
+      notes = []
+      if marks.get("lr_edge") == "only":
+        notes.append("rate not tuned")
+      elif marks.get("lr_edge"):
+        notes.append(f"rate {marks['lr_edge']} edge")
+      if marks.get("units_edge") == "only":
+        notes.append("width not tuned")
+      elif marks.get("units_edge"):
+        notes.append(f"width {marks['units_edge']} edge")
+      if marks.get("best_is_last"):
+        notes.append("peaked last")
+      lines.append(f"| {common_lib.cell_title(cell.key)} | {seed} | "
+                   f"{study_lib.rate_text(r['learning_rate'])} | "
+                   f"{r['mlp_units'] or '—'} | "
+                   f"{r['validation'][select_metric]:.4f} | "
+                   f"{r['best_step']} | {', '.join(notes) or '—'} |")
+  lines += absent_lines(grid, missing, unreadable or {}, strays)
+  return "\n".join(lines) + "\n"
+
+
+def absent_lines(grid: study_lib.Grid, missing: Sequence[str],
+                 unreadable: Dict[str, str],
+                 strays: Sequence[str]) -> List[str]:
+  """tables.md's account of what the report leaves out (nothing when it
+  leaves nothing out)."""
+  lines = []
+  if missing:
+    names = ", ".join(f"`{name}`" + (f" (unreadable: `{unreadable[name]}`)"
+                                     if name in unreadable else "")
+                      for name in missing)
+    lines += ["", "## Runs without a result", "",
+              f"{len(missing)} of the {len(grid.runs())} runs of the grid in "
+              f"{study_lib.STUDY_FILE} have no whole record (not run yet, "
+              f"or their study file is unreadable): {names}."]
+  if strays:
+    lines += ["", "## Run folders the grid does not name", "",
+              f"{study_lib.RUNS_DIR}/ holds {len(strays)} folders that name "
+              f"no run of the grid in {study_lib.STUDY_FILE}; they are not in "
+              "this report: " + ", ".join(f"`{n}`" for n in strays) + "."]
+  return lines
+
+
+def regime_lines(shared: Dict[str, object]) -> List[str]:
+  """What the encoder did: the paper fine-tunes it; a frozen study trains
+  the class encoder and the interaction only."""
+  lines = []
+  if shared.get("init_checkpoint"):
+    pooling = shared.get("pooling") or (
+        encoders.default_pooling(shared.get("encoder", ""),
+                                 shared["init_checkpoint"]) +
+        " (the checkpoint's default)")
+    lines.append(f"Encoder weights from `{shared['init_checkpoint']}`, "
+                 f"`{shared.get('encoder_size', '')}` size, pooling "
+                 f"{pooling}, {shared.get('max_seq_length')} tokens.")
+  if shared.get("freeze_encoder"):
+    lines.append(
+        "**Frozen encoder**: only the class encoder and the interaction "
+        "were trained" + (", from the encoder's outputs computed once "
+                          "(`feature_cache`)" if shared.get("feature_cache")
+                          else "") +
+        ". This is not the paper's regime (which fine-tunes the encoder): "
+        "it compares losses and interactions on fixed instance features.")
+  return lines
