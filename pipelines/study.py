@@ -35,6 +35,7 @@ from absl import app
 from absl import flags
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study_lib
@@ -43,18 +44,18 @@ from rank4class_tf.study import summary as study_summary
 from pipelines import console
 from pipelines import train_flags
 
-train_flags.define(skip=study_lib.GRID_FIELDS + ("model_dir", "overwrite"))
+train_flags.define(skip=study_grid.GRID_FIELDS + ("model_dir", "overwrite"))
 # Listed by --helpshort with the binary's own flags.
 flags.adopt_module_key_flags(train_flags)
 
 # The study.
 flags.DEFINE_string("study_dir", None, "Folder of the study.")
-flags.DEFINE_list("losses", list(study_lib.PAPER_LOSSES),
+flags.DEFINE_list("losses", list(study_grid.PAPER_LOSSES),
                   "Losses of the grid (default: the paper's five). A SoDeep "
                   "loss may name its sorter, loss@sorter "
                   "(sodeep_spearman@pairwise); unqualified ones use "
                   "--sorter.")
-flags.DEFINE_list("interactions", list(study_lib.PAPER_INTERACTIONS),
+flags.DEFINE_list("interactions", list(study_grid.PAPER_INTERACTIONS),
                   "Interactions of the grid (default: the paper's three).")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of every cell.")
 flags.DEFINE_list("cells", [],
@@ -134,7 +135,7 @@ def _canonical_cell(cell: str) -> str:
   return f"{config_lib.canonical_loss(loss)}.{interaction}" if dot else cell
 
 
-def grid_from_flags() -> study_lib.Grid:
+def grid_from_flags() -> study_grid.Grid:
   # TF-Ranking's loss names (softmax_loss) are stored as ours (softmax).
   losses = tuple(config_lib.canonical_loss(l) for l in FLAGS.losses)
   interactions = tuple(FLAGS.interactions)
@@ -146,13 +147,13 @@ def grid_from_flags() -> study_lib.Grid:
       losses = tuple(dict.fromkeys(loss for loss, _ in keys))
     if not FLAGS["interactions"].present:
       interactions = tuple(dict.fromkeys(i for _, i in keys))
-  return study_lib.Grid(
+  return study_grid.Grid(
       losses=losses, interactions=interactions,
       cells=cells, choose_on_seed=FLAGS.choose_on_seed,
       seeds=_numbers("seeds", int),
       learning_rates=_numbers("learning_rates", float,
-                              study_lib.PAPER_LEARNING_RATES),
-      mlp_units=_numbers("mlp_units", int, study_lib.PAPER_MLP_UNITS))
+                              study_grid.PAPER_LEARNING_RATES),
+      mlp_units=_numbers("mlp_units", int, study_grid.PAPER_MLP_UNITS))
 
 
 def main(argv):

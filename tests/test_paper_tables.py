@@ -6,8 +6,8 @@ import tempfile
 
 import tensorflow as tf
 
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
-from rank4class_tf.study import runner as study
 
 # Cells read off the paper's PDF (Appendix C), percentages / 100.
 PINS = [
@@ -48,9 +48,9 @@ class ShippedTablesTest(tf.test.TestCase):
       self.assertEqual(sorted(table.values),
                        ["ndcg@5", "top1_accuracy", "top5_accuracy"], name)
       for rows in table.values.values():
-        self.assertEqual(sorted(rows), sorted(study.PAPER_INTERACTIONS))
+        self.assertEqual(sorted(rows), sorted(study_grid.PAPER_INTERACTIONS))
         for row in rows.values():
-          self.assertEqual(sorted(row), sorted(study.PAPER_LOSSES))
+          self.assertEqual(sorted(row), sorted(study_grid.PAPER_LOSSES))
       self.assertEqual(paper_tables.dataset_of(name), table.dataset)
 
   def test_pinned_cells(self):

@@ -16,6 +16,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
@@ -39,9 +41,9 @@ def fake_run(study_dir, run, hits, validation_top1, val_offset=0.):
   arrays = {"top1_accuracy": hits, "top5_accuracy": np.ones(N),
             "ndcg@5": 1. / np.log2(1. + ranks), "mrr": 1. / ranks,
             "softmax_ce": np.log(ranks) + 0.1, "labels": np.zeros(N, int)}
-  folder = study.run_dir(study_dir, run)
+  folder = study_folder.run_dir(study_dir, run)
   os.makedirs(folder)
-  np.savez(os.path.join(folder, study.TEST_FILE), **arrays)
+  np.savez(os.path.join(folder, study_folder.TEST_FILE), **arrays)
   test = {m: float(arrays[m].mean()) for m in METRICS}
   validation = dict(test, top1_accuracy=validation_top1 + val_offset)
   mrr = test["mrr"]
@@ -54,7 +56,7 @@ def fake_run(study_dir, run, hits, validation_top1, val_offset=0.):
       ce_bound_holds=True, best_step=10, train_seconds=1.5,
       resumed_at_step=0,
       validation_curve={"top1_accuracy": [[5, 0.5], [10, validation_top1]]})
-  with open(os.path.join(folder, study.RESULT_FILE), "w") as f:
+  with open(os.path.join(folder, study_folder.RESULT_FILE), "w") as f:
     json.dump(record, f)
   return record
 
@@ -62,7 +64,7 @@ def fake_run(study_dir, run, hits, validation_top1, val_offset=0.):
 class GridTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_runs_and_names(self):
-    grid = study.Grid(losses=("softmax", "mse"), interactions=("dot",
+    grid = study_grid.Grid(losses=("softmax", "mse"), interactions=("dot",
                                                                "lc_mlp"),
                       seeds=(0, 1), learning_rates=(1e-3, 3e-05),
                       mlp_units=(64, 128))
@@ -75,10 +77,10 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual([r.seed for r in runs[:12]], [0] * 12)
 
   def test_paper_grid(self):
-    self.assertLen(study.PAPER_LEARNING_RATES, 13)
-    self.assertAllClose(study.PAPER_LEARNING_RATES[:3], [1e-7, 3e-7, 1e-6])
-    self.assertAllClose(study.PAPER_LEARNING_RATES[-2:], [3e-2, 0.1])
-    self.assertLen(study.Grid().runs(), 5 * 3 * 3)
+    self.assertLen(study_grid.PAPER_LEARNING_RATES, 13)
+    self.assertAllClose(study_grid.PAPER_LEARNING_RATES[:3], [1e-7, 3e-7, 1e-6])
+    self.assertAllClose(study_grid.PAPER_LEARNING_RATES[-2:], [3e-2, 0.1])
+    self.assertLen(study_grid.Grid().runs(), 5 * 3 * 3)
 
   @parameterized.parameters(
       (dict(losses=("softmax", "hinge")), "--losses: 'hinge' is not valid"),
@@ -89,10 +91,10 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
       (dict(mlp_units=(-4,)), "--mlp_units: -4 must be > 0"))
   def test_bad_grid(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, re.escape(message)):
-      study.Grid(**kwargs).validate()
+      study_grid.Grid(**kwargs).validate()
 
   def test_sodeep_loss_names_its_sorter(self):
-    grid = study.Grid(losses=("mse", "sodeep_spearman@pairwise",
+    grid = study_grid.Grid(losses=("mse", "sodeep_spearman@pairwise",
                               "sodeep_spearman"), interactions=("dot",),
                       seeds=(0,))
     grid.validate()
@@ -108,9 +110,9 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual([(c.loss.name, c.loss.sorter) for c in configs], [
         ("mse", "handcrafted"), ("sodeep_spearman", "pairwise"),
         ("sodeep_spearman", "handcrafted")])
-    self.assertEqual(study.split_loss("sodeep_map@lstm"), ("sodeep_map",
+    self.assertEqual(study_grid.split_loss("sodeep_map@lstm"), ("sodeep_map",
                                                            "lstm"))
-    self.assertEqual(study.split_loss("softmax"), ("softmax", None))
+    self.assertEqual(study_grid.split_loss("softmax"), ("softmax", None))
 
   @parameterized.parameters(
       ("mse@lstm", "--losses: 'mse@lstm' names a sorter, but only the SoDeep "
@@ -122,12 +124,12 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
       ("hinge@lstm", "--losses: 'hinge@lstm' is not valid"))
   def test_bad_sorter_label(self, label, message):
     with self.assertRaisesRegex(ValueError, re.escape(message)):
-      study.Grid(losses=(label,)).validate()
+      study_grid.Grid(losses=(label,)).validate()
 
   def test_sorter_without_shipped_weights_writes_nothing(self):
     # digits has 10 classes; no cnn sorter ships for d = 10.
     folder = os.path.join(tempfile.mkdtemp(), "study")
-    grid = study.Grid(losses=("sodeep_spearman@cnn",), interactions=("dot",),
+    grid = study_grid.Grid(losses=("sodeep_spearman@cnn",), interactions=("dot",),
                       seeds=(0,))
     with self.assertRaisesRegex(ValueError, "No trained 'cnn' sorter for "
                                 "d=10"):
@@ -135,8 +137,8 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
     self.assertFalse(os.path.exists(folder))
 
   def test_union_keeps_first_seen_order(self):
-    a = study.Grid(losses=("mse", "softmax"), seeds=(2,))
-    b = study.Grid(losses=("softmax", "approx_ndcg"), seeds=(0, 2))
+    a = study_grid.Grid(losses=("mse", "softmax"), seeds=(2,))
+    b = study_grid.Grid(losses=("softmax", "approx_ndcg"), seeds=(0, 2))
     union = a.union(b)
     self.assertEqual(union.losses, ("mse", "softmax", "approx_ndcg"))
     self.assertEqual(union.seeds, (2, 0))
@@ -147,24 +149,24 @@ class OpenStudyTest(tf.test.TestCase):
   def setUp(self):
     super().setUp()
     self.dir = os.path.join(tempfile.mkdtemp(), "study")
-    self.grid = study.Grid(losses=("softmax",), interactions=("dot",),
+    self.grid = study_grid.Grid(losses=("softmax",), interactions=("dot",),
                            seeds=(0,))
 
   def test_creates_then_extends(self):
     study.open_study(self.dir, base_config(), self.grid)
     whole = study.open_study(self.dir, base_config(),
-                             study.Grid(losses=("mse",), interactions=("dot",),
+                             study_grid.Grid(losses=("mse",), interactions=("dot",),
                                         seeds=(1,)))
     self.assertEqual(whole.losses, ("softmax", "mse"))
     self.assertEqual(whole.seeds, (0, 1))
-    shared, grid = study.load_study(self.dir)
+    shared, grid = study_folder.load_study(self.dir)
     self.assertEqual(grid, whole)
     self.assertEqual(shared["train_steps"], 10)
     self.assertNotIn("loss", shared)
 
   def test_changed_shared_flag_is_refused_and_nothing_changes(self):
     study.open_study(self.dir, base_config(), self.grid)
-    path = os.path.join(self.dir, study.STUDY_FILE)
+    path = os.path.join(self.dir, study_folder.STUDY_FILE)
     with open(path) as f:
       before = f.read()
     with self.assertRaisesRegex(
@@ -178,7 +180,7 @@ class OpenStudyTest(tf.test.TestCase):
   def test_study_older_than_a_setting_takes_its_default(self):
     # A study begun before --freeze_encoder and --pooling existed.
     study.open_study(self.dir, base_config(), self.grid)
-    path = os.path.join(self.dir, study.STUDY_FILE)
+    path = os.path.join(self.dir, study_folder.STUDY_FILE)
     with open(path) as f:
       saved = json.load(f)
     for key in ("freeze_encoder", "pooling", "feature_cache"):
@@ -206,7 +208,7 @@ class OpenStudyTest(tf.test.TestCase):
       if dataset == "goemotions":
         kwargs.update(encoder="bert")
       study.open_study(folder, base_config(**kwargs), self.grid)
-      path = os.path.join(folder, study.STUDY_FILE)
+      path = os.path.join(folder, study_folder.STUDY_FILE)
       with open(path) as f:
         saved = json.load(f)
       del saved["shared"]["length_bucketing"]
@@ -230,7 +232,7 @@ class OpenStudyTest(tf.test.TestCase):
     self.assertEqual(os.listdir(self.dir), ["notes.txt"])
 
   def test_bad_run_config_writes_nothing(self):
-    grid = study.Grid(losses=("softmax",), interactions=("label_attention",),
+    grid = study_grid.Grid(losses=("softmax",), interactions=("label_attention",),
                       seeds=(0,))
     with self.assertRaisesRegex(ValueError, "--interaction=label_attention"):
       study.open_study(self.dir, base_config(encoder="mlp"), grid)
@@ -249,7 +251,7 @@ class ReportTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.dir = os.path.join(tempfile.mkdtemp(), "study")
-    grid = study.Grid(losses=("softmax", "approx_ndcg"),
+    grid = study_grid.Grid(losses=("softmax", "approx_ndcg"),
                       interactions=("dot", "lc_mlp"), seeds=(0, 1),
                       learning_rates=(1e-3, 1e-2), mlp_units=(8,))
     study.open_study(cls.dir, base_config(), grid)
@@ -407,7 +409,7 @@ class ReportTest(tf.test.TestCase):
 
   def test_sodeep_sorters_against_handcrafted_and_mse(self):
     folder = os.path.join(tempfile.mkdtemp(), "study")
-    grid = study.Grid(losses=("mse", "sodeep_spearman@pairwise",
+    grid = study_grid.Grid(losses=("mse", "sodeep_spearman@pairwise",
                               "sodeep_spearman@handcrafted"),
                       interactions=("dot",), seeds=(0, 1))
     study.open_study(folder, base_config(dataset="digits"), grid)
@@ -436,10 +438,10 @@ class ReportTest(tf.test.TestCase):
     self.assertEqual(study_summary.write_summary(self.dir, summary), 16)
     with open(os.path.join(summary, study_report.TABLES_FILE)) as f:
       self.assertEqual(f.read(), self.tables)
-    runs = os.path.join(summary, study.RUNS_DIR)
+    runs = os.path.join(summary, study_folder.RUNS_DIR)
     self.assertLen(os.listdir(runs), 16)
     with_arrays = [r for r in os.listdir(runs) if os.path.exists(
-        os.path.join(runs, r, study.TEST_FILE))]
+        os.path.join(runs, r, study_folder.TEST_FILE))]
     # Only the 8 chosen runs keep their per-instance arrays.
     self.assertLen(with_arrays, 8)
     self.assertTrue(all(("lr0.001" in r and "seed0" in r) or
@@ -510,9 +512,9 @@ class PaperTablesTest(tf.test.TestCase):
     self.assertEqual(sorted(table.values), ["ndcg@5", "top1_accuracy",
                                             "top5_accuracy"])
     for rows in table.values.values():
-      self.assertEqual(sorted(rows), sorted(study.PAPER_INTERACTIONS))
+      self.assertEqual(sorted(rows), sorted(study_grid.PAPER_INTERACTIONS))
       for row in rows.values():
-        self.assertEqual(sorted(row), sorted(study.PAPER_LOSSES))
+        self.assertEqual(sorted(row), sorted(study_grid.PAPER_LOSSES))
     self.assertEqual(table.cells("top1_accuracy"), [])
 
   def test_names_and_bad_files(self):

@@ -20,13 +20,15 @@ import tensorflow as tf
 
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.study import extend as study_extend
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
 from rank4class_tf.study import selection as study_selection
 from rank4class_tf.study import summary as study_summary
 from tests import test_study
 
-Run = study.Run
+Run = study_grid.Run
 
 
 def peak_at(rate, units=None):
@@ -49,7 +51,7 @@ def stand_in(value):
     del base, data, earlier
     calls.append(run.name if train_steps is None else
                  f"{run.name}->{train_steps}")
-    folder = study.run_dir(study_dir, run)
+    folder = study_folder.run_dir(study_dir, run)
     if os.path.exists(folder):  # Trained on (--extend_steps).
       shutil.rmtree(folder)
     hits = (np.arange(test_study.N) % 2).astype(float)
@@ -62,8 +64,8 @@ def stand_in(value):
       # Still improving at 10 steps, peaks at 15 of 20.
       record["extended_steps"] = {"from": 10, "to": train_steps}
       record["best_step"] = 15
-    with open(os.path.join(study.run_dir(study_dir, run),
-                           study.RESULT_FILE), "w") as f:
+    with open(os.path.join(study_folder.run_dir(study_dir, run),
+                           study_folder.RESULT_FILE), "w") as f:
       json.dump(record, f)
     return record
   return execute_run, calls
@@ -148,7 +150,7 @@ class StandInStudyCase(tf.test.TestCase):
   def setUp(self):
     super().setUp()
     self.dir = os.path.join(tempfile.mkdtemp(), "study")
-    self.grid = study.Grid(losses=("softmax",), interactions=("dot",),
+    self.grid = study_grid.Grid(losses=("softmax",), interactions=("dot",),
                            seeds=(0, 1), learning_rates=(1e-3, 3e-3, 1e-2))
 
   def run_study(self, value, extend_grid, extend_steps=0.):
@@ -171,11 +173,11 @@ class RunStudyTest(StandInStudyCase):
                                  "softmax.dot.lr0.003.seed1->20"])
     self.assertTrue(any(line.startswith("--extend_steps: 2 chosen run(s)")
                         for line in lines), lines)
-    with open(os.path.join(self.dir, study.STUDY_FILE)) as f:
+    with open(os.path.join(self.dir, study_folder.STUDY_FILE)) as f:
       self.assertEqual(json.load(f)["extended_steps"],
                        {"softmax.dot.lr0.003.seed0": 20,
                         "softmax.dot.lr0.003.seed1": 20})
-    record = {r["run"]: r for r in study.load_records(self.dir)}[
+    record = {r["run"]: r for r in study_folder.load_records(self.dir)}[
         "softmax.dot.lr0.003.seed0"]
     self.assertEqual(record["extended_steps"], {"from": 10, "to": 20})
     # Once: the same command again trains nothing.
@@ -206,7 +208,7 @@ class RunStudyTest(StandInStudyCase):
                                  "softmax.dot.lr0.0001.seed0",
                                  "softmax.dot.lr0.0001.seed1"])
     self.assertLen(runs, 10)
-    records = {r["run"]: r for r in study.load_records(self.dir)}
+    records = {r["run"]: r for r in study_folder.load_records(self.dir)}
     chosen = study_selection.select(list(records.values()), "top1_accuracy")
     for seed in (0, 1):
       self.assertEqual(chosen[("softmax", "dot", seed)]["learning_rate"],
@@ -214,7 +216,7 @@ class RunStudyTest(StandInStudyCase):
     ext = records["softmax.dot.lr0.0001.seed0"]["extension"]
     self.assertEqual(ext["round"], 2)
     self.assertRegex(ext["reason"], "0.0003 .* is the lowest tried")
-    with open(os.path.join(self.dir, study.STUDY_FILE)) as f:
+    with open(os.path.join(self.dir, study_folder.STUDY_FILE)) as f:
       saved = json.load(f)
     self.assertLen(saved["extensions"], 4)
     self.assertIn("git_commit", saved["provenance"])
@@ -254,14 +256,14 @@ class FromSummaryTest(StandInStudyCase):
     self.run_study(peak_at(3e-3), 0)
     summary = os.path.join(tempfile.mkdtemp(), "summary")
     self.assertEqual(study_summary.write_summary(self.dir, summary), 4)
-    with open(os.path.join(summary, study.SUMMARY_FILE)) as f:
+    with open(os.path.join(summary, study_folder.SUMMARY_FILE)) as f:
       self.assertEqual(json.load(f), {"runs_without_arrays": [
           "softmax.dot.lr0.001.seed0", "softmax.dot.lr0.001.seed1"]})
     # Machine 2: a new folder from the summary; only the third rate and
     # the chosen runs' extension are trained (from scratch: no checkpoint).
     self.dir = os.path.join(tempfile.mkdtemp(), "study")
     self.assertEqual(study_summary.start_from_summary(summary, self.dir), 4)
-    self.assertEqual(study.load_summarized(self.dir), {
+    self.assertEqual(study_folder.load_summarized(self.dir), {
         "softmax.dot.lr0.001.seed0", "softmax.dot.lr0.001.seed1"})
     self.grid = dataclasses.replace(self.grid,
                                     learning_rates=(1e-3, 3e-3, 1e-2))
@@ -299,14 +301,14 @@ class FromSummaryTest(StandInStudyCase):
                                 r"and holds no study\.json"):
       study_summary.start_from_summary(summary, other)
     self.assertEqual(os.listdir(other), ["notes.txt"])
-    with open(os.path.join(summary, study.SUMMARY_FILE), "w") as f:
+    with open(os.path.join(summary, study_folder.SUMMARY_FILE), "w") as f:
       f.write("{")
     target = os.path.join(tempfile.mkdtemp(), "study")
     study_summary.start_from_summary(summary, target)  # Lists it afresh.
-    self.assertEqual(study.load_summarized(target), {
+    self.assertEqual(study_folder.load_summarized(target), {
         "softmax.dot.lr0.001.seed0", "softmax.dot.lr0.001.seed1",
         "softmax.dot.lr0.01.seed0", "softmax.dot.lr0.01.seed1"})
-    with open(os.path.join(target, study.SUMMARY_FILE), "w") as f:
+    with open(os.path.join(target, study_folder.SUMMARY_FILE), "w") as f:
       f.write("[]")
     self.dir = target
     with self.assertRaisesRegex(ValueError, r"summary\.json cannot be read "
@@ -352,7 +354,7 @@ class ChooseOnSeedTest(tf.test.TestCase):
   def setUp(self):
     super().setUp()
     self.dir = os.path.join(tempfile.mkdtemp(), "study")
-    self.grid = study.Grid(losses=("softmax", "mse"),
+    self.grid = study_grid.Grid(losses=("softmax", "mse"),
                            interactions=("dot", "lc_mlp"),
                            cells=("softmax.dot", "mse.lc_mlp"),
                            seeds=(0, 1, 2), learning_rates=(1e-3, 3e-3, 1e-2),
@@ -381,20 +383,20 @@ class ChooseOnSeedTest(tf.test.TestCase):
     self.assertEqual(union.cells, ("softmax.dot", "mse.lc_mlp", "mse.dot"))
     self.assertEqual(union.learning_rates, (1e-3, 3e-3, 1e-2, 3e-2))
     # A product grid and a restricted one: every cell of both, explicitly.
-    product = study.Grid(losses=("pairwise_logistic",), interactions=("dot",),
+    product = study_grid.Grid(losses=("pairwise_logistic",), interactions=("dot",),
                          choose_on_seed=0)
     self.assertEqual(self.grid.union(product).cells,
                      ("softmax.dot", "mse.lc_mlp", "pairwise_logistic.dot"))
     with self.assertRaisesRegex(ValueError, r"^--choose_on_seed=\(not set\) "
                                 r"differs from the study's \(0\)"):
       self.grid.union(dataclasses.replace(self.grid, choose_on_seed=None))
-    self.assertEqual(study.Grid.from_json(dataclasses.asdict(self.grid)),
+    self.assertEqual(study_grid.Grid.from_json(dataclasses.asdict(self.grid)),
                      self.grid)
     # A study.json written before the two fields: every cell, every seed.
     old = {"losses": ["mse"], "interactions": ["dot"], "seeds": [0],
            "learning_rates": [0.001], "mlp_units": [128]}
-    self.assertEqual(study.Grid.from_json(old),
-                     study.Grid(("mse",), ("dot",), (0,), (1e-3,), (128,)))
+    self.assertEqual(study_grid.Grid.from_json(old),
+                     study_grid.Grid(("mse",), ("dot",), (0,), (1e-3,), (128,)))
 
   def run_study(self, extend_steps=0.):
     # Seed 0 peaks at 3e-3, seeds 1 and 2 at 1e-2: the followers must take
@@ -416,11 +418,11 @@ class ChooseOnSeedTest(tf.test.TestCase):
         "mse.lc_mlp.lr0.003.u64.seed1->20", "mse.lc_mlp.lr0.003.u64.seed2->20"])
     self.assertIn("--choose_on_seed=0: 4 run(s) of the other seeds at each "
                   "cell's choice.", lines)
-    with open(os.path.join(self.dir, study.STUDY_FILE)) as f:
+    with open(os.path.join(self.dir, study_folder.STUDY_FILE)) as f:
       saved = json.load(f)
     self.assertEqual(saved["followers"]["mse.lc_mlp.lr0.003.u64.seed2"],
                      "mse.lc_mlp.lr0.003.u64.seed0")
-    self.assertLen(study.study_runs(self.dir), 10)
+    self.assertLen(study_folder.study_runs(self.dir), 10)
     # The same command again trains nothing.
     again, _ = self.run_study(extend_steps=2)
     self.assertEqual(again, [])

@@ -26,6 +26,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import hparams as study_hparams
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
@@ -64,7 +66,7 @@ def truncate(path):
 class RunNameTest(parameterized.TestCase):
 
   def test_close_rates_get_their_own_exact_folders(self):
-    grid = study.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,),
+    grid = study_grid.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,),
                       learning_rates=(0.0012345678, 0.0012345679))
     names = [r.name for r in grid.runs()]
     self.assertEqual(names, ["softmax.dot.lr0.0012345678.seed0",
@@ -75,15 +77,15 @@ class RunNameTest(parameterized.TestCase):
 
   def test_exact_rates_keep_their_names(self):
     # The committed studies' folders (results/study_*/runs/) keep loading.
-    self.assertEqual(study.Run("mse", "lc_mlp", 3e-05, 128, 1).name,
+    self.assertEqual(study_grid.Run("mse", "lc_mlp", 3e-05, 128, 1).name,
                      "mse.lc_mlp.lr3e-05.u128.seed1")
-    self.assertEqual(study.Run("softmax", "dot", 0.001, None, 0).name,
+    self.assertEqual(study_grid.Run("softmax", "dot", 0.001, None, 0).name,
                      "softmax.dot.lr0.001.seed0")
-    self.assertEqual(study.rate_text(0.1 + 0.2), "0.30000000000000004")
+    self.assertEqual(study_grid.rate_text(0.1 + 0.2), "0.30000000000000004")
 
   def test_paper_rates_are_the_floats_of_their_names(self):
-    rates = study.PAPER_LEARNING_RATES
-    self.assertEqual([study.rate_text(r) for r in rates], [
+    rates = study_grid.PAPER_LEARNING_RATES
+    self.assertEqual([study_grid.rate_text(r) for r in rates], [
         "1e-07", "3e-07", "1e-06", "3e-06", "1e-05", "3e-05", "0.0001",
         "0.0003", "0.001", "0.003", "0.01", "0.03", "0.1"])
     for rate in rates:
@@ -92,13 +94,13 @@ class RunNameTest(parameterized.TestCase):
   @parameterized.parameters(-1, 2**32)
   def test_seed_out_of_range_names_the_flag_and_writes_nothing(self, seed):
     folder = os.path.join(tempfile.mkdtemp(), "study")
-    grid = study.Grid(losses=("softmax",), interactions=("dot",),
+    grid = study_grid.Grid(losses=("softmax",), interactions=("dot",),
                       seeds=(0, seed))
     with self.assertRaisesRegex(ValueError, rf"^--seeds: {seed} must be "
                                 r"between 0 and 2\*\*32 - 1\.$"):
       study.open_study(folder, base_config(), grid)
     self.assertFalse(os.path.exists(folder))
-    study.Grid(seeds=(0, 2**32 - 1)).validate()  # The ends are seeds.
+    study_grid.Grid(seeds=(0, 2**32 - 1)).validate()  # The ends are seeds.
 
 
 class DamagedReportTest(tf.test.TestCase):
@@ -108,7 +110,7 @@ class DamagedReportTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.source = os.path.join(tempfile.mkdtemp(), "study")
-    grid = study.Grid(losses=("softmax", "mse"), interactions=("dot",),
+    grid = study_grid.Grid(losses=("softmax", "mse"), interactions=("dot",),
                       seeds=(0, 1), learning_rates=(1e-3, 1e-2))
     study.open_study(cls.source, base_config(), grid)
     rng = np.random.default_rng(0)
@@ -133,8 +135,8 @@ class DamagedReportTest(tf.test.TestCase):
       rows = f.read().splitlines()[1:]
     return tables, rows
 
-  def path(self, name, file=study.RESULT_FILE):
-    return os.path.join(self.dir, study.RUNS_DIR, name, file)
+  def path(self, name, file=study_folder.RESULT_FILE):
+    return os.path.join(self.dir, study_folder.RUNS_DIR, name, file)
 
   def test_whole_study_reports_nothing_missing(self):
     tables, rows = self.report()
@@ -145,7 +147,7 @@ class DamagedReportTest(tf.test.TestCase):
   def test_truncated_record_is_named_and_its_run_missing(self):
     name = "softmax.dot.lr0.001.seed0"
     truncate(self.path(name))
-    before = hashes(os.path.join(self.dir, study.RUNS_DIR))
+    before = hashes(os.path.join(self.dir, study_folder.RUNS_DIR))
     tables, rows = self.report()
     self.assertLen(rows, 7)
     self.assertNotIn(name, "".join(rows))
@@ -162,7 +164,7 @@ class DamagedReportTest(tf.test.TestCase):
     # Seed 0 of softmax + dot now chooses its other learning rate.
     self.assertIn("| Softmax CE + Dot | 0 | 0.01 |", tables)
     # --report_only reads: the damaged file is where it was.
-    after = hashes(os.path.join(self.dir, study.RUNS_DIR))
+    after = hashes(os.path.join(self.dir, study_folder.RUNS_DIR))
     self.assertEqual({k: v for k, v in after.items()
                       if not k.endswith(study_hparams.HPARAMS_SUFFIX)},
                      {k: v for k, v in before.items()
@@ -195,27 +197,27 @@ class DamagedReportTest(tf.test.TestCase):
 
   def test_truncated_arrays_of_a_chosen_run(self):
     name = "mse.dot.lr0.001.seed0"
-    truncate(self.path(name, study.TEST_FILE))
+    truncate(self.path(name, study_folder.TEST_FILE))
     tables, rows = self.report()
     self.assertLen(rows, 7)
-    self.assertRegex(self.lines[0], rf"^{self.path(name, study.TEST_FILE)}: "
+    self.assertRegex(self.lines[0], rf"^{self.path(name, study_folder.TEST_FILE)}: "
                      r"damaged \(BadZipFile: .*\): run " + name +
                      " is chosen but its test arrays cannot be read")
     self.assertIn("| MSE + Dot | 0 | 0.01 |", tables)
     # An intact record without arrays (a summary's unchosen run) is fine;
     # chosen, it is missing too.
-    os.remove(self.path("mse.dot.lr0.01.seed0", study.TEST_FILE))
+    os.remove(self.path("mse.dot.lr0.01.seed0", study_folder.TEST_FILE))
     self.lines.clear()
     tables, rows = self.report()
     self.assertLen(rows, 6)
-    self.assertIn(f"{self.path('mse.dot.lr0.01.seed0', study.TEST_FILE)}: "
+    self.assertIn(f"{self.path('mse.dot.lr0.01.seed0', study_folder.TEST_FILE)}: "
                   "not found: run mse.dot.lr0.01.seed0 is chosen",
                   self.lines[1])
     self.assertNotIn("| MSE + Dot | 0 |", tables)  # No run left for seed 0.
     self.assertIn("| MSE + Dot | 1 | 0.001 |", tables)
 
   def test_truncated_study_json_is_named(self):
-    path = os.path.join(self.dir, study.STUDY_FILE)
+    path = os.path.join(self.dir, study_folder.STUDY_FILE)
     truncate(path)
     before = hashes(self.dir)
     with self.assertRaisesRegex(
@@ -228,7 +230,7 @@ class DamagedReportTest(tf.test.TestCase):
   def test_runs_the_grid_no_longer_names(self):
     self.report()  # Every run folder gets its HParams session.
     self.lines.clear()
-    path = os.path.join(self.dir, study.STUDY_FILE)
+    path = os.path.join(self.dir, study_folder.STUDY_FILE)
     with open(path) as f:
       saved = json.load(f)
     saved["grid"]["losses"] = ["softmax"]
@@ -330,7 +332,7 @@ class StudyFolderTest(tf.test.TestCase):
       def start(seed, folder=folder, barrier=barrier, errors=errors):
         barrier.wait()
         try:
-          study.open_study(folder, base_config(), study.Grid(
+          study.open_study(folder, base_config(), study_grid.Grid(
               losses=("softmax",), interactions=("dot",), seeds=(seed,)))
         except ValueError as e:
           errors.append(str(e))
@@ -341,7 +343,7 @@ class StudyFolderTest(tf.test.TestCase):
       for t in threads:
         t.join()
       self.assertEqual(errors, [])
-      self.assertEqual(sorted(study.load_study(folder)[1].seeds), [0, 1])
+      self.assertEqual(sorted(study_folder.load_study(folder)[1].seeds), [0, 1])
       self.assertEqual(sorted(os.listdir(folder)), ["runs", "study.json"])
 
   def test_unwritable_folder_is_one_line(self):
@@ -353,7 +355,7 @@ class StudyFolderTest(tf.test.TestCase):
     with mock.patch.object(study.os, "makedirs", side_effect=denied):
       with self.assertRaisesRegex(ValueError, rf"^cannot write {folder}: "
                                   r"Permission denied\.$"):
-        study.open_study(folder, base_config(), study.Grid(
+        study.open_study(folder, base_config(), study_grid.Grid(
             losses=("softmax",), interactions=("dot",), seeds=(0,)))
     self.assertEqual(os.listdir(parent), [])
 
@@ -384,7 +386,7 @@ class ReadOnlyMountTest(tf.test.TestCase):
   def test_read_only_study_dir(self):
     root = tempfile.mkdtemp()
     existing = os.path.join(root, "existing")
-    grid = study.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,))
+    grid = study_grid.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,))
     study.open_study(existing, base_config(), grid)
     fake_run(existing, grid.runs()[0], np.ones(N), 0.9)
     if subprocess.run(["mount", "--bind", "-o", "ro", root, root],
@@ -419,7 +421,7 @@ class NobodyTest(tf.test.TestCase):
     root = tempfile.mkdtemp()
     os.chmod(root, 0o755)  # Readable, not writable, by nobody.
     existing = os.path.join(root, "existing")
-    grid = study.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,))
+    grid = study_grid.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,))
     study.open_study(existing, base_config(dataset="digits"), grid)
     fake_run(existing, grid.runs()[0], np.ones(N), 0.9)
     for path in (root, existing):
@@ -464,7 +466,7 @@ class TrainedStudyTest(tf.test.TestCase):
     cls.base = config_lib.TrainConfig.create(
         model_dir="unused", dataset="digits", train_steps=20, eval_every=10,
         export=False, deterministic=True)
-    cls.grid = study.Grid(losses=("softmax",), interactions=("dot",),
+    cls.grid = study_grid.Grid(losses=("softmax",), interactions=("dot",),
                           seeds=(0,), learning_rates=(1e-2,))
     cls.source = os.path.join(tempfile.mkdtemp(), "study")
     study.run_study(cls.source, cls.base, cls.grid, progress=lambda l: None)
@@ -474,23 +476,23 @@ class TrainedStudyTest(tf.test.TestCase):
     super().setUp()
     self.dir = os.path.join(tempfile.mkdtemp(), "study")
     shutil.copytree(self.source, self.dir)
-    self.folder = study.run_dir(self.dir, self.study_run)
+    self.folder = study_folder.run_dir(self.dir, self.study_run)
     self.lines = []
 
   def record(self):
-    with open(os.path.join(self.folder, study.RESULT_FILE)) as f:
+    with open(os.path.join(self.folder, study_folder.RESULT_FILE)) as f:
       return json.load(f)
 
   def training_files(self):
     """Hashes of what training wrote (checkpoints, config, logs)."""
     return {k: v for k, v in hashes(self.folder).items()
             if not k.startswith(("study", ".")) and
-            study.DAMAGED_SUFFIX not in k}
+            study_folder.DAMAGED_SUFFIX not in k}
 
   def test_damaged_files_are_moved_aside_and_only_evaluated_again(self):
     want = self.record()
     trained = self.training_files()
-    for file in (study.TEST_FILE, study.RESULT_FILE):
+    for file in (study_folder.TEST_FILE, study_folder.RESULT_FILE):
       path = os.path.join(self.folder, file)
       truncate(path)
       with open(path, "rb") as f:
@@ -501,22 +503,22 @@ class TrainedStudyTest(tf.test.TestCase):
       self.assertRegex(self.lines[0], rf"^{path} is damaged \(.+\): moved "
                        rf"to {file}\.damaged; the run is evaluated again\.$")
       self.assertRegex(self.lines[1], r"^\[1/1\] " + self.study_run.name)
-      with open(path + study.DAMAGED_SUFFIX, "rb") as f:
+      with open(path + study_folder.DAMAGED_SUFFIX, "rb") as f:
         self.assertEqual(f.read(), damaged)  # Kept, not lost.
-      os.remove(path + study.DAMAGED_SUFFIX)
+      os.remove(path + study_folder.DAMAGED_SUFFIX)
       # Not trained again: the checkpoints are untouched.
       self.assertEqual(self.training_files(), trained)
       got = self.record()
       for key in ("validation", "test", "test_softmax_ce", "best_step"):
         self.assertEqual(got[key], want[key], key)
-      arrays = study.read_test_arrays(self.dir, self.study_run.name,
+      arrays = study_folder.read_test_arrays(self.dir, self.study_run.name,
                                       self.base.trainer.metrics,
                                       got["num_test"])
       self.assertLen(arrays["labels"], got["num_test"])
       # The training time is kept from a whole record, lost with a damaged
       # one (the run was not trained again).
       self.assertEqual(got["train_seconds"],
-                       want["train_seconds"] if file == study.TEST_FILE
+                       want["train_seconds"] if file == study_folder.TEST_FILE
                        else None)
     self.lines.clear()
     study.run_study(self.dir, self.base, self.grid, progress=self.lines.append)
@@ -551,7 +553,7 @@ class TrainedStudyTest(tf.test.TestCase):
                         progress=lambda l: None)
 
   def test_report_only_binary_names_the_damaged_file(self):
-    path = os.path.join(self.folder, study.RESULT_FILE)
+    path = os.path.join(self.folder, study_folder.RESULT_FILE)
     truncate(path)
     proc = helpers.run_module("pipelines.study", f"--study_dir={self.dir}",
                               "--report_only", check=False)

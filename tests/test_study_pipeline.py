@@ -21,6 +21,8 @@ import tensorflow as tf
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import runner as study
 import helpers
 
@@ -122,7 +124,7 @@ class StudyTest(tf.test.TestCase):
                               float(r["test_neg_log_mrr"]))
 
   def test_rerun_skips_everything_and_report_only_repeats(self):
-    results = [os.path.join(self.dir, "runs", name, study.RESULT_FILE)
+    results = [os.path.join(self.dir, "runs", name, study_folder.RESULT_FILE)
                for name in self.rows]
     stamps = [os.path.getmtime(p) for p in results]
     again = run(command(self.dir, *GRID))
@@ -151,13 +153,13 @@ class StudyTest(tf.test.TestCase):
       time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    self.assertFalse(os.path.exists(os.path.join(second, study.RESULT_FILE)))
+    self.assertFalse(os.path.exists(os.path.join(second, study_folder.RESULT_FILE)))
 
     rerun = run(command(killed, *grid))
     self.assertIn("1 of 2 runs already finished", rerun.stdout)
     got = read_rows(killed)
     self.assertLen(got, 2)
-    with open(os.path.join(second, study.RESULT_FILE)) as f:
+    with open(os.path.join(second, study_folder.RESULT_FILE)) as f:
       self.assertGreater(json.load(f)["resumed_at_step"], 0)
     for name, row in got.items():
       want = self.rows[name]
@@ -174,8 +176,8 @@ class BadInputTest(tf.test.TestCase):
     existing = os.path.join(parent, "existing")
     study.open_study(existing, config_lib.TrainConfig.create(
         model_dir="x", train_steps=5, eval_every=5),
-                     study.Grid(losses=("softmax",), interactions=("dot",)))
-    with open(os.path.join(existing, study.STUDY_FILE)) as f:
+                     study_grid.Grid(losses=("softmax",), interactions=("dot",)))
+    with open(os.path.join(existing, study_folder.STUDY_FILE)) as f:
       before = f.read()
     cases = {
         "unknown_loss": (["--losses=softmax,hinge"],
@@ -252,7 +254,7 @@ class BadInputTest(tf.test.TestCase):
                      f"in {existing} (train_steps=5); pass the same value, "
                      "or another --study_dir.")
     self.assertEqual(sorted(os.listdir(existing)), ["runs", "study.json"])
-    with open(os.path.join(existing, study.STUDY_FILE)) as f:
+    with open(os.path.join(existing, study_folder.STUDY_FILE)) as f:
       self.assertEqual(f.read(), before)
 
 
@@ -292,7 +294,7 @@ class FrozenTextStudyTest(tf.test.TestCase):
     config = serving.load_config(folder)
     self.assertEqual((config.model.pooling, config.model.freeze_encoder),
                      ("mean", True))
-    with open(os.path.join(folder, study.RESULT_FILE)) as f:
+    with open(os.path.join(folder, study_folder.RESULT_FILE)) as f:
       record = json.load(f)
     # The record (from the cache) equals the export's metrics.
     helpers.run_module("pipelines.export", f"--model_dir={folder}")

@@ -18,6 +18,8 @@ import tensorflow as tf
 
 from rank4class_tf import provenance
 from rank4class_tf.study import findings as study_findings
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
 from rank4class_tf.study import selection as study_selection
@@ -34,7 +36,7 @@ def make_study(hits_of, seeds=(0, 1, 2), dataset="digits",
   """A finished hand-made study: `hits_of(run)` its per-instance Top-1
   hits, `val_of(run)` its validation Top-1 (default: 1e-3 chosen)."""
   folder = os.path.join(tempfile.mkdtemp(), "study")
-  grid = study.Grid(losses=losses, interactions=interactions, seeds=seeds,
+  grid = study_grid.Grid(losses=losses, interactions=interactions, seeds=seeds,
                     learning_rates=rates, mlp_units=(8,))
   extra = {"encoder": "bert"} if dataset == "goemotions" else {}
   study.open_study(folder, base_config(dataset=dataset, **extra), grid)
@@ -44,8 +46,8 @@ def make_study(hits_of, seeds=(0, 1, 2), dataset="digits",
     record = fake_run(folder, run, hits_of(run), val)
     if record_of is not None:
       record.update(record_of(run))
-      with open(os.path.join(study.run_dir(folder, run),
-                             study.RESULT_FILE), "w") as f:
+      with open(os.path.join(study_folder.run_dir(folder, run),
+                             study_folder.RESULT_FILE), "w") as f:
         json.dump(record, f)
   return folder
 
@@ -123,7 +125,7 @@ class HierarchicalReportTest(tf.test.TestCase):
     self.assertAllClose(got, stats.holm(raw))
 
   def cells(self, folder):
-    records = study.load_records(folder)
+    records = study_folder.load_records(folder)
     chosen = study_selection.select(records, "top1_accuracy")
     return study_selection.build_cells(
         folder, chosen, ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr"),

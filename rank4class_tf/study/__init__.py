@@ -1,6 +1,10 @@
 """The study: the paper's loss x interaction grid, run, tuned and reported.
 
-  runner        the grid, its runs, resume, extensions and followers
+  runner        the study loop: its runs trained, extended and followed,
+                resumed where it stopped
+  grid          the grid, its runs and their names; the paper's grid
+  folder        the study folder: study.json, records, test arrays, lock
+  evaluation    one run's evaluation and per-instance test arrays
   extend        `--extend_grid`: no chosen value left on an edge
   report        the report: reads a study folder, writes results.csv,
                 tables.md, figures and HParams logs (`selection`, `tables`,

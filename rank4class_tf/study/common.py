@@ -5,7 +5,7 @@ writer (whole files or none, a failure named in one line)."""
 from typing import Optional, Tuple
 
 from rank4class_tf import fileio
-from rank4class_tf.study import runner as study_lib
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import selection as selection_lib
 from rank4class_tf.study import statistics as study_stats
 
@@ -36,7 +36,7 @@ def metric_title(name: str) -> str:
 def loss_title(label: str) -> str:
   """`softmax` -> Softmax CE; `sodeep_spearman@lstm` -> SoDeep Spearman
   (lstm)."""
-  loss, sorter = study_lib.split_loss(label)
+  loss, sorter = study_grid.split_loss(label)
   title = LOSS_TITLES.get(loss, loss)
   return title if sorter is None else f"{title} ({sorter})"
 

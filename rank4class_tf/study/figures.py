@@ -9,8 +9,8 @@ import numpy as np
 
 from rank4class_tf.ranking import metrics
 from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
-from rank4class_tf.study import runner as study_lib
 from rank4class_tf.study import selection as selection_lib
 
 
@@ -47,7 +47,7 @@ def write_figures(
   interactions_axis = common_lib.axis(c.interaction for c in cells)
   colours = plt.get_cmap("tab10")
   by_key = {c.key: c for c in cells}
-  if study_lib.BASELINE in by_key and len(cells) > 1:
+  if study_grid.BASELINE in by_key and len(cells) > 1:
     paths.append(_effects_figure(folder, plt, cells, metric_names,
                                  statistics))
     if paper:
@@ -72,7 +72,7 @@ def write_figures(
         errors[1].append(max(0., hi - mean))
       ax.bar(xs, means, width, yerr=errors, capsize=3, color=colours(j),
              label=common_lib.loss_title(loss))
-    baseline = by_key.get(study_lib.BASELINE)
+    baseline = by_key.get(study_grid.BASELINE)
     if baseline is not None:
       ax.axhline(baseline.mean(metric), color="black", lw=0.8, ls="--",
                  label="softmax + dot")
@@ -109,7 +109,7 @@ def _save(fig, plt, path: str, dpi: int) -> None:
 
 def _effects_figure(folder, plt, cells, metric_names, statistics) -> str:
   """Paired differences from softmax + dot with hierarchical intervals."""
-  others = [c for c in cells if c.key != study_lib.BASELINE]
+  others = [c for c in cells if c.key != study_grid.BASELINE]
   fig, axes = plt.subplots(1, len(metric_names), squeeze=False,
                            figsize=(2.9 * len(metric_names) + 2.2,
                                     1.0 + 0.32 * len(others)), sharey=True)
@@ -161,7 +161,7 @@ def _paper_figure(folder, plt, cells, metric_names, statistics,
     xs = []
     for cell in cells:
       paper = theirs.get((cell.interaction, cell.loss))
-      if cell.key == study_lib.BASELINE or paper is None:
+      if cell.key == study_grid.BASELINE or paper is None:
         continue
       effect = statistics.effects[(cell.key, metric)]
       ax.errorbar([paper], [effect.delta],
@@ -231,7 +231,7 @@ def _curves_figure(folder, plt, records, chosen, cells,
   for index in range(len(keys), rows * cols):  # No empty panels.
     axes[index // cols][index % cols].axis("off")
   handles = [_legend_line(plt, colours(i % colours.N),
-                          f"lr {study_lib.rate_text(rate)}" +
+                          f"lr {study_grid.rate_text(rate)}" +
                           (f", width {units}" if units else ""))
              for i, (rate, units) in enumerate(settings)]
   fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)),

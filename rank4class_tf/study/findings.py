@@ -11,8 +11,8 @@ import numpy as np
 
 from rank4class_tf import provenance
 from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
-from rank4class_tf.study import runner as study_lib
 from rank4class_tf.study import selection as selection_lib
 from rank4class_tf.study import statistics as study_stats
 
@@ -82,7 +82,7 @@ def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
   shown = [m for m in metric_names if m in first.values]
   if not shown:
     return lines + ["", "The paper reports none of this study's metrics."]
-  if study_lib.BASELINE not in by_key:
+  if study_grid.BASELINE not in by_key:
     return lines + ["", "No softmax + dot cell in this study: no effects."]
   for metric in shown:
     paper = [t.effects(metric) for t in tables]
@@ -94,7 +94,7 @@ def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
               "|---|---|---|---|" + "---|" * len(tables) + "---|"]
     agree = compared = significant = significant_agree = 0
     for cell in cells:
-      if cell.key == study_lib.BASELINE:
+      if cell.key == study_grid.BASELINE:
         continue
       effect = statistics.effects[(cell.key, metric)]
       paper_key = (cell.interaction, cell.loss)
@@ -251,11 +251,11 @@ def robustness_lines(records: Sequence[Dict], metric_names: Sequence[str],
   for selection in selections:
     for metric in metric_names:
       table = means[selection][metric]
-      if study_lib.BASELINE not in table or len(table) < 2:
+      if study_grid.BASELINE not in table or len(table) < 2:
         continue
-      base = table[study_lib.BASELINE]
+      base = table[study_grid.BASELINE]
       key, value = max(((k, v) for k, v in table.items()
-                        if k != study_lib.BASELINE), key=lambda kv: kv[1])
+                        if k != study_grid.BASELINE), key=lambda kv: kv[1])
       lines.append(
           f"| {common_lib.metric_title(selection)} | "
           f"{common_lib.metric_title(metric)} | "

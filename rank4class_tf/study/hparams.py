@@ -7,7 +7,8 @@ from typing import Dict, Sequence
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
-from rank4class_tf.study import runner as study_lib
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import grid as study_grid
 
 
 
@@ -15,7 +16,7 @@ HPARAMS_SUFFIX = ".study_hparams"
 
 
 def write_hparams(study_dir: str, records: Sequence[Dict],
-                  grid: study_lib.Grid, metric_names: Sequence[str],
+                  grid: study_grid.Grid, metric_names: Sequence[str],
                   chosen: Dict) -> None:
   """Logs every run to TensorBoard's HParams plugin.
 
@@ -39,7 +40,7 @@ def write_hparams(study_dir: str, records: Sequence[Dict],
   tags = ([f"validation/{m}" for m in metric_names] +
           [f"test/{m}" for m in metric_names] +
           ["test/softmax_ce", "train_seconds"])
-  runs_dir = os.path.join(study_dir, study_lib.RUNS_DIR)
+  runs_dir = os.path.join(study_dir, study_folder.RUNS_DIR)
   # Every run folder, so that runs no longer reported lose theirs too.
   folders = [study_dir] + [os.path.join(runs_dir, n) for n in sorted(
       os.listdir(runs_dir) if os.path.isdir(runs_dir) else ())]
@@ -64,7 +65,7 @@ def _write_sessions(study_dir, records, metric_names, chosen, domains,
                       metrics=[hp.Metric(t) for t in tags])
   chosen_runs = {r["run"] for r in chosen.values()}
   for r in records:
-    folder = os.path.join(study_dir, study_lib.RUNS_DIR, r["run"])
+    folder = os.path.join(study_dir, study_folder.RUNS_DIR, r["run"])
     values = {"loss": r["loss"], "interaction": r["interaction"],
               "learning_rate": float(r["learning_rate"]),
               "mlp_units": r["mlp_units"] or 0, "seed": r["seed"],

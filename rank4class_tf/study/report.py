@@ -40,9 +40,10 @@ from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import figures as figures_lib
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import hparams as hparams_lib
 from rank4class_tf.study import paper_tables
-from rank4class_tf.study import runner as study_lib
 from rank4class_tf.study import selection as selection_lib
 from rank4class_tf.study import stats
 from rank4class_tf.study import tables as tables_lib
@@ -159,7 +160,7 @@ class Inputs:
   strays: List[str]
 
 
-def read_inputs(study_dir: str, grid: study_lib.Grid,
+def read_inputs(study_dir: str, grid: study_grid.Grid,
                 metric_names: Sequence[str], select_metric: str,
                 progress: Callable[[str], None] = print) -> Inputs:
   """Reads the records and the chosen runs' test arrays; writes nothing.
@@ -169,8 +170,8 @@ def read_inputs(study_dir: str, grid: study_lib.Grid,
   arrays is dropped and its (loss, interaction, seed) chosen again among the
   rest. Then one line lists the missing runs, one the stray folders.
   """
-  runs = study_lib.study_runs(study_dir, grid)  # With --extend_grid's.
-  found = study_lib.contents(study_dir, runs, metric_names)
+  runs = study_folder.study_runs(study_dir, grid)  # With --extend_grid's.
+  found = study_folder.contents(study_dir, runs, metric_names)
   unreadable = {}
   for error in found.damaged:
     name = os.path.basename(os.path.dirname(error.path))
@@ -187,13 +188,13 @@ def read_inputs(study_dir: str, grid: study_lib.Grid,
       name = record["run"]
       if name in arrays:
         continue
-      path = os.path.join(study_dir, study_lib.RUNS_DIR, name,
-                          study_lib.TEST_FILE)
+      path = os.path.join(study_dir, study_folder.RUNS_DIR, name,
+                          study_folder.TEST_FILE)
       try:
-        values = study_lib.read_test_arrays(study_dir, name, metric_names,
+        values = study_folder.read_test_arrays(study_dir, name, metric_names,
                                             record["num_test"])
         problem = None if values is not None else "not found"
-      except study_lib.DamagedFile as e:
+      except study_folder.DamagedFile as e:
         values, problem = None, f"damaged ({e.reason})"
       if values is None:
         dropped.add(name)
@@ -212,9 +213,9 @@ def read_inputs(study_dir: str, grid: study_lib.Grid,
     progress(f"{len(missing)} of the grid's {len(runs)} runs have no result "
              f"and are reported as missing: {', '.join(missing)}.")
   if found.strays:
-    progress(f"{os.path.join(study_dir, study_lib.RUNS_DIR)} holds "
+    progress(f"{os.path.join(study_dir, study_folder.RUNS_DIR)} holds "
              f"{len(found.strays)} folders that name no run of the grid in "
-             f"{study_lib.STUDY_FILE} (not in the report): "
+             f"{study_folder.STUDY_FILE} (not in the report): "
              f"{', '.join(found.strays)}.")
   return Inputs(records, chosen, arrays, missing, unreadable, found.strays)
 
@@ -246,7 +247,7 @@ def write_report(study_dir: str, select_metric: Optional[str] = None,
       finished runs, an unreadable study.json, or a file that cannot be
       written (naming it).
   """
-  with study_lib.locked(study_dir):
+  with study_folder.locked(study_dir):
     return _write_report(study_dir, select_metric, num_samples, paper_table,
                          progress)
 
@@ -254,7 +255,7 @@ def write_report(study_dir: str, select_metric: Optional[str] = None,
 def _write_report(study_dir, select_metric, num_samples, paper_table,
                   progress) -> Dict[str, str]:
   """`write_report`, its lock held."""
-  shared, grid = study_lib.load_study(study_dir)
+  shared, grid = study_folder.load_study(study_dir)
   metric_names = tuple(shared["metrics"])
   select_metric = select_metric or shared["best_metric"]
   paper = check_options(metric_names, select_metric, num_samples, paper_table,
@@ -272,7 +273,7 @@ def _write_report(study_dir, select_metric, num_samples, paper_table,
            "tables": os.path.join(study_dir, TABLES_FILE),
            "figures": os.path.join(study_dir, FIGURES_DIR)}
   fair = selection_lib.fairness_marks(records, shared["train_steps"])
-  with open(os.path.join(study_dir, study_lib.STUDY_FILE)) as f:
+  with open(os.path.join(study_dir, study_folder.STUDY_FILE)) as f:
     study = json.load(f)
   labels = None
   if inputs.arrays:
@@ -295,7 +296,7 @@ def class_names_of(study_dir: str, shared: Dict[str, object]) -> List[str]:
   """The study's class names: a run folder's classes.json, else the
   dataset's (loaded offline), else none (classes shown by id)."""
   for path in sorted(tf.io.gfile.glob(os.path.join(
-      study_dir, study_lib.RUNS_DIR, "*", run_dir_lib.CLASSES_FILE)))[:1]:
+      study_dir, study_folder.RUNS_DIR, "*", run_dir_lib.CLASSES_FILE)))[:1]:
     try:
       with open(path) as f:
         return list(json.load(f))

@@ -22,7 +22,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rank4class_tf.study import runner as study_lib
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import statistics as study_stats
 from rank4class_tf.study import stats
 
@@ -94,7 +95,7 @@ def build_cells(study_dir: str, chosen: Dict[Tuple[str, str, int], Dict],
     per_instance = {m: {} for m in metric_names}
     for seed, record in runs.items():
       run_arrays = ((arrays or {}).get(record["run"]) or
-                    study_lib.load_test_arrays(study_dir, record["run"]))
+                    study_folder.load_test_arrays(study_dir, record["run"]))
       for m in metric_names:
         per_instance[m][seed] = run_arrays[m]
     cells.append(Cell(loss, interaction, runs, per_instance))
@@ -142,7 +143,7 @@ def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
   All comparisons of one call share the same resamples.
   """
   by_key = {c.key: c for c in cells}
-  baseline = by_key.get(study_lib.BASELINE)
+  baseline = by_key.get(study_grid.BASELINE)
   base_pairs = []
   if baseline is not None:
     base_pairs = [((cell.key, metric), cell.per_instance[metric],

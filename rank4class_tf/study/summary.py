@@ -11,8 +11,8 @@ import numpy as np
 
 from rank4class_tf import fileio
 from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import report as report_lib
-from rank4class_tf.study import runner as study_lib
 
 
 def check_summary_dir(study_dir: str, summary_dir: str) -> None:
@@ -21,9 +21,9 @@ def check_summary_dir(study_dir: str, summary_dir: str) -> None:
   if os.path.abspath(summary_dir) == os.path.abspath(study_dir):
     raise ValueError(f"--summary_dir={summary_dir} is the study folder.")
   if os.path.isdir(summary_dir) and os.listdir(summary_dir) and not (
-      os.path.exists(os.path.join(summary_dir, study_lib.STUDY_FILE))):
+      os.path.exists(os.path.join(summary_dir, study_folder.STUDY_FILE))):
     raise ValueError(f"--summary_dir={summary_dir} is not empty and holds no "
-                     f"{study_lib.STUDY_FILE}; choose a new or empty folder.")
+                     f"{study_folder.STUDY_FILE}; choose a new or empty folder.")
 
 
 def _copy(source: str, target: str) -> None:
@@ -56,7 +56,7 @@ def write_summary(study_dir: str, summary_dir: str,
       written (naming it).
   """
   check_summary_dir(study_dir, summary_dir)
-  shared, grid = study_lib.load_study(study_dir)
+  shared, grid = study_folder.load_study(study_dir)
   inputs = report_lib.read_inputs(study_dir, grid, tuple(shared["metrics"]),
                        select_metric or shared["best_metric"],
                        progress=lambda line: None)
@@ -67,27 +67,27 @@ def write_summary(study_dir: str, summary_dir: str,
   except OSError as e:
     raise ValueError(
         f"cannot write {summary_dir}: {e.strerror or e}.") from None
-  runs_dir = os.path.join(summary_dir, study_lib.RUNS_DIR)
-  with study_lib.locked(summary_dir):
+  runs_dir = os.path.join(summary_dir, study_folder.RUNS_DIR)
+  with study_folder.locked(summary_dir):
     try:
       if os.path.isdir(runs_dir):
         shutil.rmtree(runs_dir)  # A summary is rewritten whole.
       for record in inputs.records:
-        source = os.path.join(study_dir, study_lib.RUNS_DIR, record["run"])
+        source = os.path.join(study_dir, study_folder.RUNS_DIR, record["run"])
         target = os.path.join(runs_dir, record["run"])
         os.makedirs(target)
-        _copy(os.path.join(source, study_lib.RESULT_FILE),
-              os.path.join(target, study_lib.RESULT_FILE))
+        _copy(os.path.join(source, study_folder.RESULT_FILE),
+              os.path.join(target, study_folder.RESULT_FILE))
         if record["run"] in inputs.arrays:
           arrays = inputs.arrays[record["run"]]
-          common_lib.write(os.path.join(target, study_lib.TEST_FILE),
+          common_lib.write(os.path.join(target, study_folder.TEST_FILE),
                  lambda f, a=arrays: np.savez_compressed(f, **a),
                  binary=True)
-      _copy(os.path.join(study_dir, study_lib.STUDY_FILE),
-            os.path.join(summary_dir, study_lib.STUDY_FILE))
+      _copy(os.path.join(study_dir, study_folder.STUDY_FILE),
+            os.path.join(summary_dir, study_folder.STUDY_FILE))
       without = sorted(r["run"] for r in inputs.records
                        if r["run"] not in inputs.arrays)
-      common_lib.write(os.path.join(summary_dir, study_lib.SUMMARY_FILE),
+      common_lib.write(os.path.join(summary_dir, study_folder.SUMMARY_FILE),
              lambda f: json.dump({"runs_without_arrays": without}, f,
                                  indent=1))
     except OSError as e:
@@ -118,38 +118,38 @@ def start_from_summary(summary_dir: str, study_dir: str) -> int:
     ValueError: `summary_dir` is not a summary, `study_dir` holds something
       other than a study, or a file cannot be read or written (naming it).
   """
-  if os.path.exists(os.path.join(study_dir, study_lib.STUDY_FILE)):
+  if os.path.exists(os.path.join(study_dir, study_folder.STUDY_FILE)):
     return 0
   if os.path.isdir(study_dir) and os.listdir(study_dir):
     raise ValueError(f"--study_dir={study_dir} is not empty and holds no "
-                     f"{study_lib.STUDY_FILE}: give --from_summary a new or "
+                     f"{study_folder.STUDY_FILE}: give --from_summary a new or "
                      "empty folder.")
-  if not os.path.isfile(os.path.join(summary_dir, study_lib.STUDY_FILE)):
+  if not os.path.isfile(os.path.join(summary_dir, study_folder.STUDY_FILE)):
     raise ValueError(f"--from_summary={summary_dir} holds no "
-                     f"{study_lib.STUDY_FILE}: not a study summary.")
-  study_lib.load_study(summary_dir)  # Raises on a damaged study.json.
-  source_runs = os.path.join(summary_dir, study_lib.RUNS_DIR)
+                     f"{study_folder.STUDY_FILE}: not a study summary.")
+  study_folder.load_study(summary_dir)  # Raises on a damaged study.json.
+  source_runs = os.path.join(summary_dir, study_folder.RUNS_DIR)
   names = sorted(os.listdir(source_runs)) if os.path.isdir(source_runs) else []
   copied, without = 0, []
   try:
     with fileio.atomic_folder(study_dir, replace=False) as tmp:
-      shutil.copyfile(os.path.join(summary_dir, study_lib.STUDY_FILE),
-                      os.path.join(tmp, study_lib.STUDY_FILE))
+      shutil.copyfile(os.path.join(summary_dir, study_folder.STUDY_FILE),
+                      os.path.join(tmp, study_folder.STUDY_FILE))
       for name in names:
         source = os.path.join(source_runs, name)
-        record = os.path.join(source, study_lib.RESULT_FILE)
+        record = os.path.join(source, study_folder.RESULT_FILE)
         if not os.path.isfile(record):
           continue  # Not a run's summary: the report names strays.
-        target = os.path.join(tmp, study_lib.RUNS_DIR, name)
+        target = os.path.join(tmp, study_folder.RUNS_DIR, name)
         os.makedirs(target)
-        shutil.copyfile(record, os.path.join(target, study_lib.RESULT_FILE))
-        arrays = os.path.join(source, study_lib.TEST_FILE)
+        shutil.copyfile(record, os.path.join(target, study_folder.RESULT_FILE))
+        arrays = os.path.join(source, study_folder.TEST_FILE)
         if os.path.isfile(arrays):
-          shutil.copyfile(arrays, os.path.join(target, study_lib.TEST_FILE))
+          shutil.copyfile(arrays, os.path.join(target, study_folder.TEST_FILE))
         else:
           without.append(name)
         copied += 1
-      with open(os.path.join(tmp, study_lib.SUMMARY_FILE), "w") as f:
+      with open(os.path.join(tmp, study_folder.SUMMARY_FILE), "w") as f:
         json.dump({"runs_without_arrays": without}, f, indent=1)
   except OSError as e:
     raise ValueError(f"cannot copy --from_summary={summary_dir} to "

@@ -10,8 +10,9 @@ from rank4class_tf import catalog
 from rank4class_tf.modeling import encoders
 from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import findings as findings_lib
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
-from rank4class_tf.study import runner as study_lib
 from rank4class_tf.study import selection as selection_lib
 from rank4class_tf.study import stats
 
@@ -22,7 +23,7 @@ def _cell_text(cell: selection_lib.Cell, metric: str,
   text = common_lib.mean_text(cell, metric)
   if cell.key in marks:
     text = f"**{text}**{marks[cell.key]}"
-  if cell.key == study_lib.BASELINE:
+  if cell.key == study_grid.BASELINE:
     return text + " (base)"
   effect = statistics.effects.get((cell.key, metric))
   if effect is None:
@@ -75,7 +76,7 @@ def summary_table(cells: Sequence[selection_lib.Cell],
                   statistics: selection_lib.Statistics) -> List[str]:
   """Table 2: the classical classifier against the best Rank4Class cell."""
   by_key = {c.key: c for c in cells}
-  baseline = by_key.get(study_lib.BASELINE)
+  baseline = by_key.get(study_grid.BASELINE)
   if baseline is None:
     return ["No softmax + dot cell in this study: nothing to compare with."]
   others = [c for c in cells if c is not baseline]
@@ -129,8 +130,8 @@ def contrast_lines(cells: Sequence[selection_lib.Cell],
   # loss that regresses the scores pointwise.
   for cell in cells:
     loss, interaction = cell.key
-    base_loss, sorter = study_lib.split_loss(loss)
-    handcrafted = (f"{base_loss}{study_lib.SORTER_SEPARATOR}handcrafted",
+    base_loss, sorter = study_grid.split_loss(loss)
+    handcrafted = (f"{base_loss}{study_grid.SORTER_SEPARATOR}handcrafted",
                    interaction)
     if (sorter not in (None, "handcrafted") and handcrafted in by_key):
       rows.append(("sorter", cell, by_key[handcrafted]))
@@ -170,7 +171,7 @@ def contrast_lines(cells: Sequence[selection_lib.Cell],
 
 def tables_markdown(
     shared: Dict[str, object],
-    grid: study_lib.Grid,
+    grid: study_grid.Grid,
     cells: Sequence[selection_lib.Cell],
     records: Sequence[Dict],
     metric_names: Sequence[str],
@@ -207,7 +208,7 @@ def tables_markdown(
       f"validation {shared['best_metric']} every {shared['eval_every']} "
       "steps.",
       "Learning rate chosen from "
-      f"{{{', '.join(study_lib.rate_text(r) for r in grid.learning_rates)}}}"
+      f"{{{', '.join(study_grid.rate_text(r) for r in grid.learning_rates)}}}"
       f" and MLP width from {{{', '.join(map(str, grid.mlp_units))}}} "
       + (f"per cell on seed {grid.choose_on_seed}'s validation "
          f"{select_metric}, the other seeds run at that choice "
@@ -314,7 +315,7 @@ def tables_markdown(
       if marks.get("best_is_last"):
         notes.append("peaked last")
       lines.append(f"| {common_lib.cell_title(cell.key)} | {seed} | "
-                   f"{study_lib.rate_text(r['learning_rate'])} | "
+                   f"{study_grid.rate_text(r['learning_rate'])} | "
                    f"{r['mlp_units'] or '—'} | "
                    f"{r['validation'][select_metric]:.4f} | "
                    f"{r['best_step']} | {', '.join(notes) or '—'} |")
@@ -322,7 +323,7 @@ def tables_markdown(
   return "\n".join(lines) + "\n"
 
 
-def absent_lines(grid: study_lib.Grid, missing: Sequence[str],
+def absent_lines(grid: study_grid.Grid, missing: Sequence[str],
                  unreadable: Dict[str, str],
                  strays: Sequence[str]) -> List[str]:
   """tables.md's account of what the report leaves out (nothing when it
@@ -334,12 +335,12 @@ def absent_lines(grid: study_lib.Grid, missing: Sequence[str],
                       for name in missing)
     lines += ["", "## Runs without a result", "",
               f"{len(missing)} of the {len(grid.runs())} runs of the grid in "
-              f"{study_lib.STUDY_FILE} have no whole record (not run yet, "
+              f"{study_folder.STUDY_FILE} have no whole record (not run yet, "
               f"or their study file is unreadable): {names}."]
   if strays:
     lines += ["", "## Run folders the grid does not name", "",
-              f"{study_lib.RUNS_DIR}/ holds {len(strays)} folders that name "
-              f"no run of the grid in {study_lib.STUDY_FILE}; they are not in "
+              f"{study_folder.RUNS_DIR}/ holds {len(strays)} folders that name "
+              f"no run of the grid in {study_folder.STUDY_FILE}; they are not in "
               "this report: " + ", ".join(f"`{n}`" for n in strays) + "."]
   return lines
 
