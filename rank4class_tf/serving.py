@@ -21,6 +21,9 @@ writes and reads a run folder's (`run_dir`) config.json (the resolved
 serving.json (the serving input: name, shape, dtype) and its two exports,
 export/latest_model (the final weights) and export/best_model_by_metric
 (the best checkpoint).
+
+One module (about 520 lines): the signatures, the exports and their
+readers change together whenever the serving contract does.
 """
 
 import json

@@ -69,6 +69,11 @@ the filter, an upper bound (`Stream.exact_size` is False); the fixed shuffle
 buffer does not depend on it.
 
 Malformed files stop with a ValueError naming the file and line.
+
+One module holds every dataset (about 800 lines): `get` and the names
+above stay beside the loaders they describe, and each loader is short;
+splitting the TFDS loaders off would make them import this module while
+`get` imports them (a cycle).
 """
 
 import codecs

@@ -36,6 +36,10 @@ Nothing is lost, nothing silently wrong:
   again); the report names it and counts its run as missing.
 * A run folder whose `config.json` holds other settings than its run is
   refused before anything is written, never taken as finished.
+
+About 550 lines: the study loop and its three extensions (`--extend_grid`,
+`--extend_steps`, `--choose_on_seed`) share the loop's state (records,
+steps, followers) and are read together.
 """
 
 import contextlib
