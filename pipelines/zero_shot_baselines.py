@@ -11,7 +11,7 @@ Scores every instance of --split against every class in two ways:
 * `random`: uniform random scores, one ranking per seed of --seeds;
 * `cosine`: the untrained sentence encoder's cosine similarity between the
   instance's embedding (mean-pooled MiniLM h, from the feature cache) and
-  each class text's (`class_encoders.class_texts`).
+  each class text's (`classes_lib.class_texts`).
 
 Prints a markdown table like `pipelines.compare_runs`: one row per baseline
 and instance set (all instances; those of the held-out classes), each metric
@@ -26,7 +26,9 @@ from absl import flags
 from pipelines import console
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import classes as classes_lib
 from rank4class_tf.modeling import class_encoders
+from rank4class_tf.modeling import zero_shot_baselines
 from rank4class_tf.ranking import metrics
 from rank4class_tf.study import compare
 from rank4class_tf.training import builders
@@ -83,19 +85,19 @@ def main(argv):
     cache = feature_cache.load(FLAGS.feature_cache_dir,
                                builders.cache_spec(config), data)
     instances, labels = cache.data.splits[FLAGS.split]
-    texts = class_encoders.class_texts(data.class_names,
+    texts = classes_lib.class_texts(data.class_names,
                                        FLAGS.class_descriptions)
     classes = builders.frozen_class_features(
         config, builders.build_inputs(config, data), texts)
     subsets = {"all": slice(None)}
     if FLAGS.holdout_classes:
-      subsets["holdout"] = class_encoders.holdout_mask(
-          labels, class_encoders.holdout_ids(FLAGS.holdout_classes,
+      subsets["holdout"] = classes_lib.holdout_mask(
+          labels, classes_lib.holdout_ids(FLAGS.holdout_classes,
                                              data.class_names))
     baselines = {
-        "cosine": ([None], lambda _: class_encoders.cosine_scores(
+        "cosine": ([None], lambda _: zero_shot_baselines.cosine_scores(
             instances, classes)),
-        "random": (seeds, lambda seed: class_encoders.random_scores(
+        "random": (seeds, lambda seed: zero_shot_baselines.random_scores(
             len(labels), data.num_classes, seed)),
     }
     groups = []

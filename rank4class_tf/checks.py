@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from rank4class_tf import catalog
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import classes as classes_lib
 from rank4class_tf import distribute
 from rank4class_tf import lookup
 from rank4class_tf.modeling import class_encoders
@@ -307,11 +308,11 @@ def check_files(config: config_lib.TrainConfig, data) -> None:
   if config.model.init_checkpoint:
     pretrained.check_init_checkpoint(config.model.init_checkpoint)
   if config.model.class_descriptions:
-    class_encoders.read_class_texts(config.model.class_descriptions,
+    classes_lib.read_class_texts(config.model.class_descriptions,
                                     data.class_names)
   if config.data.holdout_classes:
-    class_encoders.without_classes(
-        data, class_encoders.holdout_ids(config.data.holdout_classes,
+    classes_lib.without_classes(
+        data, classes_lib.holdout_ids(config.data.holdout_classes,
                                          data.class_names))
   if config.loss.name.startswith("sodeep_"):
     sorters.check_available(config.loss.sorter, data.num_classes)

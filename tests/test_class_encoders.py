@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import classes as classes_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features as features_lib
 from rank4class_tf.modeling import class_encoders
@@ -43,10 +44,10 @@ class ClassTextsTest(tf.test.TestCase):
 
   def test_description_file_in_any_order(self):
     path = write(["neutral", "anger\tstrong displeasure", "joy\tgreat pleasure"])
-    self.assertEqual(class_encoders.read_class_texts(path, CLASSES),
+    self.assertEqual(classes_lib.read_class_texts(path, CLASSES),
                      ["joy: great pleasure", "anger: strong displeasure",
                       "neutral"])
-    self.assertEqual(class_encoders.class_texts(["sci_fi", "joy"]),
+    self.assertEqual(classes_lib.class_texts(["sci_fi", "joy"]),
                      ["sci fi", "joy"])
 
   def test_bad_description_files_name_file_and_line(self):
@@ -64,29 +65,29 @@ class ClassTextsTest(tf.test.TestCase):
     ]
     for lines, message in cases:
       with self.assertRaisesRegex(ValueError, message):
-        class_encoders.read_class_texts(write(lines), CLASSES)
+        classes_lib.read_class_texts(write(lines), CLASSES)
     with self.assertRaisesRegex(ValueError, "--class_descriptions=/nope: "
                                 "file not found"):
-      class_encoders.read_class_texts("/nope", CLASSES)
+      classes_lib.read_class_texts("/nope", CLASSES)
 
   def test_holdout_ids_and_masks(self):
-    self.assertEqual(class_encoders.holdout_ids(["neutral", "joy"], CLASSES),
+    self.assertEqual(classes_lib.holdout_ids(["neutral", "joy"], CLASSES),
                      (0, 2))
     for names, message in ((["fear"], "'fear' is not a class"),
                            (["joy", "joy"], "'joy' is listed twice"),
                            (list(CLASSES), "holds out every class")):
       with self.assertRaisesRegex(ValueError, message):
-        class_encoders.holdout_ids(names, CLASSES)
+        classes_lib.holdout_ids(names, CLASSES)
     self.assertAllEqual(
-        class_encoders.holdout_mask(np.array([0, 1, 2, 1]), (1,)),
+        classes_lib.holdout_mask(np.array([0, 1, 2, 1]), (1,)),
         [False, True, False, True])
     multi_hot = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1]], np.float32)
-    self.assertAllEqual(class_encoders.holdout_mask(multi_hot, (1, 2)),
+    self.assertAllEqual(classes_lib.holdout_mask(multi_hot, (1, 2)),
                         [False, True, True])
 
   def test_without_classes_filters_train_and_validation_only(self):
     data = datasets.get("goemotions", test_text_pipelines.goemotions_fixture())
-    held = class_encoders.without_classes(data, (1,))
+    held = classes_lib.without_classes(data, (1,))
     for split in ("train", "validation"):
       labels = held.splits[split][1]
       self.assertNotIn(1, labels)
@@ -104,7 +105,7 @@ class ClassTextsTest(tf.test.TestCase):
       splits[split] = ({"tokens": rows[:, None] * np.ones([1, 3]),
                         "mask": rows}, labels)
     tokens = type(data)(**dict(vars(data), splits=splits))
-    held = class_encoders.without_classes(tokens, (1,))
+    held = classes_lib.without_classes(tokens, (1,))
     for split in ("train", "validation"):
       kept = np.flatnonzero(data.splits[split][1] != 1)
       self.assertAllEqual(held.splits[split][0]["mask"], kept)

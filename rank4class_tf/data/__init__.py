@@ -6,6 +6,7 @@
   inputs      the instance inputs a model takes (Keras inputs, preprocessing)
   features    the ranking features: context (instance) and example (class)
   text        tokenization, length bucketing
+  classes     class texts (names, description files) and held-out classes
   images      image decoding and augmentation
 
 May import the foundation modules (`config`, `catalog`, `lookup`, `fileio`,

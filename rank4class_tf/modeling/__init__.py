@@ -4,7 +4,8 @@
   encoders        instance encoders (BERT / ELECTRA, ResNet, VGG, small CNN, MLP)
   pretrained      loading pretrained weights offline (MiniLM, BERT checkpoints)
   interactions    dot, latent cross + MLP, concat + MLP
-  class_encoders  class representations: embeddings, class texts, zero-shot
+  class_encoders  classes encoded from their texts (`TextClassEncoder`)
+  zero_shot_baselines  untrained zero-shot scores: cosine, random
 
 May import the foundation modules, `data` and `multilabel` (the label-wise
 attention interaction and MulCon's projection); not `ranking`, `training`,

@@ -23,8 +23,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from rank4class_tf.data import classes as classes_lib
 from rank4class_tf import lookup
-from rank4class_tf.modeling import class_encoders
 from rank4class_tf.ranking import metrics
 from rank4class_tf import serving
 from rank4class_tf.training import builders
@@ -138,8 +138,8 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
         if not names:
           raise ValueError(f"--instances={instances}: {model_dir} holds out "
                            "no class; name them with --holdout_classes.")
-        chosen = class_encoders.holdout_mask(
-            labels, class_encoders.holdout_ids(names, data.class_names))
+        chosen = classes_lib.holdout_mask(
+            labels, classes_lib.holdout_ids(names, data.class_names))
         if instances == "seen":
           chosen = ~chosen
         labels, scores = labels[chosen], scores[chosen]

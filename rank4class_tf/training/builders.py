@@ -14,6 +14,7 @@ import tensorflow_ranking as tfr
 
 from rank4class_tf import catalog
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import classes as classes_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features
 from rank4class_tf.data import inputs as inputs_lib
@@ -77,7 +78,7 @@ def build_pipeline(config: config_lib.TrainConfig,
   instance_inputs = build_inputs(config, data)
   texts = None
   if model.class_encoder == "text":
-    texts = class_encoders.class_texts(data.class_names,
+    texts = classes_lib.class_texts(data.class_names,
                                        model.class_descriptions)
   model_builder = model_lib.build_model_builder(
       data, model, loss, instance_inputs=instance_inputs, class_texts=texts)
@@ -101,9 +102,9 @@ def build_pipeline(config: config_lib.TrainConfig,
     # training batch or the validation that picks the best checkpoint, and
     # the classes themselves are padding in every list there (not
     # negatives: a model trained to push them down learns their absence).
-    held_out = class_encoders.holdout_ids(config.data.holdout_classes,
+    held_out = classes_lib.holdout_ids(config.data.holdout_classes,
                                           data.class_names)
-    train_data = class_encoders.without_classes(train_data, held_out)
+    train_data = classes_lib.without_classes(train_data, held_out)
   dataset_builder = pipeline_lib.Rank4ClassDatasetBuilder(
       train_data, train_inputs, trainer.batch_size, trainer.seed,
       trainer.top_k, skip_batches=start_epoch * trainer.eval_every,
