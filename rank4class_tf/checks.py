@@ -9,7 +9,6 @@ besides its data, and the batch size against the data and the memory
 multi-worker strategy must be created before the first one.
 """
 
-import os
 from typing import Optional
 
 import tensorflow as tf
@@ -23,7 +22,7 @@ from rank4class_tf.modeling import class_encoders
 from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import interactions
 from rank4class_tf.modeling import pretrained
-from rank4class_tf.multilabel import ops as multilabel_ops
+from rank4class_tf.multilabel import mulcon
 from rank4class_tf.ranking import losses
 from rank4class_tf.ranking import metrics
 from rank4class_tf.sorting import sorters
@@ -136,7 +135,7 @@ def _validate_label_attention(config: config_lib.TrainConfig) -> None:
                      "--interaction=label_attention.")
   _check_choice("contrastive_normalization",
                 config.loss.contrastive_normalization,
-                multilabel_ops.CONTRASTIVE_NORMALIZATIONS)
+                mulcon.CONTRASTIVE_NORMALIZATIONS)
 
 
 def _validate_text_encoder(config: config_lib.TrainConfig) -> None:

@@ -12,6 +12,7 @@ from rank4class_tf.data import datasets
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.multilabel import label_attention as la
 from rank4class_tf.multilabel import losses as multilabel_losses
+from rank4class_tf.multilabel import mulcon
 from rank4class_tf.training import builders
 
 
@@ -190,9 +191,9 @@ class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
     model = build(data, config_lib.LossConfig(
         contrastive_temperature=0.2, contrastive_weight=gamma or 0.5,
         contrastive_start_step=0 if gamma else 10))
-    self.assertIsInstance(model, la.ContrastiveRankingModel)
+    self.assertIsInstance(model, mulcon.ContrastiveRankingModel)
     loss = multilabel_losses.TwoWayLoss()
-    contrastive = multilabel_losses.LabelContrastiveLoss(0.2)
+    contrastive = mulcon.LabelContrastiveLoss(0.2)
     model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=loss)
     model(features)
     before = [v.numpy() for v in model.trainable_variables]
@@ -267,7 +268,7 @@ class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
     model = build(data, contrastive_temperature=0.2)
     model.compile(optimizer=tf.keras.optimizers.Adam(1e-3),
                   loss=multilabel_losses.TwoWayLoss())
-    schedule = la.ContrastiveSchedule(start_epoch=2, weight=0.7,
+    schedule = mulcon.ContrastiveSchedule(start_epoch=2, weight=0.7,
                                       learning_rate=1e-4)
     schedule.set_model(model)
     seen = []

@@ -11,6 +11,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_tf.multilabel import losses as ml
+from rank4class_tf.multilabel import mulcon
 from rank4class_tf.multilabel import ops
 from rank4class_tf.ranking import losses
 
@@ -217,25 +218,25 @@ class LabelContrastiveLossTest(tf.test.TestCase, parameterized.TestCase):
     labels[3, :3] = 1.
     z = rng.normal(size=(5, 4, 3)).astype(np.float32)
     z /= np.linalg.norm(z, axis=-1, keepdims=True)
-    mulcon = np_supcon_mulcon(labels, z, tau, base_tau)
+    by_anchors = np_supcon_mulcon(labels, z, tau, base_tau)
     by_positives = np_llcl(labels, z, tau, base_tau)
     self.assertAllClose(
-        ops.label_contrastive_loss(labels, z, tau,
-                                   base_temperature=base_tau),
-        mulcon, rtol=1e-5)
+        mulcon.label_contrastive_loss(labels, z, tau,
+                                      base_temperature=base_tau),
+        by_anchors, rtol=1e-5)
     self.assertAllClose(
-        ops.label_contrastive_loss(labels, z, tau, "positive_anchors",
-                                   base_tau), by_positives, rtol=1e-5)
+        mulcon.label_contrastive_loss(labels, z, tau, "positive_anchors",
+                                      base_tau), by_positives, rtol=1e-5)
     self.assertAllClose(
-        ml.LabelContrastiveLoss(tau, base_temperature=base_tau)(labels, z),
-        mulcon, rtol=1e-5)
+        mulcon.LabelContrastiveLoss(tau, base_temperature=base_tau)(labels, z),
+        by_anchors, rtol=1e-5)
     self.assertAllClose(
-        ml.LabelContrastiveLoss(tau, "positive_anchors", base_tau)(labels, z),
-        by_positives, rtol=1e-5)
+        mulcon.LabelContrastiveLoss(tau, "positive_anchors", base_tau)(
+            labels, z), by_positives, rtol=1e-5)
     # The two differ by (anchors with a positive) / (all anchors).
     anchors = labels.sum()
     with_positive = anchors - 1.  # Only the class-3 anchor lacks one.
-    self.assertAllClose(mulcon, by_positives * with_positive / anchors,
+    self.assertAllClose(by_anchors, by_positives * with_positive / anchors,
                         rtol=1e-6)
 
   def test_hand_value(self):
@@ -249,16 +250,16 @@ class LabelContrastiveLossTest(tf.test.TestCase, parameterized.TestCase):
     # Anchors (0,0) and (1,0) are symmetric: -log(e^5 / (e^5 + e^0));
     # anchor (0, 1) has no positive: 0, over 3 anchors for "mulcon".
     one = -np.log(np.exp(1 / tau) / (np.exp(1 / tau) + 1.))
-    self.assertAllClose(ops.label_contrastive_loss(labels, z), 2. * one / 3.)
+    self.assertAllClose(mulcon.label_contrastive_loss(labels, z), 2. * one / 3.)
     self.assertAllClose(
-        ops.label_contrastive_loss(labels, z,
+        mulcon.label_contrastive_loss(labels, z,
                                    normalization="positive_anchors"), one)
     # base_temperature 0.1 doubles both (tau / base = 2).
     self.assertAllClose(
-        ops.label_contrastive_loss(labels, z, base_temperature=0.1),
+        mulcon.label_contrastive_loss(labels, z, base_temperature=0.1),
         4. * one / 3.)
     self.assertAllClose(
-        ops.label_contrastive_loss(labels, z, 0.2, "positive_anchors", 0.1),
+        mulcon.label_contrastive_loss(labels, z, 0.2, "positive_anchors", 0.1),
         2. * one)
 
   @parameterized.parameters("mulcon", "positive_anchors")
@@ -266,7 +267,7 @@ class LabelContrastiveLossTest(tf.test.TestCase, parameterized.TestCase):
     z = tf.Variable(tf.math.l2_normalize(tf.ones([2, 3, 4]), -1))
     for labels in ([[1., 0., 0.], [0., 1., 0.]], [[0., 0., 0.]] * 2):
       with tf.GradientTape() as tape:
-        value = ops.label_contrastive_loss(labels, z,
+        value = mulcon.label_contrastive_loss(labels, z,
                                            normalization=normalization)
       self.assertEqual(float(value), 0.)
       self.assertTrue(np.all(np.isfinite(tape.gradient(value, z).numpy())))
@@ -275,12 +276,12 @@ class LabelContrastiveLossTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "normalization='mean' is not "
                                 "valid; choose one of: mulcon, "
                                 "positive_anchors"):
-      ml.LabelContrastiveLoss(normalization="mean")
+      mulcon.LabelContrastiveLoss(normalization="mean")
     with self.assertRaisesRegex(ValueError, "normalization='mean'"):
-      ops.label_contrastive_loss([[1.]], tf.ones([1, 1, 2]),
+      mulcon.label_contrastive_loss([[1.]], tf.ones([1, 1, 2]),
                                  normalization="mean")
     with self.assertRaisesRegex(ValueError, "base_temperature must be > 0"):
-      ml.LabelContrastiveLoss(base_temperature=0.)
+      mulcon.LabelContrastiveLoss(base_temperature=0.)
 
 
 class SerializationTest(tf.test.TestCase, parameterized.TestCase):
@@ -289,8 +290,8 @@ class SerializationTest(tf.test.TestCase, parameterized.TestCase):
       (ml.TwoWayLoss, {"positive_temperature": 2., "negative_temperature":
                        0.5}),
       (ml.TwoWayMarginLoss, {"epsilon": 0.3}),
-      (ml.LabelContrastiveLoss, {"temperature": 0.1}),
-      (ml.LabelContrastiveLoss, {"temperature": 0.1, "normalization":
+      (mulcon.LabelContrastiveLoss, {"temperature": 0.1}),
+      (mulcon.LabelContrastiveLoss, {"temperature": 0.1, "normalization":
                                  "positive_anchors", "base_temperature":
                                  0.07}))
   def test_from_config(self, cls, kwargs):
@@ -304,7 +305,7 @@ class SerializationTest(tf.test.TestCase, parameterized.TestCase):
   def test_label_contrastive_config_of_an_older_version(self):
     # A config saved before `normalization` and `base_temperature` existed
     # loads with the defaults: MulCon's normalization, a factor 1.
-    restored = ml.LabelContrastiveLoss.from_config(
+    restored = mulcon.LabelContrastiveLoss.from_config(
         {"temperature": 0.3, "name": "label_contrastive", "reduction": "auto"})
     self.assertEqual((restored.temperature, restored.normalization,
                       restored.base_temperature), (0.3, "mulcon", 0.2))

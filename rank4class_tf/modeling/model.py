@@ -36,7 +36,7 @@ from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import interactions
 from rank4class_tf.modeling import pretrained
 from rank4class_tf.multilabel import label_attention
-from rank4class_tf.multilabel import losses as multilabel_losses
+from rank4class_tf.multilabel import mulcon
 from rank4class_tf import ops
 
 
@@ -250,42 +250,6 @@ def copy_weights(source: tf.keras.Model, target: tf.keras.Model) -> int:
   return count
 
 
-class ContrastiveModelBuilder(tfr.keras.model.AbstractModelBuilder):
-  """Wraps a model builder whose model returns {"scores", "projections"} in
-  a `label_attention.ContrastiveRankingModel` (MulCon's training).
-
-  Args:
-    model_builder: builds the functional network.
-    temperature: tau of the label-level contrastive loss.
-    weight: gamma at the start of training (a `ContrastiveSchedule`
-      callback may change it).
-    normalization: what the loss's sum over anchors is divided by
-      (`multilabel_losses.LabelContrastiveLoss`; "mulcon": every anchor).
-    base_temperature: the loss is scaled by temperature / base_temperature.
-  """
-
-  def __init__(self, model_builder: tfr.keras.model.AbstractModelBuilder,
-               temperature: float = 0.2, weight: float = 0.0,
-               normalization: str = "mulcon", base_temperature: float = 0.2):
-    self._model_builder = model_builder
-    self._weight = weight
-    # Built (and so checked) now; the model of `build` holds it.
-    self._loss = multilabel_losses.LabelContrastiveLoss(
-        temperature, normalization=normalization,
-        base_temperature=base_temperature)
-
-  def build(self) -> tf.keras.Model:
-    network = self._model_builder.build()
-    model = label_attention.ContrastiveRankingModel(
-        network, self._loss,
-        contrastive_weight=self._weight, name="rank4class_mulcon")
-    # Builds the model on the network's symbolic inputs: its train and test
-    # steps call the network directly, and Keras saves only a model whose
-    # own `__call__` has recorded the input signature.
-    model(network.input)
-    return model
-
-
 def _text_class_encoder_fn(data, instance_inputs, encoder: str,
                            encoder_kwargs: Dict[str, Any],
                            class_encoder: str,
@@ -436,7 +400,7 @@ def build_model_builder(data,
       mask_feature_name=features.MASK,
       name="rank4class")
   if contrastive:
-    return ContrastiveModelBuilder(
+    return mulcon.ContrastiveModelBuilder(
         builder, contrastive_temperature,
         loss.contrastive_weight if loss.contrastive_start_step == 0 else 0.,
         normalization=loss.contrastive_normalization,

@@ -25,7 +25,7 @@ embeddings (the class encoder). Padding tokens (mask 0) are never attended
 to. The scores are a ranking over the class list like any other
 interaction's, so `--interaction=label_attention` serves single-label runs
 too; multi-label runs add MulCon's label-level contrastive loss on z
-(`multilabel_ops.label_contrastive_loss`).
+(`mulcon`).
 """
 
 from typing import Any, Dict, Optional
@@ -225,94 +225,3 @@ class LabelAttentionHead(tf.keras.layers.Layer):
                        None if self.class_encoder is None else
                        tf.keras.layers.serialize(self.class_encoder))})
     return config
-
-
-class ContrastiveRankingModel(tf.keras.Model):
-  """A ranking model trained with its loss plus gamma * LLCL (MulCon).
-
-  Wraps a functional `network` whose outputs are {"scores", "projections"}.
-  Calling the model returns the scores only, so metrics, evaluation and the
-  serving signature see an ordinary ranking model. `train_step` adds
-  `contrastive_weight * contrastive_loss(labels, projections)` to the
-  compiled loss; `contrastive_weight` is a variable, so a callback can switch
-  the contrastive term on for MulCon's second training step. The
-  contrastive term (unweighted) is logged as `contrastive_loss`, in
-  training and validation.
-
-  Args:
-    network: the functional model.
-    contrastive_loss: a loss taking (labels, projections).
-    contrastive_weight: gamma at the start of training.
-  """
-
-  def __init__(self, network: tf.keras.Model,
-               contrastive_loss: tf.keras.losses.Loss,
-               contrastive_weight: float = 0.0, **kwargs):
-    super().__init__(**kwargs)
-    self.network = network
-    self.contrastive_loss = contrastive_loss
-    self.contrastive_weight = tf.Variable(
-        float(contrastive_weight), trainable=False, dtype=tf.float32,
-        name="contrastive_weight")
-    self.contrastive_tracker = tf.keras.metrics.Mean(name="contrastive_loss")
-
-  def call(self, inputs, training=None):
-    return self.network(inputs, training=training)["scores"]
-
-  @property
-  def metrics(self):
-    return super().metrics + [self.contrastive_tracker]
-
-  def train_step(self, data):
-    x, y = data[0], data[1]
-    with tf.GradientTape() as tape:
-      outputs = self.network(x, training=True)
-      scores = outputs["scores"]
-      loss = self.compute_loss(x, y, scores)  # Compiled loss + regularisers.
-      contrastive = self.contrastive_loss(y, outputs["projections"])
-      replicas = tf.distribute.get_strategy().num_replicas_in_sync
-      loss += self.contrastive_weight * contrastive / replicas
-    self.optimizer.minimize(loss, self.trainable_variables, tape=tape)
-    self.contrastive_tracker.update_state(contrastive)
-    return self.compute_metrics(x, y, scores, None)
-
-  def test_step(self, data):
-    x, y = data[0], data[1]
-    outputs = self.network(x, training=False)
-    self.compute_loss(x, y, outputs["scores"])  # Updates the loss metric.
-    self.contrastive_tracker.update_state(
-        self.contrastive_loss(y, outputs["projections"]))
-    return self.compute_metrics(x, y, outputs["scores"], None)
-
-
-class ContrastiveSchedule(tf.keras.callbacks.Callback):
-  """MulCon's two training steps, by epoch: first the loss alone, then
-  loss + gamma * LLCL at a lower learning rate.
-
-  Set at the start of every epoch from the epoch number alone, so a run
-  resumed by `BackupAndRestore` continues in the right step.
-
-  Args:
-    start_epoch: first epoch (0-based) of the second step.
-    weight: gamma in the second step.
-    learning_rate: learning rate of the second step (None: unchanged).
-  """
-
-  def __init__(self, start_epoch: int, weight: float,
-               learning_rate: Optional[float] = None):
-    super().__init__()
-    self.start_epoch = int(start_epoch)
-    self.weight = float(weight)
-    self.learning_rate = learning_rate
-    self._first_learning_rate = None
-
-  def on_epoch_begin(self, epoch, logs=None):
-    optimizer = self.model.optimizer
-    if self._first_learning_rate is None:
-      self._first_learning_rate = float(
-          tf.keras.backend.get_value(optimizer.learning_rate))
-    second = epoch >= self.start_epoch
-    self.model.contrastive_weight.assign(self.weight if second else 0.0)
-    if self.learning_rate is not None:
-      optimizer.learning_rate.assign(
-          self.learning_rate if second else self._first_learning_rate)

@@ -1,4 +1,4 @@
-"""Multi-label Keras losses: the Two-way loss and MulCon's label-level loss.
+"""Multi-label Keras losses: the Two-way loss and its margin variant.
 
 Thin Keras wrappers of the pure-tf functions of `multilabel_ops`, where the
 formulas are written out:
@@ -7,11 +7,9 @@ formulas are written out:
   mean over instances of a softplus of "hardest negative minus hardest
   positive" over their classes, plus the same over classes across the
   instances of the batch (temperatures T_P = 4, T_N = 1);
-* `TwoWayMarginLoss`: its margin-bias variant, T_P = T_N = 1 and a margin;
-* `LabelContrastiveLoss` (MulCon, Dao et al. 2021, eq. 8):
-  `multilabel_ops.label_contrastive_loss` on label-level projections,
-  normalised as MulCon's code by default (the sum over every anchor divided
-  by their number).
+* `TwoWayMarginLoss`: its margin-bias variant, T_P = T_N = 1 and a margin.
+
+MulCon's label-level contrastive loss is `mulcon.LabelContrastiveLoss`.
 
 Labels `y_true` are multi-hot [batch_size, num_classes] (1 = relevant, 0 =
 not, negative = padding, the TF-Ranking convention). TF-Ranking has no loss
@@ -108,65 +106,4 @@ class TwoWayMarginLoss(tf.keras.losses.Loss):
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
     config.update({"epsilon": self.epsilon})
-    return config
-
-
-@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
-class LabelContrastiveLoss(tf.keras.losses.Loss):
-  """MulCon's label-level contrastive loss; `y_pred` are the projections.
-
-  `multilabel_ops.label_contrastive_loss`: a supervised contrastive loss
-  whose anchors are the relevant labels' embeddings and whose positives are
-  the same class's embeddings in the other instances,
-
-  ```
-  LLCL = (tau / base_temperature) * sum_{anchors a} l(a) / N
-  ```
-
-  with N every anchor ("mulcon", MulCon's code: an anchor without positive
-  adds 0) or the anchors with a positive ("positive_anchors"). `y_true`
-  [batch_size, num_classes] multi-hot, `y_pred` [batch_size, num_classes,
-  dim] L2-normalised projections; the value is the batch's (one scalar).
-
-  Example:
-
-  >>> z = tf.constant([[[1., 0.], [0., 1.]], [[1., 0.], [0., 1.]]])
-  >>> loss = LabelContrastiveLoss(normalization="positive_anchors",
-  ...                             base_temperature=0.1)  # Factor 0.2 / 0.1.
-  >>> loss([[1., 1.], [1., 0.]], z).numpy()  # 2 * -log(e^5 / (e^5 + 1))
-  0.013430595
-
-  Args:
-    temperature: tau (MulCon: 0.2).
-    normalization: "mulcon" (divide by every anchor, MulCon's code) or
-      "positive_anchors" (by the anchors that have a positive); see
-      `multilabel_ops.CONTRASTIVE_NORMALIZATIONS`.
-    base_temperature: SupCon's base temperature: the loss is scaled by
-      temperature / base_temperature (MulCon: 0.2, a factor 1).
-  """
-
-  def __init__(self, temperature: float = 0.2, normalization: str = "mulcon",
-               base_temperature: float = 0.2,
-               reduction: str = tf.keras.losses.Reduction.AUTO,
-               name: str = "label_contrastive"):
-    super().__init__(reduction=reduction, name=name)
-    for key, value in (("temperature", temperature),
-                       ("base_temperature", base_temperature)):
-      if not value > 0:
-        raise ValueError(f"{key} must be > 0, got {value}.")
-    multilabel_ops.check_contrastive_normalization(normalization)
-    self.temperature = float(temperature)
-    self.normalization = normalization
-    self.base_temperature = float(base_temperature)
-
-  def call(self, y_true, y_pred):
-    return multilabel_ops.label_contrastive_loss(
-        y_true, y_pred, self.temperature, self.normalization,
-        self.base_temperature)
-
-  def get_config(self) -> Dict[str, Any]:
-    config = super().get_config()
-    config.update({"temperature": self.temperature,
-                   "normalization": self.normalization,
-                   "base_temperature": self.base_temperature})
     return config

@@ -1,8 +1,9 @@
-r"""Pure TensorFlow maths of the multi-label losses of `multilabel_losses`.
+r"""Pure TensorFlow maths of the multi-label losses: the Two-way loss here,
+MulCon's label-level contrastive loss in `mulcon`.
 
 With several relevant classes per instance the labels are multi-hot
 [batch_size, num_classes] (1 = relevant, 0 = not, negative = padding, the
-TF-Ranking convention). Both losses here compare the relevant classes of a
+TF-Ranking convention). Both losses compare the relevant classes of a
 *class* across the instances of a batch, so their value is the batch's, not a
 sum of per-instance values.
 
@@ -23,30 +24,6 @@ its mean; a list without negatives has l = softplus(-inf) = 0 and counts in
 the mean (the authors' implementation). The margin-bias variant fixes
 T_P = T_N = 1 and adds a margin epsilon inside the softplus.
 
-Label-level contrastive loss (MulCon, Dao et al. 2021, eq. 8). With z the
-L2-normalised projections of the label-level embeddings [batch_size,
-num_classes, dim], the anchors A are the embeddings z_{b,c} of relevant labels
-(y_{b,c} = 1); the positives P(a) of an anchor are the embeddings of the same
-class in the other instances where it is relevant; the contrast set is every
-other anchor of the batch:
-
-```
-  l(a) = -1/|P(a)| sum_{p in P(a)}
-         log( exp(z_a . z_p / tau) / sum_{q in A \ {a}} exp(z_a . z_q / tau) )
-         (0 when P(a) is empty)
-  LLCL = (tau / tau_base) * sum_{a in A} l(a) / N
-```
-
-with N = |A|, every anchor (`normalization="mulcon"`, the default), or N =
-|{a : P(a) != {}}|, the anchors that have a positive
-(`normalization="positive_anchors"`). The default is MulCon's code
-(`models/networks.py` `SupConLoss.loss_log`, called with `len_pos` = the
-number of relevant labels of the batch: an anchor whose class is relevant in
-no other instance adds 0 but counts in N), which adapts SupCon's
-(Khosla et al. 2020) loss; `tau / tau_base` is SupCon's `temperature /
-base_temperature` factor, 1 in MulCon (tau = tau_base = 0.2). MulCon trains
-with BCE + gamma * LLCL.
-
 Every function runs eagerly, inside `tf.function` and under XLA (masks, not
 gathers, so shapes stay static), and gives finite values and gradients
 whatever the logits of padded or unselected entries.
@@ -56,11 +33,6 @@ from typing import Tuple
 
 import tensorflow as tf
 
-from rank4class_tf import lookup
-
-# What `label_contrastive_loss` divides its sum over anchors by: every anchor
-# (MulCon's code), or the anchors that have a positive.
-CONTRASTIVE_NORMALIZATIONS = ("mulcon", "positive_anchors")
 
 
 def masked_logsumexp(x: tf.Tensor, mask: tf.Tensor, axis: int
@@ -156,7 +128,7 @@ def two_way_terms(labels: tf.Tensor, logits: tf.Tensor, axis: int,
   return losses, has_positive
 
 
-def _mean_over(values: tf.Tensor, keep: tf.Tensor) -> tf.Tensor:
+def mean_over(values: tf.Tensor, keep: tf.Tensor) -> tf.Tensor:
   """Mean of `values` where `keep`; 0 when nothing is kept."""
   keep = tf.cast(keep, values.dtype)
   return tf.math.divide_no_nan(tf.reduce_sum(values * keep),
@@ -200,85 +172,5 @@ def two_way_loss(labels: tf.Tensor, logits: tf.Tensor,
                 negative_temperature=negative_temperature, margin=margin)
   per_sample, sample_kept = two_way_terms(labels, logits, axis=1, **kwargs)
   per_class, class_kept = two_way_terms(labels, logits, axis=0, **kwargs)
-  return _mean_over(per_sample, sample_kept) + _mean_over(per_class,
+  return mean_over(per_sample, sample_kept) + mean_over(per_class,
                                                           class_kept)
-
-
-def check_contrastive_normalization(normalization: str) -> None:
-  """Raises ValueError unless `normalization` is one of
-  `CONTRASTIVE_NORMALIZATIONS`."""
-  lookup.check_choice("normalization", normalization,
-                      CONTRASTIVE_NORMALIZATIONS)
-
-
-def label_contrastive_loss(labels: tf.Tensor, projections: tf.Tensor,
-                           temperature: float = 0.2,
-                           normalization: str = "mulcon",
-                           base_temperature: float = 0.2) -> tf.Tensor:
-  r"""MulCon's label-level contrastive loss (eq. 8), see the module doc.
-
-  ```
-  l(a) = -1/|P(a)| sum_{p in P(a)}
-         log(exp(z_a . z_p / tau) / sum_{q in A \ {a}} exp(z_a . z_q / tau))
-  LLCL = (tau / base_temperature) * sum_{a in A} l(a) / N
-  ```
-
-  l(a) = 0 for an anchor without positive; N = |A| for "mulcon" (MulCon's
-  code), the number of anchors with a positive for "positive_anchors".
-
-  The work is O((batch_size * num_classes)^2 * dim): every pair of label
-  embeddings of the batch, as in the paper; the entries of irrelevant labels
-  are masked out rather than gathered, so shapes stay static under XLA.
-
-  Args:
-    labels: [batch_size, num_classes] multi-hot (> 0: relevant); negative
-      entries are padding.
-    projections: [batch_size, num_classes, dim] L2-normalised label-level
-      projections z.
-    temperature: tau.
-    normalization: "mulcon" or "positive_anchors" (see above).
-    base_temperature: SupCon's base temperature; the loss is scaled by
-      tau / base_temperature (MulCon: 0.2 = tau, a factor 1).
-
-  Returns:
-    A float32 scalar; 0 when N = 0 (MulCon's code would divide 0 by 0).
-
-  Raises:
-    ValueError: for an unknown `normalization`.
-
-  Example:
-
-  >>> # Class 0 relevant in both instances, with equal embeddings; the other
-  >>> # anchor (0, 1) is orthogonal: -log(e^5 / (e^5 + e^0)) for each of the
-  >>> # anchors of class 0; anchor (0, 1) has no positive.
-  >>> z = tf.constant([[[1., 0.], [0., 1.]], [[1., 0.], [0., 1.]]])
-  >>> label_contrastive_loss([[1., 1.], [1., 0.]], z).numpy()  # 2 * l / 3
-  0.0044768653
-  >>> label_contrastive_loss([[1., 1.], [1., 0.]], z,
-  ...                        normalization="positive_anchors").numpy()
-  0.0067152977
-  """
-  check_contrastive_normalization(normalization)
-  z = tf.cast(projections, tf.float32)
-  labels = tf.convert_to_tensor(labels, tf.float32)
-  batch_size, num_classes = tf.shape(z)[0], tf.shape(z)[1]
-  n = batch_size * num_classes
-  flat = tf.reshape(z, [n, tf.shape(z)[2]])
-  active = tf.reshape(labels > 0, [n])
-  class_of = tf.tile(tf.range(num_classes), [batch_size])
-  logits = tf.matmul(flat, flat, transpose_b=True) / temperature  # [n, n]
-  not_self = tf.logical_not(tf.eye(n, dtype=tf.bool))
-  pair = active[:, tf.newaxis] & active[tf.newaxis, :]
-  contrast = pair & not_self
-  positive = contrast & tf.equal(class_of[:, tf.newaxis],
-                                 class_of[tf.newaxis, :])
-  log_norm, _ = masked_logsumexp(logits, contrast, axis=1)  # [n]
-  log_prob = logits - log_norm[:, tf.newaxis]
-  positive_f = tf.cast(positive, tf.float32)
-  num_positive = tf.reduce_sum(positive_f, axis=1)
-  per_anchor = -(temperature / base_temperature) * tf.math.divide_no_nan(
-      tf.reduce_sum(tf.where(positive, log_prob, tf.zeros_like(log_prob)),
-                    axis=1), num_positive)
-  if normalization == "mulcon":
-    return _mean_over(per_anchor, active)
-  return _mean_over(per_anchor, num_positive > 0)

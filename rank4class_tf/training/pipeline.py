@@ -31,7 +31,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features
 from rank4class_tf.modeling import model as model_lib
-from rank4class_tf.multilabel import label_attention
+from rank4class_tf.multilabel import mulcon
 from rank4class_tf.ranking import losses
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
@@ -260,7 +260,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     schedule = []
     if loss.contrastive_weight > 0:
       # MulCon's two steps: the loss alone, then loss + gamma * LLCL.
-      schedule = [label_attention.ContrastiveSchedule(
+      schedule = [mulcon.ContrastiveSchedule(
           loss.contrastive_start_step // self._config.trainer.eval_every,
           loss.contrastive_weight, loss.contrastive_learning_rate)]
     steps = self._config.trainer.eval_every
