@@ -15,8 +15,8 @@ Here:
   ContrastiveSchedule     MulCon's two steps: the loss alone, then with the
                           LLCL (and its own learning rate)
 
-The LLCL (MulCon, eq. 8): with z the L2-normalised projections of the label-
-level embeddings [batch_size, num_classes, dim], the anchors A are the
+The LLCL (MulCon, eq. 8): with z the L2-normalised projections of the
+label-level embeddings [batch_size, num_classes, dim], the anchors A are the
 embeddings z_{b,c} of relevant labels (y_{b,c} = 1); the positives P(a) of
 an anchor are the embeddings of the same class in the other instances where
 it is relevant; the contrast set is every other anchor of the batch:
