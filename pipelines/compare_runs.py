@@ -76,7 +76,7 @@ def main(argv):
     compare.evaluate_groups(groups, names, FLAGS.split, FLAGS.threshold,
                             FLAGS.instances, FLAGS.holdout_classes)
   except ValueError as e:
-    sys.exit(f"compare_runs: {e}")
+    console.fail("compare_runs", e)
   print("\n".join(compare.markdown(groups, names)))
 
 

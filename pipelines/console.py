@@ -14,6 +14,7 @@ unchanged.
 import json
 import logging as py_logging
 import os
+import re
 import time
 from typing import List, Optional
 
@@ -25,6 +26,25 @@ from rank4class_tf import run_dir as run_dir_lib
 LOG_FILE = run_dir_lib.LOG_FILE
 # INFO lines logged from these folders stay on the console.
 _OWN_CODE = (os.sep + "rank4class_tf" + os.sep, os.sep + "pipelines" + os.sep)
+
+
+def flag_terms(text: str) -> str:
+  """The library's words (`batch_size`: an argument, in backticks) as the
+  binary's (--batch_size): every backticked name that is one of the
+  binary's flags becomes the flag; other names stay as they are."""
+  return re.sub(r"`([a-z][a-z0-9_]*)`",
+                lambda m: ("--" + m.group(1) if m.group(1) in flags.FLAGS
+                           else m.group(0)), text)
+
+
+def fail(binary: str, error: Exception) -> None:
+  """Exits with one line, `<binary>: <error in flag terms>` (exit 1)."""
+  raise SystemExit(f"{binary}: {flag_terms(str(error))}")
+
+
+def say(line: str) -> None:
+  """Prints a library progress line in flag terms."""
+  print(flag_terms(line))
 
 
 class _ConsoleFilter(py_logging.Filter):

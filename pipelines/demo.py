@@ -65,7 +65,7 @@ def main(argv):
       checks.validate(config)
       configs.append(config)
   except ValueError as e:
-    sys.exit(f"demo: {e}")
+    console.fail("demo", e)
   console.quiet(FLAGS.model_dir)
   start = time.time()
   rows = []

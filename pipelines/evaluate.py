@@ -53,7 +53,7 @@ def main(argv):
                                FLAGS.export, metric_names=FLAGS.metrics,
                                threshold=FLAGS.threshold)
   except ValueError as e:
-    sys.exit(f"evaluate: {e}")
+    console.fail("evaluate", e)
   results.update({"split": FLAGS.split, "export": FLAGS.export})
   if any(metrics.is_multilabel(name) for name in results):
     results["threshold"] = FLAGS.threshold

@@ -67,7 +67,7 @@ def main(argv):
       loaded = {name: sorters.load_sorter(name, FLAGS.seq_len)
                 for name in names}
   except ValueError as e:
-    sys.exit(f"evaluate_sorter: {e}")
+    console.fail("evaluate_sorter", e)
   for name, sorter in loaded.items():
     l1 = training.evaluate_l1(sorter, FLAGS.seq_len, size=FLAGS.num_vectors)
     print(json.dumps({"sorter": name, "seq_len": FLAGS.seq_len,

@@ -35,7 +35,7 @@ def main(argv):
   try:
     latest, best = training.export_run(FLAGS.model_dir)
   except ValueError as e:
-    sys.exit(f"export: {e}")
+    console.fail("export", e)
   print(f"Exported {latest}")
   print(f"Exported {best}")
 

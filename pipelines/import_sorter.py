@@ -66,7 +66,7 @@ def main(argv):
   try:
     sorter, record = torch_import.import_run(FLAGS.torch_run)
   except ValueError as e:
-    sys.exit(f"import_sorter: {e}")
+    console.fail("import_sorter", e)
   if FLAGS.export_to:
     command = " && ".join([record["command"], " ".join(
         [".venv/bin/python -m pipelines.import_sorter"] + sys.argv[1:])])

@@ -94,14 +94,14 @@ def main(argv):
     try:
       last = _learning_curves(FLAGS.curves, FLAGS.output)
     except ValueError as e:
-      sys.exit(f"plot_sorter: {e}")
+      console.fail("plot_sorter", e)
     print(json.dumps({"output": FLAGS.output, "last_point": last}))
     return
   try:
     loaded = {name: sorters.load_sorter(name, FLAGS.seq_len)
               for name in FLAGS.sorters}
   except ValueError as e:
-    sys.exit(f"plot_sorter: {e}")
+    console.fail("plot_sorter", e)
   values, exact = training.sweep_first_score(None, FLAGS.seq_len, FLAGS.seed)
   fig, ax = plt.subplots(figsize=(7, 4.5))
   ax.plot(values, exact, color="black", lw=2, label="exact rank")

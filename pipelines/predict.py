@@ -138,7 +138,7 @@ def main(argv):
     if not printed:
       raise ValueError(f"{name}: no instances.")
   except ValueError as e:
-    sys.exit(f"predict: {e}")
+    console.fail("predict", e)
 
 
 if __name__ == "__main__":

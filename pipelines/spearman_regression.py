@@ -24,6 +24,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from pipelines import console
 from rank4class_tf.sorting import regression
 
 flags.DEFINE_list("methods", list(regression.METHODS),
@@ -64,7 +65,7 @@ def main(argv):
                          "num_seeds": len(values)}
       print(json.dumps({"method": method, **summary[method]}), flush=True)
   except ValueError as e:
-    sys.exit(f"spearman_regression: {e}")
+    console.fail("spearman_regression", e)
   if FLAGS.output:
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
     with open(FLAGS.output, "w") as f:

@@ -179,11 +179,12 @@ def main(argv):
           FLAGS.select_metric or base.trainer.best_metric,
           FLAGS.bootstrap_samples, FLAGS.paper_table, base.data.dataset)
       study_lib.run_study(FLAGS.study_dir, base, grid_from_flags(),
+                          progress=console.say,
                           extend_grid=FLAGS.extend_grid,
                           extend_steps=FLAGS.extend_steps)
     paths = study_report.write_report(
         FLAGS.study_dir, FLAGS.select_metric, FLAGS.bootstrap_samples,
-        FLAGS.paper_table)
+        FLAGS.paper_table, progress=console.say)
     print(f"Wrote {paths['results']}, {paths['tables']} and "
           f"{paths['figures']}/.")
     if FLAGS.summary_dir:
@@ -192,7 +193,7 @@ def main(argv):
                                           FLAGS.select_metric)
       print(f"Wrote the summary of {count} runs to {FLAGS.summary_dir}.")
   except ValueError as e:
-    sys.exit(f"study: {e}")
+    console.fail("study", e)
   except OSError as e:
     # What the library does not word itself: an unreadable folder, a write
     # inside a training that failed. One line naming the path.

@@ -39,7 +39,7 @@ def main(argv):
   try:
     export_dir = training.train(config, verbose=2)
   except ValueError as e:
-    sys.exit(f"train: {e}")
+    console.fail("train", e)
   if config.trainer.export:
     print(f"Exported the best model to {export_dir}")
   else:

@@ -46,7 +46,7 @@ def main(argv):
     record = training.train(
         flag_utils.config_from_flags(training.SorterConfig), verbose=2)
   except ValueError as e:
-    sys.exit(f"train_sorter: {e}")
+    console.fail("train_sorter", e)
   if FLAGS.export_to:
     command = " ".join([".venv/bin/python -m pipelines.train_sorter"] +
                        sys.argv[1:])

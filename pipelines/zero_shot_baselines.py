@@ -114,7 +114,7 @@ def main(argv):
                 results[metric]))
         groups.append(group)
   except ValueError as e:
-    sys.exit(f"zero_shot_baselines: {e}")
+    console.fail("zero_shot_baselines", e)
   print("\n".join(compare.markdown(groups, FLAGS.metrics)))
 
 

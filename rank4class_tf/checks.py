@@ -28,8 +28,8 @@ from rank4class_tf.ranking import metrics
 from rank4class_tf.sorting import sorters
 
 
-def _check_choice(flag: str, value: str, valid) -> None:
-  lookup.check_choice(f"--{flag}", value, valid)
+def _check_choice(name: str, value: str, valid) -> None:
+  lookup.check_choice(name, value, valid)
 
 
 def validate(config: config_lib.TrainConfig) -> None:
@@ -55,13 +55,13 @@ def validate(config: config_lib.TrainConfig) -> None:
     valid = (encoders.TEXT_ENCODERS if text_data else
              tuple(e for e in encoders.ENCODER_NAMES
                    if e not in encoders.TEXT_ENCODERS))
-    raise ValueError(f"--encoder={model.encoder!r} cannot read the {kind} "
+    raise ValueError(f"`encoder`={model.encoder!r} cannot read the {kind} "
                      f"dataset {data.dataset!r}; choose one of: "
                      f"{', '.join(valid)}.")
   if (model.encoder in encoders.IMAGE_ENCODERS and
       data.dataset not in catalog.IMAGE_DATASETS):
-    raise ValueError(f"--encoder={model.encoder!r} reads colour images; "
-                     "choose --dataset from: "
+    raise ValueError(f"`encoder`={model.encoder!r} reads colour images; "
+                     "choose `dataset` from: "
                      f"{', '.join(catalog.IMAGE_DATASETS)}.")
   _validate_images(config)
   _validate_precision(config)
@@ -74,16 +74,16 @@ def validate(config: config_lib.TrainConfig) -> None:
     try:
       metrics.check_name(name)
     except ValueError as e:
-      raise ValueError(f"--metrics/--best_metric: {e}") from None
+      raise ValueError(f"`metrics`/`best_metric`: {e}") from None
   if trainer.best_metric not in trainer.metrics:
-    raise ValueError(f"--best_metric={trainer.best_metric!r} must be one of "
-                     f"--metrics ({', '.join(trainer.metrics)}).")
+    raise ValueError(f"`best_metric`={trainer.best_metric!r} must be one of "
+                     f"`metrics` ({', '.join(trainer.metrics)}).")
   whole_split = [m for m in tuple(trainer.metrics)
                  if m in metrics.WHOLE_SPLIT_METRICS]
   if whole_split and trainer.strategy != "default":
-    raise ValueError(f"--metrics: {', '.join(whole_split)} needs every "
+    raise ValueError(f"`metrics`: {', '.join(whole_split)} needs every "
                      "score of the validation split on one replica; use "
-                     "--strategy=default, or compute it afterwards with "
+                     "`strategy`=default, or compute it afterwards with "
                      "pipelines.evaluate.")
 
 
@@ -114,10 +114,10 @@ def _validate_precision(config: config_lib.TrainConfig) -> None:
       tf.config.list_physical_devices("GPU")):
     return
   raise ValueError(
-      "--mixed_precision=bfloat16: this CPU has no bfloat16 instructions "
+      "`mixed_precision`=bfloat16: this CPU has no bfloat16 instructions "
       f"({' or '.join(BFLOAT16_CPU_FLAGS)} in {CPUINFO}) and no GPU is "
       "visible; TensorFlow would emulate them, slower than float32. Use "
-      "--mixed_precision=float32.")
+      "`mixed_precision`=float32.")
 
 
 def _validate_label_attention(config: config_lib.TrainConfig) -> None:
@@ -126,13 +126,13 @@ def _validate_label_attention(config: config_lib.TrainConfig) -> None:
   sequence = model.interaction in interactions.SEQUENCE_INTERACTIONS
   if sequence and model.encoder not in encoders.SEQUENCE_ENCODERS:
     raise ValueError(
-        f"--interaction={model.interaction} attends over token or "
-        f"position features; --encoder={model.encoder!r} has none (use "
+        f"`interaction`={model.interaction} attends over token or "
+        f"position features; `encoder`={model.encoder!r} has none (use "
         f"one of {', '.join(encoders.SEQUENCE_ENCODERS)}).")
   if config.loss.contrastive_weight > 0 and not sequence:
-    raise ValueError("--contrastive_weight > 0 (MulCon's label-level "
+    raise ValueError("`contrastive_weight` > 0 (MulCon's label-level "
                      "contrastive loss) needs "
-                     "--interaction=label_attention.")
+                     "`interaction`=label_attention.")
   _check_choice("contrastive_normalization",
                 config.loss.contrastive_normalization,
                 mulcon.CONTRASTIVE_NORMALIZATIONS)
@@ -145,15 +145,15 @@ def _validate_text_encoder(config: config_lib.TrainConfig) -> None:
   if model.pooling:
     _check_choice("pooling", model.pooling, encoders.POOLINGS)
     if not text_encoder:
-      raise ValueError(f"--pooling is read by {', '.join(encoders.TEXT_ENCODERS)}"
-                       f" only, not --encoder={model.encoder!r}.")
+      raise ValueError(f"`pooling` is read by {', '.join(encoders.TEXT_ENCODERS)}"
+                       f" only, not `encoder`={model.encoder!r}.")
   if model.freeze_encoder:
     if not text_encoder:
-      raise ValueError("--freeze_encoder freezes a pretrained text encoder "
+      raise ValueError("`freeze_encoder` freezes a pretrained text encoder "
                        f"({', '.join(encoders.TEXT_ENCODERS)}), not "
-                       f"--encoder={model.encoder!r}.")
+                       f"`encoder`={model.encoder!r}.")
     if not model.init_checkpoint:
-      raise ValueError("--freeze_encoder needs --init_checkpoint: a frozen "
+      raise ValueError("`freeze_encoder` needs `init_checkpoint`: a frozen "
                        "encoder of random weights learns nothing.")
 
 
@@ -166,40 +166,40 @@ def _validate_class_encoder(config: config_lib.TrainConfig) -> None:
   _check_choice("class_tower", model.class_tower, class_encoders.CLASS_TOWERS)
   if model.class_encoder == "text":
     if model.encoder not in encoders.TEXT_ENCODERS:
-      raise ValueError("--class_encoder=text encodes class texts with a text "
+      raise ValueError("`class_encoder`=text encodes class texts with a text "
                        f"encoder ({', '.join(encoders.TEXT_ENCODERS)}), not "
-                       f"--encoder={model.encoder!r}.")
+                       f"`encoder`={model.encoder!r}.")
     return
   for name, value, default in (
       ("class_tower", model.class_tower, "shared"),
       ("class_descriptions", model.class_descriptions, "")):
     if value != default:
-      raise ValueError(f"--{name}={value!r} is read with "
-                       "--class_encoder=text only.")
+      raise ValueError(f"`{name}`={value!r} is read with "
+                       "`class_encoder`=text only.")
 
 
 def _validate_images(config: config_lib.TrainConfig) -> None:
   """The image flags: download, image_size, init_checkpoint."""
   data, model = config.data, config.model
   if data.download and data.dataset not in catalog.TFDS_DATASETS:
-    raise ValueError(f"--download reads TFDS datasets only "
+    raise ValueError(f"`download` reads TFDS datasets only "
                      f"({', '.join(catalog.TFDS_DATASETS)}), not "
                      f"{data.dataset!r}.")
   if (data.image_size is not None and
       data.dataset not in catalog.RESIZED_DATASETS):
-    raise ValueError(f"--image_size={data.image_size!r}: only "
+    raise ValueError(f"`image_size`={data.image_size!r}: only "
                      f"{', '.join(catalog.RESIZED_DATASETS)} images "
                      "are resized.")
   if model.init_checkpoint:
     readers = encoders.TEXT_ENCODERS + ("resnet50",)
     if model.encoder not in readers:
-      raise ValueError(f"--init_checkpoint is read by {', '.join(readers)} "
-                       f"only, not --encoder={model.encoder!r}.")
+      raise ValueError(f"`init_checkpoint` is read by {', '.join(readers)} "
+                       f"only, not `encoder`={model.encoder!r}.")
     if model.encoder == "resnet50" and (
         model.init_checkpoint == "minilm" or
         model.init_checkpoint.endswith(".safetensors")):
-      raise ValueError(f"--init_checkpoint={model.init_checkpoint!r} is a "
-                       "text checkpoint; --encoder=resnet50 takes a Model "
+      raise ValueError(f"`init_checkpoint`={model.init_checkpoint!r} is a "
+                       "text checkpoint; `encoder`=resnet50 takes a Model "
                        "Garden ResNet-50 checkpoint.")
 
 
@@ -281,16 +281,16 @@ def check_batch_size(config: config_lib.TrainConfig, data) -> None:
     size = data.size("train")
     if batch_size > size:
       raise ValueError(
-          f"--batch_size={batch_size} is larger than the {size} training "
-          f"instances of --dataset={config.data.dataset}; give at most "
+          f"`batch_size`={batch_size} is larger than the {size} training "
+          f"instances of `dataset`={config.data.dataset}; give at most "
           f"{size}.")
   available = available_memory()
   per_instance = BATCHES_HELD * batch_bytes(config, data)
   if available is not None and batch_size * per_instance > available:
     raise ValueError(
-        f"--batch_size={batch_size} needs at least "
+        f"`batch_size`={batch_size} needs at least "
         f"{batch_size * per_instance / 1e9:.2f} GB of memory for its "
-        f"batches of --dataset={config.data.dataset} ({per_instance} bytes "
+        f"batches of `dataset`={config.data.dataset} ({per_instance} bytes "
         f"per instance); {available / 1e9:.2f} GB is available: give at "
         f"most {available // per_instance}.")
 

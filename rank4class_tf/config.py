@@ -407,72 +407,72 @@ class TrainConfig:
     checked by `checks.validate`.
 
     Raises:
-      ValueError: one line naming the flag, its value and what is valid.
+      ValueError: one line naming the setting, its value and what is valid.
     """
     values = self.flat()
     if self.trainer.optimizer not in OPTIMIZERS:
-      raise ValueError(f"--optimizer={self.trainer.optimizer!r} is not "
+      raise ValueError(f"`optimizer`={self.trainer.optimizer!r} is not "
                        f"valid; choose one of: {', '.join(OPTIMIZERS)}.")
     for name in ("download", "jit_compile", "length_bucketing",
                  "freeze_encoder", "feature_cache", "export"):
       if not isinstance(values[name], bool):
-        raise ValueError(f"--{name}={values[name]!r} must be true or false.")
+        raise ValueError(f"`{name}`={values[name]!r} must be true or false.")
     if self.model.max_seq_length < 3:
-      raise ValueError(f"--max_seq_length={self.model.max_seq_length!r} "
+      raise ValueError(f"`max_seq_length`={self.model.max_seq_length!r} "
                        "must be >= 3 ([CLS], a token, [SEP]).")
     for name in _POSITIVE:
       if not values[name] > 0:
-        raise ValueError(f"--{name}={values[name]!r} must be > 0.")
+        raise ValueError(f"`{name}`={values[name]!r} must be > 0.")
     if not self.loss.parallel_weight >= 0 or not self.loss.margin >= 0:
-      raise ValueError("--parallel_weight and --recall_margin must be >= 0.")
+      raise ValueError("`parallel_weight` and `recall_margin` must be >= 0.")
     if self.loss.temperature is not None and not self.loss.temperature > 0:
-      raise ValueError(f"--temperature={self.loss.temperature!r} must be "
+      raise ValueError(f"`temperature`={self.loss.temperature!r} must be "
                        "> 0.")
     if not 0.0 <= self.model.dropout < 1.0:
-      raise ValueError(f"--dropout={self.model.dropout!r} must be in [0, 1).")
+      raise ValueError(f"`dropout`={self.model.dropout!r} must be in [0, 1).")
     if self.data.image_size is not None and not self.data.image_size >= 32:
-      raise ValueError(f"--image_size={self.data.image_size!r} must be "
+      raise ValueError(f"`image_size`={self.data.image_size!r} must be "
                        ">= 32.")
     trainer = self.trainer
     if not 0 <= trainer.seed <= 2**32 - 1:
-      raise ValueError(f"--seed={trainer.seed} must be between 0 and "
+      raise ValueError(f"`seed`={trainer.seed} must be between 0 and "
                        "2**32 - 1.")
     if trainer.train_steps % trainer.eval_every:
       raise ValueError(
-          f"--train_steps={trainer.train_steps} must be a multiple of "
-          f"--eval_every={trainer.eval_every}: training runs in epochs of "
-          "--eval_every steps, each ended by a validation.")
+          f"`train_steps`={trainer.train_steps} must be a multiple of "
+          f"`eval_every`={trainer.eval_every}: training runs in epochs of "
+          "`eval_every` steps, each ended by a validation.")
     if not trainer.model_dir:
-      raise ValueError("--model_dir must be set.")
+      raise ValueError("`model_dir` must be set.")
     if trainer.strategy == "tpu" and not trainer.tpu:
-      raise ValueError("--tpu must name the TPU address when --strategy=tpu.")
+      raise ValueError("`tpu` must name the TPU address when `strategy`=tpu.")
     if trainer.mixed_precision not in PRECISIONS:
-      raise ValueError(f"--mixed_precision={trainer.mixed_precision!r} is "
+      raise ValueError(f"`mixed_precision`={trainer.mixed_precision!r} is "
                        f"not valid; choose one of: {', '.join(PRECISIONS)}.")
     if trainer.mixed_precision == "float16" and trainer.strategy == "tpu":
-      raise ValueError("--mixed_precision=float16 is for GPUs; TPUs compute "
-                       "in bfloat16 (--mixed_precision=bfloat16).")
+      raise ValueError("`mixed_precision`=float16 is for GPUs; TPUs compute "
+                       "in bfloat16 (`mixed_precision`=bfloat16).")
     if self.model.label_dim % self.model.label_heads:
-      raise ValueError(f"--label_dim={self.model.label_dim} must be a "
-                       f"multiple of --label_heads={self.model.label_heads}.")
+      raise ValueError(f"`label_dim`={self.model.label_dim} must be a "
+                       f"multiple of `label_heads`={self.model.label_heads}.")
     self._validate_contrastive()
 
   def _validate_contrastive(self) -> None:
     """MulCon's flags (that they need label_attention: `training`)."""
     loss, trainer = self.loss, self.trainer
     if not loss.contrastive_weight >= 0:
-      raise ValueError(f"--contrastive_weight={loss.contrastive_weight!r} "
+      raise ValueError(f"`contrastive_weight`={loss.contrastive_weight!r} "
                        "must be >= 0.")
     if loss.contrastive_weight > 0:
       if (loss.contrastive_start_step % trainer.eval_every or
           not 0 <= loss.contrastive_start_step < trainer.train_steps):
         raise ValueError(
-            f"--contrastive_start_step={loss.contrastive_start_step} must "
-            f"be a multiple of --eval_every={trainer.eval_every} in "
-            f"[0, --train_steps={trainer.train_steps}).")
+            f"`contrastive_start_step`={loss.contrastive_start_step} must "
+            f"be a multiple of `eval_every`={trainer.eval_every} in "
+            f"[0, `train_steps`={trainer.train_steps}).")
       if (loss.contrastive_learning_rate is not None and
           not loss.contrastive_learning_rate > 0):
-        raise ValueError("--contrastive_learning_rate="
+        raise ValueError("`contrastive_learning_rate`="
                          f"{loss.contrastive_learning_rate!r} must be > 0.")
 
   def to_json(self) -> str:

@@ -30,7 +30,7 @@ STRATEGY_NAMES = tuple(TFR_STRATEGIES)
 def check_name(name: str) -> None:
   """Raises ValueError naming the valid strategies unless `name` is one."""
   if name not in TFR_STRATEGIES:
-    raise ValueError(f"--strategy={name!r} is not valid; choose one of: "
+    raise ValueError(f"`strategy`={name!r} is not valid; choose one of: "
                      f"{', '.join(STRATEGY_NAMES)}.")
 
 
@@ -46,7 +46,7 @@ def cluster_resolver(name: str, tpu: str = ""):
   if name in ("multi_worker_mirrored", "parameter_server"):
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if "chief" not in resolver.cluster_spec().as_dict():
-      raise ValueError(f"--strategy={name} needs TF_CONFIG to describe the "
+      raise ValueError(f"`strategy`={name} needs TF_CONFIG to describe the "
                        "cluster with a 'chief' task (it writes the "
                        "checkpoints and exports).")
     return resolver

@@ -11,16 +11,17 @@ Table = Dict[str, Tuple[type, Tuple[str, ...]]]
 
 
 def check_choice(what: str, value: Any, valid: Iterable[str]) -> None:
-  """Raises ValueError naming `what`, `value` and the valid choices.
+  """Raises ValueError naming the argument `what`, `value` and the valid
+  choices, in argument terms (a binary words `what` as its flag).
 
-  >>> check_choice("--pooling", "max", ("cls", "mean"))
+  >>> check_choice("pooling", "max", ("cls", "mean"))
   Traceback (most recent call last):
   ...
-  ValueError: --pooling='max' is not valid; choose one of: cls, mean.
+  ValueError: `pooling`='max' is not valid; choose one of: cls, mean.
   """
   valid = tuple(valid)
   if value not in valid:
-    raise ValueError(f"{what}={value!r} is not valid; choose one of: "
+    raise ValueError(f"`{what}`={value!r} is not valid; choose one of: "
                      f"{', '.join(valid)}.")
 
 

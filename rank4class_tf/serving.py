@@ -231,7 +231,7 @@ def load_config(model_dir: str) -> config_lib.TrainConfig:
   """Reads the resolved config a run wrote into `model_dir`."""
   path = run_dir_lib.RunDir(model_dir).config_file
   if not tf.io.gfile.exists(path):
-    raise ValueError(f"{path} not found: --model_dir is not a trained run.")
+    raise ValueError(f"{path} not found: `model_dir` is not a trained run.")
   try:
     with tf.io.gfile.GFile(path) as f:
       return config_lib.TrainConfig.from_json(f.read())
@@ -248,7 +248,7 @@ def load_class_names(model_dir: str) -> List[str]:
   """The class names a run saved, index = class id."""
   path = run_dir_lib.RunDir(model_dir).classes_file
   if not tf.io.gfile.exists(path):
-    raise ValueError(f"{path} not found: --model_dir is not a trained run.")
+    raise ValueError(f"{path} not found: `model_dir` is not a trained run.")
   try:
     with tf.io.gfile.GFile(path) as f:
       names = json.load(f)
@@ -293,14 +293,14 @@ def check_class_texts(class_texts: Sequence[str]) -> None:
   """
   limit = class_encoders.MAX_SERVED_CLASSES
   if not class_texts or len(class_texts) > limit:
-    raise ValueError(f"--classes: {len(class_texts)} classes; give 1 to "
+    raise ValueError(f"`classes`: {len(class_texts)} classes; give 1 to "
                      f"{limit}.")
   seen = {}
   for i, text_ in enumerate(class_texts, start=1):
     if not text_.strip():
-      raise ValueError(f"--classes: class {i} is an empty text.")
+      raise ValueError(f"`classes`: class {i} is an empty text.")
     if text_ in seen:
-      raise ValueError(f"--classes: {text_!r} is given twice (classes "
+      raise ValueError(f"`classes`: {text_!r} is given twice (classes "
                        f"{seen[text_]} and {i}).")
     seen[text_] = i
 
@@ -321,7 +321,7 @@ class ExportedRanker:
 
   def __init__(self, model_dir: str, export: str = run_dir_lib.BEST_EXPORT):
     if not tf.io.gfile.isdir(model_dir):
-      raise ValueError(f"{model_dir} not found: --model_dir is not a "
+      raise ValueError(f"{model_dir} not found: `model_dir` is not a "
                        "trained run.")
     export_dir = run_dir_lib.RunDir(model_dir).export(export)
     if not tf.io.gfile.exists(export_dir):
@@ -334,7 +334,7 @@ class ExportedRanker:
       raise ValueError(
           f"{export_dir} cannot be loaded ({_first_line(e)}): the export is "
           f"damaged; remove it and write it again with pipelines.export "
-          f"--model_dir={model_dir}.") from None
+          f"`model_dir`={model_dir}.") from None
     serving_file = run_dir_lib.RunDir(model_dir).serving_file
     (key, spec), = self._serve.structured_input_signature[1].items()
     if tf.io.gfile.exists(serving_file):
@@ -413,7 +413,7 @@ class ExportedRanker:
     if not self.ranks_class_lists:
       raise ValueError("this export ranks its training classes only: "
                        "class lists need a run trained with "
-                       "--class_encoder=text.")
+                       "`class_encoder`=text.")
     class_texts = list(class_texts)
     check_class_texts(class_texts)
     outputs = self._signatures[CLASS_LIST_KEY](**{
@@ -506,12 +506,12 @@ def evaluate(model_dir: str, data, split: str = "test",
     try:
       metrics.check_name(name)
     except ValueError as e:
-      raise ValueError(f"--metrics: {e}") from None
+      raise ValueError(f"`metrics`: {e}") from None
   if not 0.0 < threshold < 1.0:
-    raise ValueError(f"--threshold={threshold!r} must be in (0, 1).")
+    raise ValueError(f"`threshold`={threshold!r} must be in (0, 1).")
   ranker = ExportedRanker(model_dir, export)
   if split not in data.split_names:
-    raise ValueError(f"--split={split!r} is not valid; choose one of: "
+    raise ValueError(f"`split`={split!r} is not valid; choose one of: "
                      f"{', '.join(data.split_names)}.")
   labels, scores = split_scores(ranker, data, split, batch_size)
   bad = int((~np.isfinite(scores).all(axis=1)).sum())

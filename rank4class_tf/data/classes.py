@@ -45,7 +45,7 @@ def read_class_texts(path: str, class_names: Sequence[str]) -> List[str]:
       empty name, an unknown or repeated class, a class with no line.
   """
   if not tf.io.gfile.exists(path):
-    raise ValueError(f"--class_descriptions={path}: file not found.")
+    raise ValueError(f"`class_descriptions`={path}: file not found.")
   index = {name: i for i, name in enumerate(class_names)}
   texts: Dict[int, str] = {}
   with tf.io.gfile.GFile(path, "rb") as f:
@@ -101,13 +101,13 @@ def holdout_ids(names: Sequence[str],
   ids = []
   for name in names:
     if name not in index:
-      raise ValueError(f"--holdout_classes: {name!r} is not a class of the "
+      raise ValueError(f"`holdout_classes`: {name!r} is not a class of the "
                        f"dataset; classes: {', '.join(class_names)}.")
     if index[name] in ids:
-      raise ValueError(f"--holdout_classes: {name!r} is listed twice.")
+      raise ValueError(f"`holdout_classes`: {name!r} is listed twice.")
     ids.append(index[name])
   if len(ids) >= len(class_names):
-    raise ValueError("--holdout_classes holds out every class: nothing is "
+    raise ValueError("`holdout_classes` holds out every class: nothing is "
                      "left to train on.")
   return tuple(sorted(ids))
 
@@ -142,7 +142,7 @@ def without_classes(data, ids: Sequence[int],
     ValueError: the dataset streams from files, or a split is left empty.
   """
   if data.streams:
-    raise ValueError(f"--holdout_classes: {data.name} streams its splits "
+    raise ValueError(f"`holdout_classes`: {data.name} streams its splits "
                      "from files; held-out classes need a dataset held in "
                      "memory.")
   new_splits = dict(data.splits)
@@ -150,7 +150,7 @@ def without_classes(data, ids: Sequence[int],
     instances, labels = data.splits[split]
     keep = ~holdout_mask(labels, ids)
     if not keep.any():
-      raise ValueError(f"--holdout_classes leaves no {split} instance.")
+      raise ValueError(f"`holdout_classes` leaves no {split} instance.")
     # Instances are an array, or a dict of arrays (token features, masks).
     if isinstance(instances, dict):
       kept = {name: value[keep] for name, value in instances.items()}

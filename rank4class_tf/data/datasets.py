@@ -508,8 +508,8 @@ def stratified_split(labels: Sequence[int], fractions: Sequence[float],
 def load_mind(data_dir: Optional[str] = None) -> ClassificationData:
   """MIND news categories from `data_dir/news.tsv` (see module doc)."""
   if not data_dir:
-    raise ValueError("--data_dir must name the folder holding MIND's "
-                     "news.tsv for --dataset=mind.")
+    raise ValueError("`data_dir` must name the folder holding MIND's "
+                     "news.tsv for `dataset`=mind.")
   path = data_dir
   if os.path.isdir(data_dir):
     path = os.path.join(data_dir, "news.tsv")
@@ -715,7 +715,7 @@ def tfds_streams(name: str, data_dir: Optional[str], download: bool = False
       raise ValueError(
           f"{name} is not prepared in {data_dir or builder.data_dir}: "
           f"prepare it there with TFDS (`tfds build {source.tfds_name} "
-          f"--data_dir=DIR`) and pass --data_dir=DIR, or pass --download."
+          f"`data_dir`=DIR`) and pass `data_dir`=DIR, or pass `download`."
       ) from None
     kept = None  # Multi-label evaluation splits: the count after the filter.
     if source.multi_label and split != "train":
@@ -733,7 +733,7 @@ def load_cifar10(data_dir: Optional[str] = None, download: bool = False,
                  image_size: Optional[int] = None) -> ClassificationData:
   """CIFAR-10 through TFDS (see module doc)."""
   if image_size not in (None, 32):
-    raise ValueError(f"--image_size={image_size!r}: cifar10 images are 32.")
+    raise ValueError(f"`image_size`={image_size!r}: cifar10 images are 32.")
   class_names, streams = tfds_streams("cifar10", data_dir, download)
   mean, std = images.pixel_statistics(streams["train"].read(False, 0))
   return ClassificationData(

@@ -213,7 +213,7 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
     if size not in pretrained.SIZES:
       raise ValueError(f"Unknown encoder size {size!r}; valid sizes: "
                        f"{', '.join(pretrained.SIZES)}.")
-    lookup.check_choice("--pooling", pooling, POOLINGS)
+    lookup.check_choice("pooling", pooling, POOLINGS)
     self.size = size
     self.pooling = pooling
     self.sequence = bool(sequence)
@@ -385,7 +385,7 @@ def restore_resnet(backbone: tf.keras.Model, init_checkpoint: str) -> str:
   try:
     names = [name for name, _ in tf.train.list_variables(path)]
   except (tf.errors.OpError, ValueError):
-    raise ValueError(f"--init_checkpoint {init_checkpoint!r}: not a "
+    raise ValueError(f"`init_checkpoint` {init_checkpoint!r}: not a "
                      "TensorFlow checkpoint prefix or a directory holding "
                      "one.") from None
   if any(n.startswith("backbone/") for n in names):
@@ -393,7 +393,7 @@ def restore_resnet(backbone: tf.keras.Model, init_checkpoint: str) -> str:
   elif any(n.startswith("model/backbone/") for n in names):
     root = tf.train.Checkpoint(model=tf.train.Checkpoint(backbone=backbone))
   else:
-    raise ValueError(f"--init_checkpoint {init_checkpoint!r}: holds no "
+    raise ValueError(f"`init_checkpoint` {init_checkpoint!r}: holds no "
                      "`backbone` or `model/backbone` (not a Model Garden "
                      "ResNet checkpoint).")
   status = root.read(path)
@@ -401,7 +401,7 @@ def restore_resnet(backbone: tf.keras.Model, init_checkpoint: str) -> str:
     status.assert_existing_objects_matched()
   except AssertionError as e:
     first = str(e).strip().splitlines()[0][:200]
-    raise ValueError(f"--init_checkpoint {init_checkpoint!r}: does not "
+    raise ValueError(f"`init_checkpoint` {init_checkpoint!r}: does not "
                      f"hold every ResNet variable ({first}).") from None
   status.expect_partial()
   return path

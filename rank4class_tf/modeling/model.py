@@ -259,17 +259,17 @@ def _text_class_encoder_fn(data, instance_inputs, encoder: str,
                            class_width: Optional[int]):
   """The callable that builds a run's `TextClassEncoder` from its instance
   encoder (see `Rank4ClassScorer`), after checking the settings."""
-  lookup.check_choice("--class_encoder", class_encoder,
+  lookup.check_choice("class_encoder", class_encoder,
                       class_encoders.CLASS_ENCODERS)
-  lookup.check_choice("--class_tower", class_tower,
+  lookup.check_choice("class_tower", class_tower,
                       class_encoders.CLASS_TOWERS)
   if encoder not in encoders.TEXT_ENCODERS:
-    raise ValueError(f"--class_encoder=text encodes class texts with a text "
+    raise ValueError(f"`class_encoder`=text encodes class texts with a text "
                      f"encoder ({', '.join(encoders.TEXT_ENCODERS)}), not "
-                     f"--encoder={encoder}.")
+                     f"`encoder`={encoder}.")
   class_texts = list(class_texts or [])
   if len(class_texts) != data.num_classes:
-    raise ValueError(f"--class_encoder=text needs one text per class: got "
+    raise ValueError(f"`class_encoder`=text needs one text per class: got "
                      f"{len(class_texts)} for {data.num_classes} classes.")
   tower_kwargs = dict(encoder_kwargs, sequence=False)
   feature_dim = int(pretrained.SIZES[tower_kwargs.get(
@@ -366,8 +366,8 @@ def build_model_builder(data,
                      interactions.SEQUENCE_INTERACTIONS else class_dim))
   if sequence:
     if encoder not in encoders.SEQUENCE_ENCODERS:
-      raise ValueError(f"--interaction={interaction} attends over token or "
-                       f"position features; --encoder={encoder} has none "
+      raise ValueError(f"`interaction`={interaction} attends over token or "
+                       f"position features; `encoder`={encoder} has none "
                        f"(use one of {', '.join(encoders.SEQUENCE_ENCODERS)}"
                        ").")
     encoder_kwargs["sequence"] = True
@@ -380,7 +380,7 @@ def build_model_builder(data,
   else:
     if contrastive_temperature is not None:
       raise ValueError("The label-level contrastive loss needs "
-                       "--interaction=label_attention.")
+                       "`interaction`=label_attention.")
     interactions.get(interaction, units=mlp_units)
     interaction_fn = lambda: interactions.get(interaction, units=mlp_units)
   input_creator = tfr.keras.model.FeatureSpecInputCreator(

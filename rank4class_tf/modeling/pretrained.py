@@ -463,12 +463,12 @@ def _checkpoint_prefix(path: str) -> str:
     indexes = sorted(glob.glob(os.path.join(path, "*.index")))
     if len(indexes) == 1:
       return indexes[0][:-len(".index")]
-    raise ValueError(f"--init_checkpoint {path!r}: directory holds "
+    raise ValueError(f"`init_checkpoint` {path!r}: directory holds "
                      f"{len(indexes)} checkpoints (*.index), expected one.")
   if path.endswith(".index"):
     path = path[:-len(".index")]
   if not os.path.isfile(path + ".index"):
-    raise ValueError(f"--init_checkpoint {path!r}: neither 'minilm', a "
+    raise ValueError(f"`init_checkpoint` {path!r}: neither 'minilm', a "
                      ".safetensors file, a TF checkpoint prefix nor a "
                      "directory holding one.")
   return path
@@ -507,7 +507,7 @@ def check_init_checkpoint(init_checkpoint: str) -> None:
     minilm_files()
   elif init_checkpoint.endswith(".safetensors"):
     if not os.path.isfile(init_checkpoint):
-      raise ValueError(f"--init_checkpoint {init_checkpoint!r}: no such "
+      raise ValueError(f"`init_checkpoint` {init_checkpoint!r}: no such "
                        ".safetensors file.")
   else:
     _checkpoint_prefix(init_checkpoint)
@@ -536,13 +536,13 @@ def init_encoder(encoder: tf.keras.layers.Layer,
     try:
       return load_minilm(encoder, init_checkpoint)
     except (OSError, safetensors.SafetensorError) as e:
-      raise ValueError(f"--init_checkpoint {init_checkpoint!r}: cannot read: "
+      raise ValueError(f"`init_checkpoint` {init_checkpoint!r}: cannot read: "
                        f"{_first_line(e)}") from e
   prefix = _checkpoint_prefix(init_checkpoint)
   try:
     return load_google_checkpoint(encoder, prefix)
   except (tf.errors.OpError, OSError) as e:
-    raise ValueError(f"--init_checkpoint {init_checkpoint!r}: cannot read: "
+    raise ValueError(f"`init_checkpoint` {init_checkpoint!r}: cannot read: "
                      f"{_first_line(e)}") from e
 
 

@@ -55,13 +55,13 @@ class RegressionConfig:
 
   def validate(self) -> None:
     if self.method not in METHODS:
-      raise ValueError(f"--method={self.method!r} is not valid; choose one "
+      raise ValueError(f"`method`={self.method!r} is not valid; choose one "
                        f"of: {', '.join(METHODS)}.")
     for name in ("batch_size", "epochs", "hidden_units", "learning_rate"):
       if not getattr(self, name) > 0:
-        raise ValueError(f"--{name}={getattr(self, name)!r} must be > 0.")
+        raise ValueError(f"`{name}`={getattr(self, name)!r} must be > 0.")
     if not 0. < self.test_fraction < 1.:
-      raise ValueError(f"--test_fraction={self.test_fraction} must be in "
+      raise ValueError(f"`test_fraction`={self.test_fraction} must be in "
                        "(0, 1).")
 
 
@@ -92,7 +92,7 @@ def run(config: RegressionConfig) -> Dict[str, float]:
   config.validate()
   x_tr, y_tr, x_te, y_te = load_split(config.test_fraction, config.seed)
   if config.batch_size > len(x_tr):
-    raise ValueError(f"--batch_size={config.batch_size} exceeds the "
+    raise ValueError(f"`batch_size`={config.batch_size} exceeds the "
                      f"{len(x_tr)} training patients.")
   tf.keras.utils.set_random_seed(config.seed)
   model = build_mlp(config.hidden_units)

@@ -108,28 +108,28 @@ class SorterConfig:
   def validate(self) -> None:
     """Checks every field; raises ValueError naming the flag."""
     if self.sorter not in sorters.TRAINABLE_SORTERS:
-      raise ValueError(f"--sorter={self.sorter!r} is not valid; choose one "
+      raise ValueError(f"`sorter`={self.sorter!r} is not valid; choose one "
                        f"of: {', '.join(sorters.TRAINABLE_SORTERS)}.")
     if self.projection not in ("full", "shared"):
-      raise ValueError(f"--projection={self.projection!r} is not valid; "
+      raise ValueError(f"`projection`={self.projection!r} is not valid; "
                        "choose one of: full, shared.")
     for name in ("seq_len", "units", "num_layers", "width", "batch_size",
                  "learning_rate", "halve_every_vectors", "epoch_vectors",
                  "train_vectors"):
       if not getattr(self, name) > 0:
-        raise ValueError(f"--{name}={getattr(self, name)!r} must be > 0.")
+        raise ValueError(f"`{name}`={getattr(self, name)!r} must be > 0.")
     if self.seq_len < 2:
-      raise ValueError(f"--seq_len={self.seq_len} must be >= 2.")
+      raise ValueError(f"`seq_len`={self.seq_len} must be >= 2.")
     initial = sorters.PairwiseSorter.INITIAL_SHARPNESS
     if self.max_sharpness and not self.max_sharpness > initial:
-      raise ValueError(f"--max_sharpness={self.max_sharpness} must be 0 (no "
+      raise ValueError(f"`max_sharpness`={self.max_sharpness} must be 0 (no "
                        f"bound) or > {initial} (the initial sharpness).")
     if self.threads < 0:
-      raise ValueError(f"--threads={self.threads} must be >= 0.")
+      raise ValueError(f"`threads`={self.threads} must be >= 0.")
     if not self.model_dir:
-      raise ValueError("--model_dir must be set.")
+      raise ValueError("`model_dir` must be set.")
     if self.continue_schedule and not self.init_from:
-      raise ValueError("--continue_schedule needs --init_from.")
+      raise ValueError("`continue_schedule` needs `init_from`.")
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -282,7 +282,7 @@ def train(config: SorterConfig, verbose: int = 0) -> Dict[str, Any]:
     init, weights = init_source(config.init_from)
     if (init["sorter"], init["hyperparameters"]) != (
         config.sorter, config.sorter_kwargs()):
-      raise ValueError(f"--init_from={config.init_from} trained another "
+      raise ValueError(f"`init_from`={config.init_from} trained another "
                        "sorter (name or hyper-parameters differ).")
   tf.io.gfile.makedirs(config.model_dir)
   with tf.io.gfile.GFile(os.path.join(config.model_dir, CONFIG_FILE), "w") as f:
@@ -421,7 +421,7 @@ def init_source(init_from: str,
   if init_from in index:
     entry = index[init_from]
     return entry, os.path.join(directory, entry["weights"])
-  raise ValueError(f"--init_from={init_from} is neither a finished sorter run "
+  raise ValueError(f"`init_from`={init_from} is neither a finished sorter run "
                    f"(no {RECORD_FILE}) nor a shipped sorter (shipped: "
                    f"{', '.join(sorted(index)) or 'none'}).")
 
@@ -430,7 +430,7 @@ def read_record(model_dir: str) -> Dict[str, Any]:
   """The sorter.json a finished `train` run wrote into model_dir."""
   path = os.path.join(model_dir, RECORD_FILE)
   if not tf.io.gfile.exists(path):
-    raise ValueError(f"{path} not found: --model_dir is not a finished "
+    raise ValueError(f"{path} not found: `model_dir` is not a finished "
                      "sorter run.")
   with tf.io.gfile.GFile(path) as f:
     return json.load(f)

@@ -87,7 +87,7 @@ def group_runs(model_dirs: Sequence[str]) -> List[Group]:
                       for k in differing) or "all runs"
     group = groups.setdefault(label, Group(label, [], []))
     if config.trainer.seed in group.seeds:
-      raise ValueError(f"--runs: {model_dir} and "
+      raise ValueError(f"`runs`: {model_dir} and "
                        f"{group.model_dirs[group.seeds.index(config.trainer.seed)]}"
                        f" are the same run settings and seed "
                        f"{config.trainer.seed}.")
@@ -126,7 +126,7 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
   Raises:
     ValueError: `holdout` / `seen` for a run with no held-out classes.
   """
-  lookup.check_choice("--instances", instances, INSTANCES)
+  lookup.check_choice("instances", instances, INSTANCES)
   for group in groups:
     for model_dir in group.model_dirs:
       config = serving.load_config(model_dir).replace(model_dir=model_dir)
@@ -136,8 +136,8 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
       if instances != "all":
         names = holdout_classes or config.data.holdout_classes
         if not names:
-          raise ValueError(f"--instances={instances}: {model_dir} holds out "
-                           "no class; name them with --holdout_classes.")
+          raise ValueError(f"`instances`={instances}: {model_dir} holds out "
+                           "no class; name them with `holdout_classes`.")
         chosen = classes_lib.holdout_mask(
             labels, classes_lib.holdout_ids(names, data.class_names))
         if instances == "seen":

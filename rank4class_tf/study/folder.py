@@ -114,7 +114,7 @@ def load_study(study_dir: str) -> Tuple[Dict[str, object], study_grid.Grid]:
   """
   path = os.path.join(study_dir, STUDY_FILE)
   if not os.path.exists(path):
-    raise ValueError(f"--study_dir={study_dir} holds no study ({STUDY_FILE} "
+    raise ValueError(f"`study_dir`={study_dir} holds no study ({STUDY_FILE} "
                      "not found).")
   try:
     study = read_json(path)
@@ -125,7 +125,7 @@ def load_study(study_dir: str) -> Tuple[Dict[str, object], study_grid.Grid]:
   except (ValueError, TypeError, KeyError, AttributeError) as e:
     raise ValueError(f"{path} cannot be read ({reason(e)}); it holds the "
                      "study's shared settings and grid: restore it, or start "
-                     "another --study_dir.") from None
+                     "another `study_dir`.") from None
   return shared, grid
 
 

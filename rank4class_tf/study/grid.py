@@ -53,17 +53,17 @@ def _check_loss_label(label: str) -> None:
   """Raises ValueError naming --losses for an unknown loss or sorter."""
   loss, sorter = split_loss(label)
   if loss not in losses.LOSS_NAMES:
-    raise ValueError(f"--losses: {label!r} is not valid; choose from: "
+    raise ValueError(f"`losses`: {label!r} is not valid; choose from: "
                      f"{', '.join(losses.LOSS_NAMES)} (sodeep_* losses may "
                      f"name their sorter: sodeep_spearman@pairwise).")
   if sorter is None:
     return
   if loss not in sodeep_losses.LOSSES:
     raise ValueError(
-        f"--losses: {label!r} names a sorter, but only the "
+        f"`losses`: {label!r} names a sorter, but only the "
         f"SoDeep losses take one ({', '.join(sodeep_losses.LOSSES)}).")
   if sorter not in sorters.SORTER_NAMES:
-    raise ValueError(f"--losses: {label!r}: unknown sorter {sorter!r}; "
+    raise ValueError(f"`losses`: {label!r}: unknown sorter {sorter!r}; "
                      f"choose from: {', '.join(sorters.SORTER_NAMES)}.")
 
 
@@ -144,43 +144,43 @@ class Grid:
       loss, _, interaction = cell.rpartition(".")
       if interaction not in interactions.ALL_NAMES or not loss:
         raise ValueError(
-            f"--cells: {cell!r} is not loss.interaction with an interaction "
+            f"`cells`: {cell!r} is not loss.interaction with an interaction "
             f"of: {', '.join(interactions.ALL_NAMES)}.")
     for name in ("losses", "interactions", "seeds", "learning_rates",
                  "mlp_units"):
       values = getattr(self, name)
       if not values:
-        raise ValueError(f"--{name} is empty; give at least one value.")
+        raise ValueError(f"`{name}` is empty; give at least one value.")
       if len(set(values)) != len(values):
-        raise ValueError(f"--{name} repeats a value: "
+        raise ValueError(f"`{name}` repeats a value: "
                          f"{','.join(map(str, values))}.")
       for value in values:
         if name == "losses":
           _check_loss_label(value)
         if name in valid and value not in valid[name]:
-          raise ValueError(f"--{name}: {value!r} is not valid; choose from: "
+          raise ValueError(f"`{name}`: {value!r} is not valid; choose from: "
                            f"{', '.join(valid[name])}.")
     for seed in self.seeds:
       if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"--seeds: {seed} must be between 0 and 2**32 - 1.")
+        raise ValueError(f"`seeds`: {seed} must be between 0 and 2**32 - 1.")
     for rate in self.learning_rates:
       if not (rate > 0 and math.isfinite(rate)):
-        raise ValueError(f"--learning_rates: {rate!r} must be > 0.")
+        raise ValueError(f"`learning_rates`: {rate!r} must be > 0.")
     for units in self.mlp_units:
       if units <= 0:
-        raise ValueError(f"--mlp_units: {units!r} must be > 0.")
+        raise ValueError(f"`mlp_units`: {units!r} must be > 0.")
     if len(set(self.cells)) != len(self.cells):
-      raise ValueError(f"--cells repeats a cell: {','.join(self.cells)}.")
+      raise ValueError(f"`cells` repeats a cell: {','.join(self.cells)}.")
     for cell in self.cells:
       loss, _, interaction = cell.rpartition(".")
       if loss not in self.losses or interaction not in self.interactions:
         raise ValueError(
-            f"--cells: {cell!r} is not a cell of --losses x --interactions "
+            f"`cells`: {cell!r} is not a cell of `losses` x `interactions` "
             f"(write loss.interaction, e.g. softmax.dot).")
     if self.choose_on_seed is not None and (
         self.choose_on_seed not in self.seeds):
-      raise ValueError(f"--choose_on_seed={self.choose_on_seed} is not one "
-                       f"of --seeds ({','.join(map(str, self.seeds))}).")
+      raise ValueError(f"`choose_on_seed`={self.choose_on_seed} is not one "
+                       f"of `seeds` ({','.join(map(str, self.seeds))}).")
 
   def cell_keys(self) -> List[Tuple[str, str]]:
     """The (loss, interaction) cells, in grid order."""
@@ -216,9 +216,9 @@ class Grid:
     """
     if self.choose_on_seed != other.choose_on_seed:
       raise ValueError(
-          f"--choose_on_seed={flag_value(other.choose_on_seed)} differs "
+          f"`choose_on_seed`={flag_value(other.choose_on_seed)} differs "
           f"from the study's ({flag_value(self.choose_on_seed)}); pass the "
-          "same value, or another --study_dir.")
+          "same value, or another `study_dir`.")
     def merge(a, b):
       return tuple(dict.fromkeys(tuple(a) + tuple(b)))
     cells = ()

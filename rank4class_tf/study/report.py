@@ -113,10 +113,10 @@ def check_options(metric_names: Sequence[str], select_metric: str,
     ValueError: one line naming the flag.
   """
   if select_metric not in metric_names:
-    raise ValueError(f"--select_metric={select_metric!r} must be one of the "
-                     f"study's --metrics ({', '.join(metric_names)}).")
+    raise ValueError(f"`select_metric`={select_metric!r} must be one of the "
+                     f"study's `metrics` ({', '.join(metric_names)}).")
   if num_samples < stats.DEFAULT_SAMPLES:
-    raise ValueError(f"--bootstrap_samples={num_samples} must be >= "
+    raise ValueError(f"`bootstrap_samples`={num_samples} must be >= "
                      f"{stats.DEFAULT_SAMPLES}.")
   return paper_for(dataset, paper_table)
 
@@ -134,7 +134,7 @@ def paper_for(dataset: Optional[str], paper_table: Optional[str]
   if paper_table:
     table = paper_tables.load(paper_table)
     if dataset and table.dataset and table.dataset != dataset:
-      raise ValueError(f"--paper_table={paper_table} is the paper's table "
+      raise ValueError(f"`paper_table`={paper_table} is the paper's table "
                        f"of {table.dataset}; this study is of {dataset}.")
     return [table]
   return [paper_tables.load(name)
@@ -178,7 +178,7 @@ def read_inputs(study_dir: str, grid: study_grid.Grid,
     unreadable[name] = os.path.relpath(error.path, study_dir)
     progress(f"{error.path} is damaged ({error.reason}): run {name} is "
              "reported as missing; the study command (without "
-             "--report_only) moves the file aside and evaluates the run "
+             "`report_only`) moves the file aside and evaluates the run "
              "again.")
   records, arrays = list(found.records), {}
   while True:
@@ -263,7 +263,7 @@ def _write_report(study_dir, select_metric, num_samples, paper_table,
   inputs = read_inputs(study_dir, grid, metric_names, select_metric, progress)
   records, chosen = inputs.records, inputs.chosen
   if not records:
-    raise ValueError(f"--study_dir={study_dir} has no finished run yet.")
+    raise ValueError(f"`study_dir`={study_dir} has no finished run yet.")
   order = common_lib.axis((r["loss"], r["interaction"]) for r in records)
   cells = selection_lib.build_cells(study_dir, chosen, metric_names, order,
                                     inputs.arrays)

@@ -116,11 +116,11 @@ def check_settings(base: config_lib.TrainConfig, grid: study_grid.Grid) -> None:
   """
   grid.validate()
   if base.data.dataset in catalog.MULTI_LABEL_DATASETS:
-    raise ValueError(f"--dataset={base.data.dataset} is multi-label; the study "
+    raise ValueError(f"`dataset`={base.data.dataset} is multi-label; the study "
                      "reproduces the paper's single-label tables.")
   for name in base.trainer.metrics:
     if metrics.is_multilabel(name):
-      raise ValueError(f"--metrics: {name} is a multi-label metric; the "
+      raise ValueError(f"`metrics`: {name} is a multi-label metric; the "
                        "study takes ranking metrics (top<k>_accuracy, "
                        "ndcg@<k>, ndcg, mrr, precision@<k>).")
   for run in grid.runs():
@@ -138,7 +138,7 @@ def _check_folder(study_dir: str) -> None:
   if entries and study_folder.STUDY_FILE not in entries and len(writing) < len(
       entries):
     raise ValueError(
-        f"--study_dir={study_dir} is not empty and holds no "
+        f"`study_dir`={study_dir} is not empty and holds no "
         f"{study_folder.STUDY_FILE}; choose a new or empty folder.")
 
 
@@ -203,10 +203,10 @@ def _merge(study_dir: str, shared: Dict[str, object],
       new, old = bool(new) and text_study, bool(old) and text_study
     if new != old:
       raise ValueError(
-          f"--{key}={study_grid.flag_value(shared.get(key))} differs from "
+          f"`{key}`={study_grid.flag_value(shared.get(key))} differs from "
           f"the study in {study_dir} "
           f"({key}={study_grid.flag_value(old_shared.get(key))}); "
-          "pass the same value, or another --study_dir.")
+          "pass the same value, or another `study_dir`.")
   return old_grid.union(grid)
 
 
@@ -308,9 +308,9 @@ def execute_run(base: config_lib.TrainConfig,
         training.train(config)
       except run_guard.RunInUse as e:
         raise ValueError(
-            f"run {run.name} of --study_dir={study_dir} is being trained by "
+            f"run {run.name} of `study_dir`={study_dir} is being trained by "
             f"another process (pid {e.pid}); wait for it to end, or give "
-            "this command a grid without it (other --seeds, --losses, ...)."
+            "this command a grid without it (other `seeds`, `losses`, ...)."
         ) from None
       train_seconds = time.time() - start
     record, arrays = study_evaluation.evaluate_run(config, data)
@@ -372,9 +372,9 @@ def run_study(study_dir: str,
   record, and the choice is made again.
   """
   if extend_grid < 0:
-    raise ValueError(f"--extend_grid={extend_grid} must be >= 0.")
+    raise ValueError(f"`extend_grid`={extend_grid} must be >= 0.")
   if extend_steps and not extend_steps > 1:
-    raise ValueError(f"--extend_steps={extend_steps:g} must be 0 (no "
+    raise ValueError(f"`extend_steps`={extend_steps:g} must be 0 (no "
                      "extension) or > 1.")
   # Everything a run reads is checked before the study writes anything.
   check_settings(base, grid)
@@ -432,7 +432,7 @@ def run_study(study_dir: str,
     if not new:
       break
     study_folder.add_extensions(study_dir, new)
-    progress(f"--extend_grid: {len(new)} run(s) beyond a chosen value on "
+    progress(f"`extend_grid`: {len(new)} run(s) beyond a chosen value on "
              f"the edge of its grid (round {round_} of at most "
              f"{extend_grid}).")
     for extension in new:
@@ -449,7 +449,7 @@ def run_study(study_dir: str,
                            for e in extensions.values()):
       progress(f"{loss}.{interaction} seed {seed}: the choice is still on "
                f"the {', '.join(f'{s} {f}' for f, s in found)} edge after "
-               f"--extend_grid={extend_grid} rounds (the limit).")
+               f"`extend_grid`={extend_grid} rounds (the limit).")
   if extend_steps:
     _extend_steps(base, study_dir, data, runs, records, steps, extensions,
                   extend_steps, progress, followers)
@@ -477,7 +477,7 @@ def _follow(base, study_dir, grid, runs, records, steps, followers,
              run.seed == grid.choose_on_seed]
     chosen = study_extend.choose(tried, records, select)
     if chosen is None:
-      progress(f"--choose_on_seed: {loss}.{interaction} has unfinished runs "
+      progress(f"`choose_on_seed`: {loss}.{interaction} has unfinished runs "
                f"on seed {grid.choose_on_seed}; its other seeds wait.")
       continue
     for seed in grid.seeds:
@@ -486,10 +486,10 @@ def _follow(base, study_dir, grid, runs, records, steps, followers,
       run = dataclasses.replace(chosen, seed=seed)
       if followers.get(run.name, chosen.name) != chosen.name:
         raise ValueError(
-            f"run {run.name} of --study_dir={study_dir} follows "
+            f"run {run.name} of `study_dir`={study_dir} follows "
             f"{followers[run.name]}, but seed {grid.choose_on_seed} now "
             f"chooses {chosen.name}: the study changed under it; start "
-            "another --study_dir.")
+            "another `study_dir`.")
       new[run.name] = chosen.name
       if chosen.name in steps:
         new_steps[run.name] = steps[chosen.name]
@@ -504,7 +504,7 @@ def _follow(base, study_dir, grid, runs, records, steps, followers,
   todo = [study_grid.parse_run_name(name) for name in new
           if name not in records]
   if todo:
-    progress(f"--choose_on_seed={grid.choose_on_seed}: {len(todo)} run(s) "
+    progress(f"`choose_on_seed`={grid.choose_on_seed}: {len(todo)} run(s) "
              "of the other seeds at each cell's choice.")
   for run in todo:
     check_run_folder(base, run, study_dir)
@@ -534,7 +534,7 @@ def _extend_steps(base, study_dir, data, runs, records, steps, extensions,
     return
   study_folder.add_extended_steps(study_dir,
                                   {run.name: steps[run.name] for run in todo})
-  progress(f"--extend_steps: {len(todo)} chosen run(s) peaked at their "
+  progress(f"`extend_steps`: {len(todo)} chosen run(s) peaked at their "
            f"last validation: trained on to {factor:g} x "
            f"{base.trainer.train_steps} steps.")
   _train_runs(base, study_dir, data, todo, {run: None for run in todo},

@@ -19,10 +19,10 @@ def check_summary_dir(study_dir: str, summary_dir: str) -> None:
   """Raises ValueError (one line) unless `summary_dir` can take a summary:
   not the study folder, and new, empty or holding a summary."""
   if os.path.abspath(summary_dir) == os.path.abspath(study_dir):
-    raise ValueError(f"--summary_dir={summary_dir} is the study folder.")
+    raise ValueError(f"`summary_dir`={summary_dir} is the study folder.")
   if os.path.isdir(summary_dir) and os.listdir(summary_dir) and not (
       os.path.exists(os.path.join(summary_dir, study_folder.STUDY_FILE))):
-    raise ValueError(f"--summary_dir={summary_dir} is not empty and holds no "
+    raise ValueError(f"`summary_dir`={summary_dir} is not empty and holds no "
                      f"{study_folder.STUDY_FILE}; choose a new or empty folder.")
 
 
@@ -61,7 +61,7 @@ def write_summary(study_dir: str, summary_dir: str,
                        select_metric or shared["best_metric"],
                        progress=lambda line: None)
   if not inputs.records:
-    raise ValueError(f"--study_dir={study_dir} has no finished run yet.")
+    raise ValueError(f"`study_dir`={study_dir} has no finished run yet.")
   try:
     os.makedirs(summary_dir, exist_ok=True)
   except OSError as e:
@@ -121,11 +121,11 @@ def start_from_summary(summary_dir: str, study_dir: str) -> int:
   if os.path.exists(os.path.join(study_dir, study_folder.STUDY_FILE)):
     return 0
   if os.path.isdir(study_dir) and os.listdir(study_dir):
-    raise ValueError(f"--study_dir={study_dir} is not empty and holds no "
-                     f"{study_folder.STUDY_FILE}: give --from_summary a new or "
+    raise ValueError(f"`study_dir`={study_dir} is not empty and holds no "
+                     f"{study_folder.STUDY_FILE}: give `from_summary` a new or "
                      "empty folder.")
   if not os.path.isfile(os.path.join(summary_dir, study_folder.STUDY_FILE)):
-    raise ValueError(f"--from_summary={summary_dir} holds no "
+    raise ValueError(f"`from_summary`={summary_dir} holds no "
                      f"{study_folder.STUDY_FILE}: not a study summary.")
   study_folder.load_study(summary_dir)  # Raises on a damaged study.json.
   source_runs = os.path.join(summary_dir, study_folder.RUNS_DIR)
@@ -152,6 +152,6 @@ def start_from_summary(summary_dir: str, study_dir: str) -> int:
       with open(os.path.join(tmp, study_folder.SUMMARY_FILE), "w") as f:
         json.dump({"runs_without_arrays": without}, f, indent=1)
   except OSError as e:
-    raise ValueError(f"cannot copy --from_summary={summary_dir} to "
+    raise ValueError(f"cannot copy `from_summary`={summary_dir} to "
                      f"{e.filename or study_dir}: {e.strerror or e}.") from None
   return copied

@@ -74,7 +74,7 @@ def read_best(path: str, monitor: str, model_dir: str,
   if not values:
     raise ValueError(f"{path} is missing or unreadable and the validation "
                      f"logs hold no {monitor} to rebuild it from; start "
-                     "again with --overwrite.")
+                     "again with `overwrite`.")
   logging.warning("%s was missing or unreadable: rebuilt from the "
                   "validation logs (best %s %g).", path, monitor, max(values))
   return max(values)

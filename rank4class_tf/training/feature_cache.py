@@ -203,7 +203,7 @@ class FeatureCache:
 
 def _check_text(data: datasets.ClassificationData) -> None:
   if not data.is_text or data.streams:
-    raise ValueError(f"--freeze_encoder with --feature_cache needs a text "
+    raise ValueError(f"`freeze_encoder` with `feature_cache` needs a text "
                      f"dataset held in memory; {data.name!r} is not one.")
 
 

@@ -305,7 +305,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
       best = run.best_checkpoint()
       if not best:
         raise ValueError(f"{run.best_checkpoints} holds no checkpoint; "
-                         "start again with --overwrite.")
+                         "start again with `overwrite`.")
       self.export_saved_model(
           model, run.export(run_dir_lib.BEST_EXPORT), checkpoint=best)
 

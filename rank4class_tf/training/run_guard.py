@@ -50,7 +50,7 @@ def differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
     if isinstance(value, tuple):
       was = tuple(was) if isinstance(was, list) else was
     if was != value:
-      out.append(f"--{flag}={_show(value)} (was {_show(was)})")
+      out.append(f"`{flag}`={_show(value)} (was {_show(was)})")
   return out
 
 
@@ -78,9 +78,9 @@ def check_identity(model_dir: str, old: Optional[Dict[str, Any]],
   diff = differences(old, new)
   if diff:
     raise ValueError(
-        f"--model_dir={model_dir} holds a run with other settings: "
+        f"`model_dir`={model_dir} holds a run with other settings: "
         f"{'; '.join(diff)}. Pass the run's own flags to resume it, or "
-        "--overwrite to start it afresh.")
+        "`overwrite` to start it afresh.")
 
 
 def _matches(name: str, patterns) -> bool:
@@ -135,7 +135,7 @@ def check_model_dir(model_dir: str, overwrite: bool) -> None:
       one, cannot be written (permissions, a read-only file system), or
       holds files no run wrote (the first five named).
   """
-  flag = f"--model_dir={model_dir}"
+  flag = f"`model_dir`={model_dir}"
   if os.path.exists(model_dir) and not os.path.isdir(model_dir):
     raise ValueError(f"{flag} is a file, not a folder.")
   existing = os.path.abspath(model_dir)
@@ -158,12 +158,12 @@ def check_model_dir(model_dir: str, overwrite: bool) -> None:
     raise ValueError(
         f"{flag} holds files no run of rank4class_tf wrote ({shown}) and no "
         "run's config.json: it is not a run's folder; choose an empty or new "
-        "--model_dir.")
+        "`model_dir`.")
   if overwrite:
     raise ValueError(
         f"{flag} holds files no run of rank4class_tf wrote ({shown}); "
-        "--overwrite removes a run's own files only: move them, or choose "
-        "another --model_dir.")
+        "`overwrite` removes a run's own files only: move them, or choose "
+        "another `model_dir`.")
 
 
 def clear_state(model_dir: str) -> None:
@@ -188,8 +188,8 @@ class RunInUse(ValueError):
 
   def __init__(self, model_dir: str, pid: str, lock_path: str):
     super().__init__(
-        f"--model_dir={model_dir} is in use by another training (pid {pid}, "
-        f"{lock_path}); wait for it to end or pass another --model_dir.")
+        f"`model_dir`={model_dir} is in use by another training (pid {pid}, "
+        f"{lock_path}); wait for it to end or pass another `model_dir`.")
     self.model_dir, self.pid, self.lock_path = model_dir, pid, lock_path
 
 

@@ -70,14 +70,14 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   if run.has_exports() and not trainer.overwrite:
     extend_from = extension_start(config)
     if extend_from is None:
-      raise ValueError(f"--model_dir={model_dir} already holds an "
-                       "export; pass --overwrite to replace it.")
+      raise ValueError(f"`model_dir`={model_dir} already holds an "
+                       "export; pass `overwrite` to replace it.")
   tf.keras.utils.set_random_seed(trainer.seed)
   pipeline = builders.build_pipeline(config, data, strategy)  # Reads vocab, ckpts.
   replicas = distribute.num_replicas(strategy)
   if trainer.batch_size % replicas:
-    raise ValueError(f"--batch_size={trainer.batch_size} must be a multiple "
-                     f"of the {replicas} replicas of --strategy="
+    raise ValueError(f"`batch_size`={trainer.batch_size} must be a multiple "
+                     f"of the {replicas} replicas of `strategy`="
                      f"{trainer.strategy}.")
   # Everything is checked: from here on the run writes into model_dir.
   with run_guard.RunLock(model_dir) if chief else contextlib.nullcontext():
@@ -111,7 +111,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
       raise ValueError(
           f"training diverged: non-finite loss ({e.value}) by step "
           f"{e.step}; no export written; {kept}. Start again with a lower "
-          "--learning_rate and --overwrite.") from None
+          "`learning_rate` and `overwrite`.") from None
     except run_guard.Terminated as e:
       done = run.resume_epoch() * trainer.eval_every
       raise ValueError(
@@ -195,7 +195,7 @@ def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
   try:
     return serving.load_config(model_dir).flat()
   except ValueError as e:  # `load_config`'s line, which names the file.
-    raise ValueError(f"{str(e).rstrip('.')}; pass --overwrite to start the "
+    raise ValueError(f"{str(e).rstrip('.')}; pass `overwrite` to start the "
                      "run afresh.") from None
 
 
@@ -298,11 +298,11 @@ def export_run(model_dir: str) -> Tuple[str, str]:
   run = run_dir_lib.RunDir(model_dir)
   final = final_checkpoint(config)
   if not final or run.has_backup():
-    raise ValueError(f"--model_dir={model_dir} holds no finished run (its "
+    raise ValueError(f"`model_dir`={model_dir} holds no finished run (its "
                      "last checkpoint is missing or its backup remains); "
                      "finish its training first.")
   if run.has_exports():
-    raise ValueError(f"--model_dir={model_dir} already holds an export.")
+    raise ValueError(f"`model_dir`={model_dir} already holds an export.")
   checks.validate(config)
   data = builders.load_data(config)
   pipeline = builders.build_pipeline(config, data)

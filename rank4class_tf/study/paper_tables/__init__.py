@@ -123,7 +123,7 @@ def load(name_or_path: str) -> PaperTable:
     ValueError: one line naming `--paper_table`: unknown name, an
       unreadable or malformed file.
   """
-  flag = f"--paper_table={name_or_path}"
+  flag = f"`paper_table`={name_or_path}"
   if name_or_path in NAMES:
     path = os.path.join(FOLDER, f"{name_or_path}.json")
   elif name_or_path.endswith(".json"):
