@@ -285,7 +285,7 @@ def check_class_texts(class_texts: Sequence[str]) -> None:
   >>> check_class_texts(["joy", "fear", "joy"])
   Traceback (most recent call last):
   ...
-  ValueError: --classes: 'joy' is given twice (classes 1 and 3).
+  ValueError: `classes`: 'joy' is given twice (classes 1 and 3).
 
   Raises:
     ValueError: the list is empty, longer than `class_encoders.

@@ -66,7 +66,7 @@ class ClassTextsTest(tf.test.TestCase):
     for lines, message in cases:
       with self.assertRaisesRegex(ValueError, message):
         classes_lib.read_class_texts(write(lines), CLASSES)
-    with self.assertRaisesRegex(ValueError, "--class_descriptions=/nope: "
+    with self.assertRaisesRegex(ValueError, "`class_descriptions`=/nope: "
                                 "file not found"):
       classes_lib.read_class_texts("/nope", CLASSES)
 
@@ -411,14 +411,14 @@ class BadInputTest(tf.test.TestCase):
         (dict(class_encoder="text", class_descriptions=bad_file),
          f"{bad_file}:3: class 'anger' is described twice."),
         (dict(class_encoder="label"),
-         "--class_encoder='label' is not valid; choose one of: "
+         "`class_encoder`='label' is not valid; choose one of: "
          "embedding, text."),
         (dict(class_tower="separate"),
-         "--class_tower='separate' is read with --class_encoder=text only."),
+         "`class_tower`='separate' is read with `class_encoder`=text only."),
         (dict(class_encoder="text", encoder="mlp", dataset="digits",
               init_checkpoint=""),
-         "--class_encoder=text encodes class texts with a text encoder "
-         "(bert, electra), not --encoder='mlp'."),
+         "`class_encoder`=text encodes class texts with a text encoder "
+         "(bert, electra), not `encoder`='mlp'."),
     ]
     for settings, message in cases:
       config = config_lib.TrainConfig.create(**dict(common, **settings))

@@ -29,38 +29,38 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     checks.validate(good())
 
   @parameterized.parameters(
-      ("dataset", "mnist", r"--dataset='mnist' is not valid; choose one of: "
+      ("dataset", "mnist", r"`dataset`='mnist' is not valid; choose one of: "
        "digits"),
-      ("loss", "hinge", "--loss='hinge' is not valid; choose one of: softmax"),
-      ("interaction", "bilinear", "--interaction='bilinear' .* dot, lc_mlp"),
-      ("encoder", "vit", "--encoder='vit' is not valid"),
-      ("optimizer", "sgd", "--optimizer='sgd' .* adam, adagrad"),
-      ("strategy", "gpu", "--strategy='gpu' .* default, mirrored"),
-      ("batch_size", 0, "--batch_size=0 must be > 0"),
-      ("train_steps", -5, "--train_steps=-5 must be > 0"),
-      ("eval_every", 0, "--eval_every=0 must be > 0"),
+      ("loss", "hinge", "`loss`='hinge' is not valid; choose one of: softmax"),
+      ("interaction", "bilinear", "`interaction`='bilinear' .* dot, lc_mlp"),
+      ("encoder", "vit", "`encoder`='vit' is not valid"),
+      ("optimizer", "sgd", "`optimizer`='sgd' .* adam, adagrad"),
+      ("strategy", "gpu", "`strategy`='gpu' .* default, mirrored"),
+      ("batch_size", 0, "`batch_size`=0 must be > 0"),
+      ("train_steps", -5, "`train_steps`=-5 must be > 0"),
+      ("eval_every", 0, "`eval_every`=0 must be > 0"),
       # Exactly --train_steps steps: epochs of --eval_every steps each.
-      ("train_steps", 300, "--train_steps=300 must be a multiple of "
-       "--eval_every=200"),
-      ("mlp_units", -1, "--mlp_units=-1 must be > 0"),
-      ("learning_rate", 0.0, "--learning_rate=0.0 must be > 0"),
-      ("temperature", -1.0, "--temperature=-1.0 must be > 0"),
-      ("dropout", 1.0, r"--dropout=1.0 must be in \[0, 1\)"),
-      ("best_metric", "mrr@3", "--metrics/--best_metric: Unknown metric"),
-      ("best_metric", "ndcg@3", "--best_metric='ndcg@3' must be one of"),
-      ("model_dir", "", "--model_dir must be set"),
-      ("strategy", "tpu", "--tpu must name the TPU address"),
-      ("dataset", "goemotions", "--encoder='small_cnn' cannot read the text "
+      ("train_steps", 300, "`train_steps`=300 must be a multiple of "
+       "`eval_every`=200"),
+      ("mlp_units", -1, "`mlp_units`=-1 must be > 0"),
+      ("learning_rate", 0.0, "`learning_rate`=0.0 must be > 0"),
+      ("temperature", -1.0, "`temperature`=-1.0 must be > 0"),
+      ("dropout", 1.0, r"`dropout`=1.0 must be in \[0, 1\)"),
+      ("best_metric", "mrr@3", "`metrics`/`best_metric`: Unknown metric"),
+      ("best_metric", "ndcg@3", "`best_metric`='ndcg@3' must be one of"),
+      ("model_dir", "", "`model_dir` must be set"),
+      ("strategy", "tpu", "`tpu` must name the TPU address"),
+      ("dataset", "goemotions", "`encoder`='small_cnn' cannot read the text "
        "dataset 'goemotions'; choose one of: bert, electra"),
-      ("encoder", "bert", "--encoder='bert' cannot read the numeric dataset "
+      ("encoder", "bert", "`encoder`='bert' cannot read the numeric dataset "
        "'digits'; choose one of: small_cnn, mlp"),
       ("contrastive_normalization", "mean",
-       r"^--contrastive_normalization='mean' is not valid; choose one of: "
+       r"^`contrastive_normalization`='mean' is not valid; choose one of: "
        r"mulcon, positive_anchors\.$"),
       ("contrastive_base_temperature", 0.0,
-       "--contrastive_base_temperature=0.0 must be > 0"),
+       "`contrastive_base_temperature`=0.0 must be > 0"),
       ("contrastive_base_temperature", -0.2,
-       "--contrastive_base_temperature=-0.2 must be > 0"),
+       "`contrastive_base_temperature`=-0.2 must be > 0"),
   )
   def test_bad_value_names_the_flag(self, field, value, message):
     with self.assertRaisesRegex(ValueError, message):
@@ -68,10 +68,10 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_text_flags(self):
     checks.validate(good(dataset="goemotions", encoder="electra"))
-    with self.assertRaisesRegex(ValueError, "--encoder_size='huge' is not "
+    with self.assertRaisesRegex(ValueError, "`encoder_size`='huge' is not "
                                 "valid; choose one of: minilm_l6"):
       checks.validate(good(dataset="mind", encoder="bert", encoder_size="huge"))
-    with self.assertRaisesRegex(ValueError, "--max_seq_length=2 must be >= 3"):
+    with self.assertRaisesRegex(ValueError, "`max_seq_length`=2 must be >= 3"):
       checks.validate(good(dataset="goemotions", encoder="bert", max_seq_length=2))
 
   def test_encoder_kwargs(self):
@@ -196,8 +196,8 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     config = good(mixed_precision="bfloat16")
     with mock.patch.object(checks, "CPUINFO", paths["old"]):
       with self.assertRaisesRegex(
-          ValueError, r"^--mixed_precision=bfloat16: this CPU has no "
-          r"bfloat16 instructions .* Use --mixed_precision=float32\.$"):
+          ValueError, r"^`mixed_precision`=bfloat16: this CPU has no "
+          r"bfloat16 instructions .* Use `mixed_precision`=float32\.$"):
         checks.validate(config)
     with mock.patch.object(checks, "cpu_has_bfloat16", lambda: True):
       checks.validate(config)

@@ -223,7 +223,7 @@ class MindTest(tf.test.TestCase):
     self.assertEmpty(np.intersect1d(train, test))
 
   def test_bad_input(self):
-    with self.assertRaisesRegex(ValueError, "--data_dir must name the folder"):
+    with self.assertRaisesRegex(ValueError, "`data_dir` must name the folder"):
       datasets.get("mind")
     folder = mind_fixture()
     path = os.path.join(folder, "news.tsv")

@@ -25,6 +25,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from pipelines import console
 from pipelines import train as train_binary  # pylint: disable=unused-import
 from pipelines import train_flags
 from rank4class_tf import checks
@@ -514,14 +515,17 @@ class EveryFlagTest(tf.test.TestCase, parameterized.TestCase):
     argv = ["train", "--model_dir=/tmp/never_written", flag]
     if flag == "--encoder_size=huge":
       argv += ["--dataset=goemotions", "--encoder=bert"]
+    name = flag.split("=")[0]
     with flagsaver.flagsaver():
       FLAGS.unparse_flags()
       FLAGS(argv)
-      # One line naming the flag.
+      # One line naming the setting (argument terms), which the binary
+      # words as the flag.
       with self.assertRaisesRegex(ValueError,
-                                  "^[^\n]*" + re.escape(flag.split("=")[0])
-                                  + "[^\n]*$"):
+                                  "^[^\n]*" + re.escape(f"`{name[2:]}`")
+                                  + "[^\n]*$") as raised:
         checks.validate(train_flags.config_from_flags())
+      self.assertIn(name, console.flag_terms(str(raised.exception)))
     self.assertFalse(os.path.exists("/tmp/never_written"))
 
   @parameterized.parameters("--batch_size=abc", "--learning_rate=fast",

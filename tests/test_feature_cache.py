@@ -245,17 +245,17 @@ class PoolingTest(tf.test.TestCase):
       checks.validate(config_lib.TrainConfig.create(model_dir="unused",
                                                     **kwargs))
     text_run = dict(dataset="goemotions", encoder="bert")
-    with self.assertRaisesRegex(ValueError, "--pooling='max' is not valid; "
+    with self.assertRaisesRegex(ValueError, "`pooling`='max' is not valid; "
                                 "choose one of: pooled, cls, mean"):
       check(pooling="max", **text_run)
-    with self.assertRaisesRegex(ValueError, "--pooling is read by bert, "
+    with self.assertRaisesRegex(ValueError, "`pooling` is read by bert, "
                                 "electra only"):
       check(pooling="mean")
-    with self.assertRaisesRegex(ValueError, "--freeze_encoder freezes a "
+    with self.assertRaisesRegex(ValueError, "`freeze_encoder` freezes a "
                                 "pretrained text encoder"):
       check(freeze_encoder=True)
-    with self.assertRaisesRegex(ValueError, "--freeze_encoder needs "
-                                "--init_checkpoint"):
+    with self.assertRaisesRegex(ValueError, "`freeze_encoder` needs "
+                                "`init_checkpoint`"):
       check(freeze_encoder=True, **text_run)
 
 

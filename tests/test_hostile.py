@@ -108,22 +108,22 @@ class OverwriteTest(tf.test.TestCase):
     before = tree_digest(folder)
     self.assertEqual(run_guard.foreign_entries(folder),
                      ["notes.txt", "train/data.csv"])
-    # No config.json: not a run's folder, with or without --overwrite.
+    # No config.json: not a run's folder, with or without `overwrite`.
     for overwrite in (False, True):
       with self.assertRaisesRegex(
-          ValueError, r"^--model_dir=.* holds files no run of rank4class_tf "
+          ValueError, r"^`model_dir`=.* holds files no run of rank4class_tf "
           r"wrote \(notes.txt, train/data.csv\) and no run's config.json: "
-          r"it is not a run's folder; choose an empty or new --model_dir\.$"):
+          r"it is not a run's folder; choose an empty or new `model_dir`\.$"):
         training.train(digits_config(folder, overwrite=overwrite))
       self.assertEqual(tree_digest(folder), before)
-    # A run's folder with the user's files in it: --overwrite refuses.
+    # A run's folder with the user's files in it: `overwrite` refuses.
     with open(os.path.join(folder, "config.json"), "w") as f:
       f.write(digits_config(folder).to_json())
     before = tree_digest(folder)
     with self.assertRaisesRegex(
-        ValueError, r"^--model_dir=.* holds files no run of rank4class_tf "
-        r"wrote \(notes.txt, train/data.csv\); --overwrite removes a run's "
-        r"own files only: move them, or choose another --model_dir\.$"):
+        ValueError, r"^`model_dir`=.* holds files no run of rank4class_tf "
+        r"wrote \(notes.txt, train/data.csv\); `overwrite` removes a run's "
+        r"own files only: move them, or choose another `model_dir`\.$"):
       training.train(digits_config(folder, overwrite=True))
     self.assertEqual(tree_digest(folder), before)
 
@@ -189,10 +189,10 @@ class ModelDirTest(tf.test.TestCase):
     with open(path, "w") as f:
       f.write("x")
     self.assert_refused(digits_config(path),
-                        r"^--model_dir=.*/afile is a file, not a folder\.$",
+                        r"^`model_dir`=.*/afile is a file, not a folder\.$",
                         path)
     self.assert_refused(digits_config(os.path.join(path, "sub", "run")),
-                        r"^--model_dir=.*/afile/sub/run lies under .*/afile, "
+                        r"^`model_dir`=.*/afile/sub/run lies under .*/afile, "
                         r"which is a file\.$", path)
 
   def test_permission_denied(self):
@@ -201,7 +201,7 @@ class ModelDirTest(tf.test.TestCase):
     folder = os.path.join(tempfile.mkdtemp(), "run")
     with mock.patch.object(os, "access", return_value=False):
       self.assert_refused(digits_config(folder),
-                          r"^--model_dir=.*/run cannot be written: "
+                          r"^`model_dir`=.*/run cannot be written: "
                           r"permission denied on .*\.$", folder)
 
   def test_as_a_user_without_write_permission(self):
@@ -237,7 +237,7 @@ class ModelDirTest(tf.test.TestCase):
     try:
       folder = os.path.join(parent, "run")
       self.assert_refused(digits_config(folder),
-                          r"^--model_dir=.*/run cannot be written: .* is on "
+                          r"^`model_dir`=.*/run cannot be written: .* is on "
                           r"a read-only file system\.$", folder)
     finally:
       subprocess.run(["umount", parent], check=True)
@@ -245,8 +245,8 @@ class ModelDirTest(tf.test.TestCase):
   def test_batch_larger_than_the_split(self):
     folder = os.path.join(tempfile.mkdtemp(), "run")
     self.assert_refused(digits_config(folder, batch_size=1_000_000),
-                        r"^--batch_size=1000000 is larger than the 1257 "
-                        r"training instances of --dataset=digits; give at "
+                        r"^`batch_size`=1000000 is larger than the 1257 "
+                        r"training instances of `dataset`=digits; give at "
                         r"most 1257\.$", folder)
     self.assertFalse(os.path.exists(folder))
 
@@ -258,15 +258,15 @@ class ModelDirTest(tf.test.TestCase):
                            return_value=500_000):
       self.assert_refused(
           digits_config(folder, batch_size=1000),
-          r"^--batch_size=1000 needs at least 0\.00 GB of memory for its "
-          r"batches of --dataset=digits \(672 bytes per instance\); 0\.00 GB "
+          r"^`batch_size`=1000 needs at least 0\.00 GB of memory for its "
+          r"batches of `dataset`=digits \(672 bytes per instance\); 0\.00 GB "
           r"is available: give at most 744\.$", folder)
     self.assertFalse(os.path.exists(folder))
     self.assertGreater(checks.available_memory(), 0)  # Read from /proc.
 
   def test_seed_out_of_range(self):
     for seed in (-1, 2**32):
-      with self.assertRaisesRegex(ValueError, rf"^--seed={seed} must be "
+      with self.assertRaisesRegex(ValueError, rf"^`seed`={seed} must be "
                                   r"between 0 and 2\*\*32 - 1\.$"):
         checks.validate(digits_config("unused", seed=seed))
     checks.validate(digits_config("unused", seed=2**32 - 1))
@@ -395,7 +395,7 @@ class ServingTest(tf.test.TestCase):
     before = tree_digest(folder)
     with self.assertRaisesRegex(
         ValueError, r"^.*/config.json cannot be read as a run's config "
-        r"\(Unterminated string starting at: .*\); pass --overwrite to "
+        r"\(Unterminated string starting at: .*\); pass `overwrite` to "
         r"start the run afresh\.$"):
       training.train(digits_config(folder))
     self.assertEqual(tree_digest(folder), before)
@@ -414,7 +414,7 @@ class ServingTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r"^.*/best_model_by_metric cannot "
                                 r"be loaded \(.*\): the export is damaged; "
                                 r"remove it and write it again with "
-                                r"pipelines.export --model_dir=.*\.$"):
+                                r"pipelines.export `model_dir`=.*\.$"):
       serving.ExportedRanker(folder)
     for name in os.listdir(best):  # An emptied export folder.
       path = os.path.join(best, name)

@@ -175,7 +175,7 @@ class ImageDatasetsTest(tf.test.TestCase):
       self.assertEqual(len(str(e.exception).splitlines()), 1)
       self.assertStartsWith(str(e.exception),
                             f"{name} is not prepared in {empty}")
-      self.assertIn("--download", str(e.exception))
+      self.assertIn("`download`", str(e.exception))
     self.assertEqual(os.listdir(empty), [])  # Nothing downloaded.
 
 
@@ -294,23 +294,23 @@ class ImageConfigTest(tf.test.TestCase, parameterized.TestCase):
         {"dropout": 0.5})
 
   @parameterized.parameters(
-      (dict(encoder="vgg16"), "--encoder='vgg16' reads colour images; "
-       "choose --dataset from: digits32, cifar10, imagenet2012"),
-      (dict(download=True), "--download reads TFDS datasets only"),
+      (dict(encoder="vgg16"), "`encoder`='vgg16' reads colour images; "
+       "choose `dataset` from: digits32, cifar10, imagenet2012"),
+      (dict(download=True), "`download` reads TFDS datasets only"),
       (dict(dataset="cifar10", encoder="vgg16", image_size=64),
-       "--image_size=64: only imagenet2012"),
-      (dict(dataset="imagenet2012", image_size=8), "--image_size=8 must be"),
-      (dict(init_checkpoint="/c"), "--init_checkpoint is read by bert, "
+       "`image_size`=64: only imagenet2012"),
+      (dict(dataset="imagenet2012", image_size=8), "`image_size`=8 must be"),
+      (dict(init_checkpoint="/c"), "`init_checkpoint` is read by bert, "
        "electra, resnet50 only"),
       (dict(dataset="imagenet2012", encoder="resnet50",
-            init_checkpoint="minilm"), "--init_checkpoint='minilm' is a text"),
-      (dict(mixed_precision="half"), "--mixed_precision='half' is not "
+            init_checkpoint="minilm"), "`init_checkpoint`='minilm' is a text"),
+      (dict(mixed_precision="half"), "`mixed_precision`='half' is not "
        "valid; choose one of: float32, bfloat16, float16"),
       (dict(length_bucketing="no"),
-       "--length_bucketing='no' must be true or false"),
-      (dict(jit_compile="yes"), "--jit_compile='yes' must be true or false"),
+       "`length_bucketing`='no' must be true or false"),
+      (dict(jit_compile="yes"), "`jit_compile`='yes' must be true or false"),
       (dict(mixed_precision="float16", strategy="tpu", tpu="x"),
-       "--mixed_precision=float16 is for GPUs"),
+       "`mixed_precision`=float16 is for GPUs"),
   )
   def test_bad_value_names_the_flag(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message) as e:

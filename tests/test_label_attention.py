@@ -173,10 +173,10 @@ class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_encoder_without_positions_is_refused(self):
     data, _, _ = digits_batch(2)
-    with self.assertRaisesRegex(ValueError, "--encoder=mlp has none"):
+    with self.assertRaisesRegex(ValueError, "`encoder`=mlp has none"):
       model_lib.build_model_builder(data, config_lib.ModelConfig(
           encoder="mlp", interaction="label_attention"))
-    with self.assertRaisesRegex(ValueError, "needs --interaction="
+    with self.assertRaisesRegex(ValueError, "needs `interaction`="
                                 "label_attention"):
       model_lib.build_model_builder(
           data, loss=config_lib.LossConfig(contrastive_weight=0.2))
@@ -246,7 +246,7 @@ class LabelAttentionModelTest(tf.test.TestCase, parameterized.TestCase):
         .get_config()
     self.assertEqual((config["normalization"], config["base_temperature"]),
                      ("mulcon", 0.2))
-    with self.assertRaisesRegex(ValueError, "normalization='all' is not "
+    with self.assertRaisesRegex(ValueError, "`normalization`='all' is not "
                                 "valid; choose one of: mulcon, "
                                 "positive_anchors"):
       build(data, contrastive_temperature=0.2,

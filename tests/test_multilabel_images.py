@@ -288,7 +288,7 @@ class MockDataTest(tf.test.TestCase):
       self.assertLen(message.splitlines(), 1)
       self.assertStartsWith(message, f"{name} is not prepared in {empty}")
       self.assertIn(f"`tfds build {tfds_name} --data_dir=DIR`", message)
-      self.assertIn("--download", message)
+      self.assertIn("`download`", message)
     self.assertEqual(os.listdir(empty), [])
 
 
@@ -357,7 +357,7 @@ class ConfigTest(tf.test.TestCase):
     checks.validate(good(dataset="voc2007", image_size=448, download=True))
     checks.validate(good(dataset="coco2017", encoder="resnet50", image_size=64))
     with self.assertRaisesRegex(
-        ValueError, "--image_size=64: only imagenet2012, coco2017, voc2007 "
+        ValueError, "`image_size`=64: only imagenet2012, coco2017, voc2007 "
         "images are resized"):
       checks.validate(good(dataset="cifar10", image_size=64))
 

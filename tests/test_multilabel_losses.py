@@ -273,11 +273,11 @@ class LabelContrastiveLossTest(tf.test.TestCase, parameterized.TestCase):
       self.assertTrue(np.all(np.isfinite(tape.gradient(value, z).numpy())))
 
   def test_bad_settings(self):
-    with self.assertRaisesRegex(ValueError, "normalization='mean' is not "
+    with self.assertRaisesRegex(ValueError, "`normalization`='mean' is not "
                                 "valid; choose one of: mulcon, "
                                 "positive_anchors"):
       mulcon.LabelContrastiveLoss(normalization="mean")
-    with self.assertRaisesRegex(ValueError, "normalization='mean'"):
+    with self.assertRaisesRegex(ValueError, "`normalization`='mean'"):
       mulcon.label_contrastive_loss([[1.]], tf.ones([1, 1, 2]),
                                  normalization="mean")
     with self.assertRaisesRegex(ValueError, "base_temperature must be > 0"):

@@ -96,7 +96,7 @@ class PredictionsTest(tf.test.TestCase):
     # Fewer than k valid classes: all of them are candidates.
     self.assertAllEqual(ops.predictions([[0., 0.]], [[-1., 1.]], top_k=3),
                         [[False, True]])
-    with self.assertRaisesRegex(ValueError, "top_k_rule='any' is not valid; "
+    with self.assertRaisesRegex(ValueError, "`top_k_rule`='any' is not valid; "
                                 "choose one of: top, best"):
       ops.predictions(labels, scores, top_k=3, top_k_rule="any")
 

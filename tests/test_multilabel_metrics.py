@@ -380,7 +380,7 @@ class KerasMetricTest(tf.test.TestCase, parameterized.TestCase):
     config = mm.get("cf1_best3").get_config()
     self.assertEqual((config["top_k_rule"], config["name"]),
                      ("best", "cf1_best3"))
-    with self.assertRaisesRegex(ValueError, "top_k_rule='all' is not valid; "
+    with self.assertRaisesRegex(ValueError, "`top_k_rule`='all' is not valid; "
                                 "choose one of: top, best"):
       mm.MultiLabelCountMetric("cf1", top_k=3, top_k_rule="all")
 

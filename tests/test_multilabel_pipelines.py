@@ -116,7 +116,7 @@ class MulConRunTest(tf.test.TestCase):
     self.assertLen(proc.stderr.strip().split("\n"), 1)
     self.assertIn("evaluate: --metrics: Unknown metric 'map_klass'",
                   proc.stderr)
-    with self.assertRaisesRegex(ValueError, r"--threshold=1.5 must be in"):
+    with self.assertRaisesRegex(ValueError, r"`threshold`=1.5 must be in"):
       helpers.evaluate(self.model_dir, metric_names=["cf1"], threshold=1.5)
 
 
@@ -162,17 +162,17 @@ class MultiLabelFaultsTest(tf.test.TestCase):
     base = dict(model_dir="/tmp/x")
     cases = [
         (dict(contrastive_weight=1.),
-         r"^--contrastive_weight > 0 \(MulCon's label-level contrastive "
-         r"loss\) needs --interaction=label_attention\.$"),
+         r"^`contrastive_weight` > 0 \(MulCon's label-level contrastive "
+         r"loss\) needs `interaction`=label_attention\.$"),
         (dict(interaction="label_attention", encoder="mlp"),
-         "--encoder='mlp' has none"),
+         "`encoder`='mlp' has none"),
         (dict(interaction="label_attention", label_dim=10, label_heads=4),
-         "--label_dim=10 must be a multiple of --label_heads=4"),
+         "`label_dim`=10 must be a multiple of `label_heads`=4"),
         (dict(interaction="label_attention", contrastive_weight=1.,
               contrastive_start_step=150, eval_every=100),
-         "--contrastive_start_step=150 must be a multiple"),
+         "`contrastive_start_step`=150 must be a multiple"),
         (dict(interaction="label_attention", contrastive_weight=-1.),
-         "--contrastive_weight=-1.0 must be >= 0"),
+         "`contrastive_weight`=-1.0 must be >= 0"),
         (dict(metrics=("map_class",), best_metric="map_class",
               strategy="mirrored"),
          "map_class needs every score of the validation split"),

@@ -132,7 +132,7 @@ class UserTablesTest(tf.test.TestCase):
           "title": "t", "source": "s",
           "values": {"mrr": {"dot": {"softmax": 0.6}}},
           "marked_best": {"mrr": [["dot", "mse"]]}}))
-    with self.assertRaisesRegex(ValueError, "^--paper_table=.*cannot read"):
+    with self.assertRaisesRegex(ValueError, "^`paper_table`=.*cannot read"):
       paper_tables.load("/nonexistent/table.json")
 
 

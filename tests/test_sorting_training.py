@@ -77,7 +77,7 @@ class SorterTrainingTest(tf.test.TestCase):
       self.assertEqual([c["vectors"] for c in record["curve"]], [64, 128])
       self.assertAllClose([c["learning_rate"] for c in record["curve"]],
                           [1e-3, 1e-4])
-      # --continue_schedule: the schedule goes on after the first run's 2
+      # `continue_schedule`: the schedule goes on after the first run's 2
       # steps: the second run's last step is step 3 of the schedule.
       config = tiny_config(os.path.join(tmp, "continued"), train_vectors=64)
       config.init_from = first
@@ -88,12 +88,12 @@ class SorterTrainingTest(tf.test.TestCase):
       config = tiny_config(os.path.join(tmp, "third"))
       config.width = 3
       config.init_from = first
-      with self.assertRaisesRegex(ValueError, "--init_from"):
+      with self.assertRaisesRegex(ValueError, "`init_from`"):
         training.train(config)
       self.assertFalse(os.path.exists(config.model_dir))
       config.init_from = os.path.join(tmp, "nothing")
       with self.assertRaisesRegex(
-          ValueError, r"--init_from=.*nothing is neither a finished sorter "
+          ValueError, r"`init_from`=.*nothing is neither a finished sorter "
           r"run \(no sorter.json\) nor a shipped sorter \(shipped: cnn_d100, "
           r"cnn_reference_d100, lstm_d10"):
         training.train(config)
@@ -149,20 +149,20 @@ class SorterTrainingTest(tf.test.TestCase):
   def test_validate_names_the_flag(self):
     config = tiny_config("x")
     config.sorter = "handcrafted"
-    with self.assertRaisesRegex(ValueError, "--sorter='handcrafted'.*lstm, "
+    with self.assertRaisesRegex(ValueError, "`sorter`='handcrafted'.*lstm, "
                                 "cnn"):
       config.validate()
-    with self.assertRaisesRegex(ValueError, "--model_dir"):
+    with self.assertRaisesRegex(ValueError, "`model_dir`"):
       tiny_config("").validate()
     config = tiny_config("x")
     config.continue_schedule = True
-    with self.assertRaisesRegex(ValueError, "--continue_schedule needs "
-                                "--init_from"):
+    with self.assertRaisesRegex(ValueError, "`continue_schedule` needs "
+                                "`init_from`"):
       config.validate()
     for bad in (-1., 5.):
       config = tiny_config("x")
       config.max_sharpness = bad
-      with self.assertRaisesRegex(ValueError, rf"--max_sharpness={bad} must "
+      with self.assertRaisesRegex(ValueError, rf"`max_sharpness`={bad} must "
                                   r"be 0 \(no bound\) or > 7.0"):
         config.validate()
 

@@ -83,12 +83,12 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLen(study_grid.Grid().runs(), 5 * 3 * 3)
 
   @parameterized.parameters(
-      (dict(losses=("softmax", "hinge")), "--losses: 'hinge' is not valid"),
-      (dict(interactions=("bilinear",)), "--interactions: 'bilinear'"),
-      (dict(losses=()), "--losses is empty"),
-      (dict(seeds=(1, 1)), "--seeds repeats"),
-      (dict(learning_rates=(0.,)), "--learning_rates: 0.0 must be > 0"),
-      (dict(mlp_units=(-4,)), "--mlp_units: -4 must be > 0"))
+      (dict(losses=("softmax", "hinge")), "`losses`: 'hinge' is not valid"),
+      (dict(interactions=("bilinear",)), "`interactions`: 'bilinear'"),
+      (dict(losses=()), "`losses` is empty"),
+      (dict(seeds=(1, 1)), "`seeds` repeats"),
+      (dict(learning_rates=(0.,)), "`learning_rates`: 0.0 must be > 0"),
+      (dict(mlp_units=(-4,)), "`mlp_units`: -4 must be > 0"))
   def test_bad_grid(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, re.escape(message)):
       study_grid.Grid(**kwargs).validate()
@@ -115,13 +115,13 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(study_grid.split_loss("softmax"), ("softmax", None))
 
   @parameterized.parameters(
-      ("mse@lstm", "--losses: 'mse@lstm' names a sorter, but only the SoDeep "
+      ("mse@lstm", "`losses`: 'mse@lstm' names a sorter, but only the SoDeep "
        "losses take one (sodeep_spearman, sodeep_map, sodeep_recall)."),
-      ("sodeep_map@bubble", "--losses: 'sodeep_map@bubble': unknown sorter "
+      ("sodeep_map@bubble", "`losses`: 'sodeep_map@bubble': unknown sorter "
        "'bubble'; choose from: handcrafted, handcrafted_adaptive, lstm, cnn, "
        "cnn_reference, "
        "pairwise."),
-      ("hinge@lstm", "--losses: 'hinge@lstm' is not valid"))
+      ("hinge@lstm", "`losses`: 'hinge@lstm' is not valid"))
   def test_bad_sorter_label(self, label, message):
     with self.assertRaisesRegex(ValueError, re.escape(message)):
       study_grid.Grid(losses=(label,)).validate()
@@ -170,7 +170,7 @@ class OpenStudyTest(tf.test.TestCase):
     with open(path) as f:
       before = f.read()
     with self.assertRaisesRegex(
-        ValueError, r"^--train_steps=20 differs from the study in .*"
+        ValueError, r"^`train_steps`=20 differs from the study in .*"
         r"\(train_steps=10\)"):
       study.open_study(self.dir, config_lib.TrainConfig.create(
           model_dir="x", train_steps=20, eval_every=5), self.grid)
@@ -193,7 +193,7 @@ class OpenStudyTest(tf.test.TestCase):
     with open(path, "w") as f:
       del saved["shared"]["export"]
       json.dump(saved, f)
-    with self.assertRaisesRegex(ValueError, r"^--export=False differs from "
+    with self.assertRaisesRegex(ValueError, r"^`export`=False differs from "
                                 r"the study in .*\(export=True\)"):
       study.open_study(self.dir, base_config(export=False), self.grid)
 
@@ -217,7 +217,7 @@ class OpenStudyTest(tf.test.TestCase):
         json.dump(saved, f)
       if refused:
         with self.assertRaisesRegex(
-            ValueError, r"^--length_bucketing=True differs from the study "
+            ValueError, r"^`length_bucketing`=True differs from the study "
             r"in .*\(length_bucketing=False\)"):
           study.open_study(folder, base_config(**kwargs), self.grid)
         kwargs.update(length_bucketing=False)
@@ -234,7 +234,7 @@ class OpenStudyTest(tf.test.TestCase):
   def test_bad_run_config_writes_nothing(self):
     grid = study_grid.Grid(losses=("softmax",), interactions=("label_attention",),
                       seeds=(0,))
-    with self.assertRaisesRegex(ValueError, "--interaction=label_attention"):
+    with self.assertRaisesRegex(ValueError, "`interaction`=label_attention"):
       study.open_study(self.dir, base_config(encoder="mlp"), grid)
     self.assertFalse(os.path.exists(self.dir))
 
@@ -491,15 +491,15 @@ class ReportTest(tf.test.TestCase):
     study_report.write_report(self.dir, num_samples=10_000)  # As it was.
 
   def test_bad_report_options(self):
-    with self.assertRaisesRegex(ValueError, "^--select_metric='map'"):
+    with self.assertRaisesRegex(ValueError, "^`select_metric`='map'"):
       study_report.write_report(self.dir, select_metric="map")
-    with self.assertRaisesRegex(ValueError, "^--bootstrap_samples=10 must be >= 10000"):
+    with self.assertRaisesRegex(ValueError, "^`bootstrap_samples`=10 must be >= 10000"):
       study_report.write_report(self.dir, num_samples=10)
-    with self.assertRaisesRegex(ValueError, "^--paper_table=cifar10_vgg16 "
+    with self.assertRaisesRegex(ValueError, "^`paper_table`=cifar10_vgg16 "
                                 "is the paper's table of cifar10; this study "
                                 "is of digits.$"):
       study_report.write_report(self.dir, paper_table="cifar10_vgg16")
-    with self.assertRaisesRegex(ValueError, "^--paper_table=table7 is "
+    with self.assertRaisesRegex(ValueError, "^`paper_table`=table7 is "
                                 "neither a JSON file nor one of"):
       study_report.write_report(self.dir, paper_table="table7")
 

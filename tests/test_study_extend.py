@@ -171,7 +171,7 @@ class RunStudyTest(StandInStudyCase):
     _, calls, lines = self.run_study(peak_at(3e-3), 0, extend_steps=2)
     self.assertEqual(calls[6:], ["softmax.dot.lr0.003.seed0->20",
                                  "softmax.dot.lr0.003.seed1->20"])
-    self.assertTrue(any(line.startswith("--extend_steps: 2 chosen run(s)")
+    self.assertTrue(any(line.startswith("`extend_steps`: 2 chosen run(s)")
                         for line in lines), lines)
     with open(os.path.join(self.dir, study_folder.STUDY_FILE)) as f:
       self.assertEqual(json.load(f)["extended_steps"],
@@ -194,7 +194,7 @@ class RunStudyTest(StandInStudyCase):
                      "True")
 
   def test_bad_extend_steps(self):
-    with self.assertRaisesRegex(ValueError, r"^--extend_steps=0.5 must be 0 "
+    with self.assertRaisesRegex(ValueError, r"^`extend_steps`=0.5 must be 0 "
                                 r"\(no extension\) or > 1\.$"):
       self.run_study(peak_at(1e-3), 0, extend_steps=0.5)
     self.assertFalse(os.path.exists(self.dir))
@@ -233,7 +233,7 @@ class RunStudyTest(StandInStudyCase):
     _, calls, lines = self.run_study(peak_at(1e-9), extend_grid=1)
     self.assertLen(calls, 6 + 2)
     self.assertTrue(any("still on the low learning_rate edge after "
-                        "--extend_grid=1 rounds" in line for line in lines),
+                        "`extend_grid`=1 rounds" in line for line in lines),
                     lines)
 
   def test_no_extension_by_default(self):
@@ -241,7 +241,7 @@ class RunStudyTest(StandInStudyCase):
     self.assertLen(calls, 6)
 
   def test_negative_is_refused_before_writing(self):
-    with self.assertRaisesRegex(ValueError, r"^--extend_grid=-1 must be"):
+    with self.assertRaisesRegex(ValueError, r"^`extend_grid`=-1 must be"):
       self.run_study(peak_at(1e-3), extend_grid=-1)
     self.assertFalse(os.path.exists(self.dir))
 
@@ -288,7 +288,7 @@ class FromSummaryTest(StandInStudyCase):
 
   def test_refusals(self):
     summary = os.path.join(tempfile.mkdtemp(), "summary")
-    with self.assertRaisesRegex(ValueError, r"^--from_summary=.*/summary "
+    with self.assertRaisesRegex(ValueError, r"^`from_summary`=.*/summary "
                                 r"holds no study\.json: not a study "
                                 r"summary\.$"):
       study_summary.start_from_summary(summary, self.dir)
@@ -297,7 +297,7 @@ class FromSummaryTest(StandInStudyCase):
     study_summary.write_summary(self.dir, summary)
     other = tempfile.mkdtemp()
     open(os.path.join(other, "notes.txt"), "w").close()
-    with self.assertRaisesRegex(ValueError, r"^--study_dir=.* is not empty "
+    with self.assertRaisesRegex(ValueError, r"^`study_dir`=.* is not empty "
                                 r"and holds no study\.json"):
       study_summary.start_from_summary(summary, other)
     self.assertEqual(os.listdir(other), ["notes.txt"])
@@ -367,12 +367,12 @@ class ChooseOnSeedTest(tf.test.TestCase):
         "mse.lc_mlp.lr0.003.u64.seed0", "mse.lc_mlp.lr0.01.u64.seed0"])
     for grid, message in [
         (dataclasses.replace(self.grid, cells=("softmax.concat_mlp",)),
-         r"^--cells: 'softmax.concat_mlp' is not a cell of --losses x "
-         r"--interactions \(write loss.interaction, e.g. softmax.dot\)\.$"),
+         r"^`cells`: 'softmax.concat_mlp' is not a cell of `losses` x "
+         r"`interactions` \(write loss.interaction, e.g. softmax.dot\)\.$"),
         (dataclasses.replace(self.grid, cells=("softmax.dot",) * 2),
-         r"^--cells repeats a cell: softmax.dot,softmax.dot\.$"),
+         r"^`cells` repeats a cell: softmax.dot,softmax.dot\.$"),
         (dataclasses.replace(self.grid, choose_on_seed=7),
-         r"^--choose_on_seed=7 is not one of --seeds \(0,1,2\)\.$")]:
+         r"^`choose_on_seed`=7 is not one of `seeds` \(0,1,2\)\.$")]:
       with self.assertRaisesRegex(ValueError, message):
         grid.validate()
 
@@ -387,7 +387,7 @@ class ChooseOnSeedTest(tf.test.TestCase):
                          choose_on_seed=0)
     self.assertEqual(self.grid.union(product).cells,
                      ("softmax.dot", "mse.lc_mlp", "pairwise_logistic.dot"))
-    with self.assertRaisesRegex(ValueError, r"^--choose_on_seed=\(not set\) "
+    with self.assertRaisesRegex(ValueError, r"^`choose_on_seed`=\(not set\) "
                                 r"differs from the study's \(0\)"):
       self.grid.union(dataclasses.replace(self.grid, choose_on_seed=None))
     self.assertEqual(study_grid.Grid.from_json(dataclasses.asdict(self.grid)),
@@ -416,7 +416,7 @@ class ChooseOnSeedTest(tf.test.TestCase):
         "softmax.dot.lr0.003.seed0->20", "mse.lc_mlp.lr0.003.u64.seed0->20",
         "softmax.dot.lr0.003.seed1->20", "softmax.dot.lr0.003.seed2->20",
         "mse.lc_mlp.lr0.003.u64.seed1->20", "mse.lc_mlp.lr0.003.u64.seed2->20"])
-    self.assertIn("--choose_on_seed=0: 4 run(s) of the other seeds at each "
+    self.assertIn("`choose_on_seed`=0: 4 run(s) of the other seeds at each "
                   "cell's choice.", lines)
     with open(os.path.join(self.dir, study_folder.STUDY_FILE)) as f:
       saved = json.load(f)

@@ -96,7 +96,7 @@ class RunNameTest(parameterized.TestCase):
     folder = os.path.join(tempfile.mkdtemp(), "study")
     grid = study_grid.Grid(losses=("softmax",), interactions=("dot",),
                       seeds=(0, seed))
-    with self.assertRaisesRegex(ValueError, rf"^--seeds: {seed} must be "
+    with self.assertRaisesRegex(ValueError, rf"^`seeds`: {seed} must be "
                                 r"between 0 and 2\*\*32 - 1\.$"):
       study.open_study(folder, base_config(), grid)
     self.assertFalse(os.path.exists(folder))
@@ -186,11 +186,11 @@ class DamagedReportTest(tf.test.TestCase):
     self.assertLen(rows, 6)
     self.assertEqual(self.lines[:2], [
         f"{self.path(a)} is damaged (no test): run {a} is reported as "
-        "missing; the study command (without --report_only) moves the file "
+        "missing; the study command (without `report_only`) moves the file "
         "aside and evaluates the run again.",
         f"{self.path(b)} is damaged (its learning_rate is 0.001, not 0.01: "
         f"another run's record): run {b} is reported as missing; the study "
-        "command (without --report_only) moves the file aside and evaluates "
+        "command (without `report_only`) moves the file aside and evaluates "
         "the run again."])
     self.assertEqual(self.lines[2], "2 of the grid's 8 runs have no result "
                      f"and are reported as missing: {a}, {b}.")
@@ -223,7 +223,7 @@ class DamagedReportTest(tf.test.TestCase):
     with self.assertRaisesRegex(
         ValueError, rf"^{path} cannot be read \(Unterminated string .*\); it "
         r"holds the study's shared settings and grid: restore it, or start "
-        r"another --study_dir\.$"):
+        r"another `study_dir`\.$"):
       self.report()
     self.assertEqual(hashes(self.dir), before)
 
@@ -536,7 +536,7 @@ class TrainedStudyTest(tf.test.TestCase):
     before = hashes(self.dir)
     with self.assertRaisesRegex(
         ValueError, rf"^{self.folder} holds a run with other settings than "
-        rf"the study's run {self.study_run.name}: --learning_rate=0\.01 \(was "
+        rf"the study's run {self.study_run.name}: `learning_rate`=0\.01 \(was "
         r"0\.02\)\. Move the folder out of runs/ \(the study then trains the "
         r"run afresh\)\.$"):
       study.run_study(self.dir, self.base, self.grid, progress=print)
@@ -546,7 +546,7 @@ class TrainedStudyTest(tf.test.TestCase):
     shutil.rmtree(self.folder)  # Not trained yet: the study trains it.
     with run_guard.RunLock(self.folder):
       with self.assertRaisesRegex(
-          ValueError, rf"^run {self.study_run.name} of --study_dir={self.dir} is "
+          ValueError, rf"^run {self.study_run.name} of `study_dir`={self.dir} is "
           rf"being trained by another process \(pid {os.getpid()}\); wait "
           r"for it to end, or give this command a grid without it"):
         study.run_study(self.dir, self.base, self.grid,

@@ -241,7 +241,7 @@ class PaperEffectsTest(tf.test.TestCase):
   def test_another_datasets_table_is_refused_before_writing(self):
     folder = make_study(lambda run: hits(0.5, run.seed), dataset="goemotions")
     before = sorted(os.listdir(folder))
-    with self.assertRaisesRegex(ValueError, "^--paper_table=mind_bert is the "
+    with self.assertRaisesRegex(ValueError, "^`paper_table`=mind_bert is the "
                                 "paper's table of mind; this study is of "
                                 "goemotions.$"):
       study_report.write_report(folder, paper_table="mind_bert")

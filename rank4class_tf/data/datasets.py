@@ -715,7 +715,7 @@ def tfds_streams(name: str, data_dir: Optional[str], download: bool = False
       raise ValueError(
           f"{name} is not prepared in {data_dir or builder.data_dir}: "
           f"prepare it there with TFDS (`tfds build {source.tfds_name} "
-          f"`data_dir`=DIR`) and pass `data_dir`=DIR, or pass `download`."
+          f"--data_dir=DIR`) and pass `data_dir`=DIR, or pass `download`."
       ) from None
     kept = None  # Multi-label evaluation splits: the count after the filter.
     if source.multi_label and split != "train":
