@@ -142,7 +142,7 @@ def grid_from_flags() -> study_grid.Grid:
   cells = tuple(_canonical_cell(cell) for cell in FLAGS.cells)
   if cells:
     # The cells' losses and interactions, unless the flags name them.
-    keys = [cell.rpartition(".")[::2] for cell in cells]
+    keys = study_grid.Grid(cells=cells).cell_keys()
     if not FLAGS["losses"].present:
       losses = tuple(dict.fromkeys(loss for loss, _ in keys))
     if not FLAGS["interactions"].present:

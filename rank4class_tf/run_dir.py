@@ -76,13 +76,13 @@ _CHIEF_BACKUP = "chief"
 _SAVED_EPOCH = "ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-def checkpoint_name(epoch: int) -> str:
-  """`ckpt-0003`: the checkpoint of a (1-based) epoch, as Keras' `{epoch:04d}`
-  names it."""
-  return f"ckpt-{epoch:04d}"
-
-
 CHECKPOINT_PATTERN = "ckpt-{epoch:04d}"  # For Keras' ModelCheckpoint.
+
+
+def checkpoint_name(epoch: int) -> str:
+  """`ckpt-0003`: the checkpoint of a (1-based) epoch, as Keras names it
+  from `CHECKPOINT_PATTERN`."""
+  return CHECKPOINT_PATTERN.format(epoch=epoch)
 
 
 class RunDir:
