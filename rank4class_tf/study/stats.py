@@ -86,6 +86,15 @@ def resampled_means(values: np.ndarray, num_samples: int = DEFAULT_SAMPLES,
   return means
 
 
+def _two_sided_p(means: np.ndarray, observed: np.ndarray) -> np.ndarray:
+  """Two-sided bootstrap p-values from [B, k] resampled means: the share of
+  resamples at least as far from the observed mean as it is from 0 (the
+  resampled means centred on the observed one are the null distribution),
+  with the +1 of an exact test."""
+  extreme = np.abs(means - observed) >= np.abs(observed) - 1e-12
+  return (1. + extreme.sum(axis=0)) / (means.shape[0] + 1.)
+
+
 def paired_bootstrap(differences: np.ndarray,
                      num_samples: int = DEFAULT_SAMPLES,
                      seed: int = DEFAULT_SEED) -> np.ndarray:
@@ -104,10 +113,8 @@ def paired_bootstrap(differences: np.ndarray,
   single = differences.ndim == 1
   differences = np.atleast_2d(differences)
   observed = differences.mean(axis=1)
-  means = resampled_means(differences, num_samples, seed)
-  # Centred on the observed mean: the null distribution of the statistic.
-  extreme = np.abs(means - observed) >= np.abs(observed) - 1e-12
-  p = (1. + extreme.sum(axis=0)) / (num_samples + 1.)
+  p = _two_sided_p(resampled_means(differences, num_samples, seed),
+                   observed)
   return p[0] if single else p
 
 
@@ -227,9 +234,8 @@ def hierarchical_bootstrap(differences: np.ndarray,
   if single:
     differences = differences[None]
   observed = differences.mean(axis=(1, 2))
-  means = hierarchical_means(differences, num_samples, seed)
-  extreme = np.abs(means - observed) >= np.abs(observed) - 1e-12
-  p = (1. + extreme.sum(axis=0)) / (num_samples + 1.)
+  p = _two_sided_p(hierarchical_means(differences, num_samples, seed),
+                   observed)
   return p[0] if single else p
 
 
