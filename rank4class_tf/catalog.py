@@ -23,8 +23,8 @@ TFDS_SPLITS = {
 }
 DATASET_NAMES = ("digits", "goemotions", "goemotions_multilabel", "mind",
                  "digits32", "cifar10", "imagenet2012", "coco2017",
-                 "voc2007")
-TEXT_DATASETS = ("goemotions", "goemotions_multilabel", "mind")
+                 "voc2007", "text_files")
+TEXT_DATASETS = ("goemotions", "goemotions_multilabel", "mind", "text_files")
 # Read through TFDS (`datasets.TFDS_SOURCES`): they take `download` and
 # `image_size`.
 TFDS_DATASETS = ("cifar10", "imagenet2012", "coco2017", "voc2007")

@@ -141,7 +141,8 @@ class DataConfig:
   """The dataset of a run."""
   dataset: str = field(
       "digits", "Dataset: digits, goemotions, goemotions_multilabel, mind, "
-      "digits32, cifar10, imagenet2012, coco2017, voc2007.")
+      "digits32, cifar10, imagenet2012, coco2017, voc2007, or text_files (a "
+      "user's own CSV / TSV / JSONL files in --data_dir, docs/data.md).")
   data_dir: Optional[str] = field(
       None, "Directory of the dataset's files (TFDS data directory for "
       "cifar10 / imagenet2012 / coco2017 / voc2007).")
@@ -157,6 +158,21 @@ class DataConfig:
       "separated names) are removed from train and validation; the model "
       "still ranks every class, and evaluation reports the held-out-class "
       "instances apart (needs --class_encoder=text).")
+  text_column: str = field(
+      "text", "text_files: the column (CSV/TSV header, JSONL key) holding "
+      "the text.")
+  label_column: str = field(
+      "label", "text_files: the column holding the label: a class name, a "
+      "class id (with --class_names_file) or, multi-label, a JSON list.")
+  label_separator: str = field(
+      "", "text_files: joins the class names of a multi-label row in one "
+      "field (e.g. '|'); empty: multi-label rows are JSON lists.")
+  class_names_file: str = field(
+      "", "text_files: one class name a line, index = class id; empty: the "
+      "train labels' names, sorted.")
+  split_seed: int = field(
+      20220128, "text_files: seed of the stratified split that cuts a "
+      "missing validation or test file from train (10% each).")
 
 
 @dataclasses.dataclass(frozen=True)

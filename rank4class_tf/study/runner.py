@@ -379,6 +379,9 @@ def run_study(study_dir: str,
   # Everything a run reads is checked before the study writes anything.
   check_settings(base, grid)
   data = builders.load_data(base)
+  if data.multi_label:  # A user's files (`text_files`) can be multi-label.
+    raise ValueError(f"`dataset`={base.data.dataset} is multi-label; the "
+                     "study reproduces the paper's single-label tables.")
   for loss in grid.losses:
     checks.check_files(base.replace(**loss_settings(base, loss)), data)
   for run in grid.runs():

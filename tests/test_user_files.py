@@ -1,0 +1,222 @@
+"""Tests of `--dataset=text_files`: a user's own CSV / TSV / JSONL files."""
+
+import csv
+import gzip
+import json
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class_tf import checks
+from rank4class_tf import config as config_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.data import user_files
+
+
+def write(folder, name, content, encoding="utf-8"):
+  path = os.path.join(folder, name)
+  raw = content.encode(encoding) if isinstance(content, str) else content
+  opener = gzip.open if name.endswith(".gz") else open
+  with opener(path, "wb") as f:
+    f.write(raw)
+  return path
+
+
+def load(folder, **columns):
+  return datasets.get("text_files", folder,
+                      columns=user_files.Columns(**columns))
+
+
+class FormatsTest(tf.test.TestCase):
+
+  def test_csv_tsv_and_gzipped_jsonl(self):
+    folder = tempfile.mkdtemp()
+    # A byte-order mark, CRLF line ends, quotes, an embedded comma and line
+    # break, Unicode; columns in another order, and one more column.
+    write(folder, "train.csv",
+          "\ufeffid,emotion,comment\r\n"
+          '1,joy,"Great, ""really"" great"\r\n'
+          '2,anger,"two\r\nlines"\r\n'
+          "3,joy,café ☕\r\n"
+          "4,anger,no\r\n")
+    write(folder, "validation.tsv", "comment\temotion\nfine\tjoy\n")
+    write(folder, "test.jsonl.gz",
+          '{"comment": "x", "emotion": "anger"}\n\n'
+          '{"comment": "y", "emotion": "joy"}\n')
+    data = load(folder, text="comment", label="emotion")
+    self.assertEqual(data.class_names, ("anger", "joy"))  # Sorted.
+    texts, labels = data.splits["train"]
+    self.assertEqual(list(texts), ['Great, "really" great', "two\r\nlines",
+                                   "café ☕", "no"])
+    self.assertAllEqual(labels, [1, 0, 1, 0])
+    self.assertEqual(labels.dtype, np.int64)
+    self.assertEqual(list(data.splits["validation"][0]), ["fine"])
+    self.assertAllEqual(data.splits["test"][1], [0, 1])
+    self.assertTrue(data.is_text)
+    self.assertFalse(data.multi_label)
+
+  def test_multi_label_lists_and_separator(self):
+    folder = tempfile.mkdtemp()
+    write(folder, "train.jsonl",
+          '{"text": "a", "label": ["joy", "love"]}\n'
+          '{"text": "b", "label": ["anger"]}\n'
+          '{"text": "c", "label": ["love"]}\n')
+    write(folder, "validation.csv", 'text,label\nd,joy|anger\n')
+    write(folder, "test.csv", 'text,label\ne,"[""love""]"\n')
+    data = load(folder, label_separator="|")
+    self.assertEqual(data.class_names, ("anger", "joy", "love"))
+    self.assertTrue(data.multi_label)
+    self.assertAllEqual(data.splits["train"][1],
+                        [[0, 1, 1], [1, 0, 0], [0, 0, 1]])
+    self.assertAllEqual(data.splits["validation"][1], [[1, 1, 0]])
+    self.assertAllEqual(data.splits["test"][1], [[0, 0, 1]])
+    self.assertEqual(data.splits["test"][1].dtype, np.float32)
+
+  def test_ids_with_a_class_names_file(self):
+    folder = tempfile.mkdtemp()
+    names = write(folder, "classes.txt", "sad\nhappy\n")
+    write(folder, "train.csv", "text,label\na,1\nb,0\nc,happy\n")
+    write(folder, "validation.csv", "text,label\nd,0\n")
+    write(folder, "test.csv", "text,label\ne,1\n")
+    data = load(folder, class_names_file=names)
+    self.assertEqual(data.class_names, ("sad", "happy"))
+    self.assertAllEqual(data.splits["train"][1], [1, 0, 1])
+
+  def test_missing_splits_are_cut_from_train_seeded_and_stratified(self):
+    folder = tempfile.mkdtemp()
+    rows = ["text,label"] + [f"t{i},{'ab'[i % 2]}" for i in range(40)]
+    rows.append("lonely,c")  # One row: kept in train.
+    write(folder, "train.csv", "\n".join(rows) + "\n")
+    data = load(folder, split_seed=3)
+    sizes = {s: len(data.splits[s][1]) for s in datasets.SPLITS}
+    self.assertEqual(sizes, {"train": 33, "validation": 4, "test": 4})
+    for split in ("validation", "test"):  # 2 of each class.
+      self.assertAllEqual(np.bincount(data.splits[split][1], minlength=3),
+                          [2, 2, 0])
+    self.assertIn("lonely", list(data.splits["train"][0]))
+    everything = sorted(t for s in datasets.SPLITS
+                        for t in data.splits[s][0])
+    self.assertEqual(everything, sorted(r.split(",")[0] for r in rows[1:]))
+    again = load(folder, split_seed=3)
+    other = load(folder, split_seed=4)
+    self.assertAllEqual(again.splits["test"][0], data.splits["test"][0])
+    self.assertNotAllEqual(other.splits["test"][0], data.splits["test"][0])
+
+
+class BadFilesTest(tf.test.TestCase):
+  """One line naming the file, line and column; nothing guessed."""
+
+  def assert_refused(self, files, pattern, **columns):
+    folder = tempfile.mkdtemp()
+    for name, content in files.items():
+      write(folder, name, content)
+    with self.assertRaisesRegex(ValueError, pattern) as raised:
+      load(folder, **columns)
+    self.assertNotIn("\n", str(raised.exception))
+    return folder
+
+  def test_refusals(self):
+    good = "text,label\na,x\nb,y\n"
+    cases = [
+        ({"validation.csv": good}, r"holds no train file \(train\.csv, "),
+        ({"train.csv": good, "train.jsonl": '{"text": "a", "label": "x"}'},
+         r"holds train\.csv and train\.jsonl: one file per split\."),
+        ({"train.csv": "words,label\na,x\n"},
+         r"train\.csv:2: no column 'text' \(columns: words, label\); name "
+         r"it with `text_column`\.$"),
+        ({"train.csv": "text,label\n ,x\n"},
+         r"train\.csv:2: column 'text': empty text\.$"),
+        ({"train.csv": "text,label\na,\n"},
+         r"train\.csv:2: column 'label' is empty\.$"),
+        ({"train.csv": good, "test.csv": "text,label\nc,z\n"},
+         r"test\.csv:2: label 'z' is not a class \(2 classes, named by the "
+         r"train labels\)\.$"),
+        ({"train.jsonl": '{"text": "a", "label": "x"}\n'
+                         '{"text": "b", "label": ["x", "y"]}\n'},
+         r"train\.jsonl:2: a list among single labels: a data set is "
+         r"single- or multi-label\.$"),
+        ({"train.csv": "text,label\na,x\n", "test.jsonl":
+          '{"text": "b", "label": ["x"]}\n'},
+         r"test\.jsonl:1: multi-label rows, but .*train\.csv is "
+         r"single-label\.$"),
+        ({"train.csv": b"text,label\na,x\n\xff,y\n"},
+         r"train\.csv:3: not valid UTF-8\.$"),
+        ({"train.csv": 'text,label\n"a"b,x\n'},
+         r"train\.csv:2: CSV quoting error"),
+        ({"train.csv": "text,label\na,x,extra\n"},
+         r"train\.csv:2: 3 fields, the header has 2\.$"),
+        ({"train.jsonl": "[1, 2]\n"}, r"train\.jsonl:1: not a JSON object"),
+        ({"train.csv": "text,label\n"}, r"train\.csv: no rows\.$"),
+        ({"train.csv": "text,label\na,x\n"},
+         r"train\.csv: 1 rows are too few to cut a validation split from"),
+    ]
+    for files, pattern in cases:
+      with self.subTest(pattern=pattern):
+        self.assert_refused(files, pattern)
+
+  def test_a_class_without_train_rows(self):
+    folder = tempfile.mkdtemp()
+    names = write(folder, "classes.txt", "x\ny\nz\n")
+    write(folder, "train.csv", "text,label\na,x\nb,y\n")
+    with self.assertRaisesRegex(ValueError, r"train\.csv: no train row has "
+                                r"the class\(es\) z of `class_names_file`="):
+      load(folder, class_names_file=names)
+
+  def test_no_folder(self):
+    with self.assertRaisesRegex(ValueError, r"^`data_dir` must name the "
+                                "folder"):
+      datasets.get("text_files")
+    with self.assertRaisesRegex(ValueError, r"^`data_dir`=/no/such: not a "
+                                "folder\\.$"):
+      datasets.get("text_files", "/no/such")
+
+
+class SameAsShippedTest(tf.test.TestCase):
+  """GoEmotions converted to a user's CSV loads as `goemotions` does."""
+
+  def test_identical_splits_and_batches(self):
+    shipped = datasets.get("goemotions")
+    folder = tempfile.mkdtemp()
+    names = write(folder, "emotions.txt",
+                  "".join(n + "\n" for n in shipped.class_names))
+    for split, out in (("train", "train.csv"), ("validation", "validation.csv"),
+                       ("test", "test.csv")):
+      texts, labels = shipped.splits[split]
+      with open(os.path.join(folder, out), "w", newline="",
+                encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["comment", "emotion_id"])
+        writer.writerows(zip(texts, labels.tolist()))
+    mine = load(folder, text="comment", label="emotion_id",
+                class_names_file=names)
+    self.assertEqual(mine.class_names, shipped.class_names)
+    for split in datasets.SPLITS:
+      self.assertEqual(list(mine.splits[split][0]),
+                       list(shipped.splits[split][0]))
+      self.assertAllEqual(mine.splits[split][1], shipped.splits[split][1])
+    batches = [next(iter(datasets.ranking_dataset(
+        d, "train", 8, training=True, seed=5))) for d in (shipped, mine)]
+    for key in batches[0][0]:
+      self.assertAllEqual(batches[0][0][key], batches[1][0][key])
+    self.assertAllEqual(batches[0][1], batches[1][1])
+
+
+class ConfigTest(tf.test.TestCase):
+
+  def test_flags_reach_the_loader_and_the_checks(self):
+    folder = tempfile.mkdtemp()
+    write(folder, "train.tsv", "t\tl\n" + "".join(
+        f"row {i}\t{'pq'[i % 2]}\n" for i in range(20)))
+    config = config_lib.TrainConfig.create(
+        dataset="text_files", data_dir=folder, text_column="t",
+        label_column="l", split_seed=7, encoder="bert", model_dir="unused")
+    checks.validate(config)
+    data = datasets.from_config(config.data)
+    self.assertEqual(data.class_names, ("p", "q"))
+    self.assertEqual(config.flat()["split_seed"], 7)
+
+
+if __name__ == "__main__":
+  tf.test.main()
