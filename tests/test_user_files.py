@@ -2,7 +2,6 @@
 
 import csv
 import gzip
-import json
 import os
 import tempfile
 
