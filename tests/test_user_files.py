@@ -73,6 +73,34 @@ class FormatsTest(tf.test.TestCase):
     self.assertAllEqual(data.splits["test"][1], [[0, 0, 1]])
     self.assertEqual(data.splits["test"][1].dtype, np.float32)
 
+  def test_keras_folder_layout(self):
+    folder = tempfile.mkdtemp()
+    for path, content in (("train/joy/a.txt", "happy"),
+                          ("train/joy/b.txt", "\ufeffglad\nreally"),
+                          ("train/joy/notes.md", "not a text"),
+                          ("train/anger/c.txt", "mad"),
+                          ("test/anger/d.txt", "cross")):
+      os.makedirs(os.path.dirname(os.path.join(folder, path)), exist_ok=True)
+      write(folder, path, content)
+    write(folder, "validation.csv", "text,label\nfine,joy\n")
+    data = load(folder)
+    self.assertEqual(data.class_names, ("anger", "joy"))
+    self.assertEqual(list(data.splits["train"][0]),
+                     ["mad", "happy", "glad\nreally"])
+    self.assertAllEqual(data.splits["train"][1], [0, 1, 1])
+    self.assertAllEqual(data.splits["validation"][1], [1])
+    self.assertEqual(list(data.splits["test"][0]), ["cross"])
+    # A class folder train never has is named by its file.
+    os.makedirs(os.path.join(folder, "test", "calm"))
+    write(folder, "test/calm/e.txt", "zen")
+    with self.assertRaisesRegex(ValueError, r"test/calm/e\.txt: label "
+                                r"'calm' is not a class \(2 classes"):
+      load(folder)
+    write(folder, "test/calm/e.txt", " ")
+    with self.assertRaisesRegex(ValueError, r"test/calm/e\.txt: empty "
+                                r"text\.$"):
+      load(folder)
+
   def test_ids_with_a_class_names_file(self):
     folder = tempfile.mkdtemp()
     names = write(folder, "classes.txt", "sad\nhappy\n")
@@ -110,6 +138,7 @@ class BadFilesTest(tf.test.TestCase):
   def assert_refused(self, files, pattern, **columns):
     folder = tempfile.mkdtemp()
     for name, content in files.items():
+      os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
       write(folder, name, content)
     with self.assertRaisesRegex(ValueError, pattern) as raised:
       load(folder, **columns)
@@ -120,6 +149,8 @@ class BadFilesTest(tf.test.TestCase):
     good = "text,label\na,x\nb,y\n"
     cases = [
         ({"validation.csv": good}, r"holds no train file \(train\.csv, "),
+        ({"train.csv": good, "train/x.txt": "a"},
+         r"holds train and train\.csv: one file per split\."),
         ({"train.csv": good, "train.jsonl": '{"text": "a", "label": "x"}'},
          r"holds train\.csv and train\.jsonl: one file per split\."),
         ({"train.csv": "words,label\na,x\n"},

@@ -572,7 +572,7 @@ def load_text_files(data_dir: Optional[str] = None,
     if split == "train":
       continue
     if isinstance(rows[split].labels[0], tuple) != multi:
-      raise ValueError(f"{rows[split].path}:{rows[split].lines[0]}: "
+      raise ValueError(f"{rows[split].places[0]}: "
                        f"{'single' if multi else 'multi'}-label rows, but "
                        f"{train.path} is {'multi' if multi else 'single'}-"
                        "label.")

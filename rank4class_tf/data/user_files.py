@@ -2,7 +2,9 @@
 
 `--dataset=text_files --data_dir=DIR` reads one file per split from DIR,
 named after the split: `train`, and optionally `validation` and `test`, each
-`.csv`, `.tsv` or `.jsonl`, optionally gzipped (`train.csv.gz`):
+`.csv`, `.tsv` or `.jsonl`, optionally gzipped (`train.csv.gz`), or a
+folder in Keras' `text_dataset_from_directory` layout (`train/<class>/*.txt`,
+one text a file, the class its folder's name):
 
 * CSV and TSV have a header row naming the columns; quoted fields may hold
   the delimiter, quotes (doubled) and line breaks; a UTF-8 byte-order mark
@@ -70,7 +72,7 @@ class Rows:
   path: str
   texts: List[str]
   labels: List[Label]
-  lines: List[int]  # The file line (CSV, TSV, JSONL) each row starts on.
+  places: List[str]  # Where each row is: `file:line`, or its own file.
 
 
 def split_files(data_dir: Optional[str]) -> Dict[str, str]:
@@ -89,7 +91,8 @@ def split_files(data_dir: Optional[str]) -> Dict[str, str]:
   names = sorted(os.listdir(data_dir))
   for split in SPLITS:
     mine = [n for n in names
-            if any(n in (split + ext, split + ext + ".gz") for ext in FORMATS)]
+            if any(n in (split + ext, split + ext + ".gz") for ext in FORMATS)
+            or (n == split and os.path.isdir(os.path.join(data_dir, n)))]
     if len(mine) > 1:
       raise ValueError(f"`data_dir`={data_dir} holds {' and '.join(mine)}: "
                        f"one file per split.")
@@ -97,7 +100,8 @@ def split_files(data_dir: Optional[str]) -> Dict[str, str]:
       found[split] = os.path.join(data_dir, mine[0])
   if "train" not in found:
     raise ValueError(f"`data_dir`={data_dir} holds no train file (train.csv, "
-                     "train.tsv or train.jsonl, optionally .gz).")
+                     "train.tsv or train.jsonl, optionally .gz) or train/ "
+                     "folder (train/<class>/*.txt).")
   return found
 
 
@@ -194,7 +198,9 @@ def read_rows(path: str, columns: Columns) -> Rows:
       empty text or label, or a malformed row; naming the file when it
       holds no row.
   """
-  texts, labels, lines = [], [], []
+  if os.path.isdir(path):
+    return _folder_rows(path)
+  texts, labels, places = [], [], []
   for number, record in _records(path):
     for column in (columns.text, columns.label):
       if column not in record:
@@ -209,10 +215,34 @@ def read_rows(path: str, columns: Columns) -> Rows:
     texts.append(text)
     labels.append(_label(record[columns.label], path, number, columns.label,
                          columns.label_separator))
-    lines.append(number)
+    places.append(f"{path}:{number}")
   if not texts:
     raise ValueError(f"{path}: no rows.")
-  return Rows(path, texts, labels, lines)
+  return Rows(path, texts, labels, places)
+
+
+def _folder_rows(folder: str) -> Rows:
+  """Keras' `text_dataset_from_directory` layout: `folder/<class>/*.txt`,
+  one text a file, the class its folder's name."""
+  classes = sorted(n for n in os.listdir(folder)
+                   if os.path.isdir(os.path.join(folder, n)))
+  if not classes:
+    raise ValueError(f"{folder}: no class folders (<split>/<class>/*.txt).")
+  texts, labels, places = [], [], []
+  for name in classes:
+    for file in sorted(os.listdir(os.path.join(folder, name))):
+      path = os.path.join(folder, name, file)
+      if not file.endswith(".txt") or not os.path.isfile(path):
+        continue
+      text = _text(path)
+      if not text.strip():
+        raise ValueError(f"{path}: empty text.")
+      texts.append(text)
+      labels.append(name)
+      places.append(path)
+  if not texts:
+    raise ValueError(f"{folder}: no .txt files in its class folders.")
+  return Rows(folder, texts, labels, places)
 
 
 def class_names(rows: Dict[str, Rows], columns: Columns,
@@ -239,10 +269,10 @@ def label_ids(rows: Rows, names: Sequence[str], from_file: bool,
   index = {name: i for i, name in enumerate(names)}
   multi = isinstance(rows.labels[0], tuple)
   out = []
-  for label, number in zip(rows.labels, rows.lines):
+  for label, place in zip(rows.labels, rows.places):
     if isinstance(label, tuple) != multi:
       raise ValueError(
-          f"{rows.path}:{number}: a {'single label' if multi else 'list'} "
+          f"{place}: a {'single label' if multi else 'list'} "
           f"among {'lists' if multi else 'single labels'}: a data set is "
           "single- or multi-label.")
     ids = []
@@ -253,10 +283,10 @@ def label_ids(rows: Rows, names: Sequence[str], from_file: bool,
         ids.append(int(name))
       else:
         source = "" if from_file else ", named by the train labels"
-        raise ValueError(f"{rows.path}:{number}: label {name!r} is not a "
+        raise ValueError(f"{place}: label {name!r} is not a "
                          f"class ({len(names)} classes{source}).")
       if train_ids is not None and ids[-1] not in train_ids:
-        raise ValueError(f"{rows.path}:{number}: label {name!r}: no train "
+        raise ValueError(f"{place}: label {name!r}: no train "
                          "row has this class.")
     out.append(tuple(ids))
   return out
