@@ -41,7 +41,9 @@ def validate(config: config_lib.TrainConfig) -> None:
   """
   data, model, loss, trainer = (config.data, config.model, config.loss,
                                 config.trainer)
-  _check_choice("dataset", data.dataset, catalog.DATASET_NAMES)
+  if not catalog.is_dataset(data.dataset):
+    _check_choice("dataset", data.dataset,
+                  catalog.DATASET_NAMES + (catalog.TFDS_PREFIX + "<name>",))
   _check_choice("encoder", model.encoder, encoders.ENCODER_NAMES)
   _check_choice("interaction", model.interaction, interactions.ALL_NAMES)
   _check_choice("loss", loss.name, losses.LOSS_NAMES)
@@ -49,20 +51,9 @@ def validate(config: config_lib.TrainConfig) -> None:
   distribute.check_name(trainer.strategy)
   if model.encoder in encoders.TEXT_ENCODERS:
     _check_choice("encoder_size", model.encoder_size, pretrained.SIZES)
-  text_data = data.dataset in catalog.TEXT_DATASETS
-  if text_data != (model.encoder in encoders.TEXT_ENCODERS):
-    kind = "text" if text_data else "numeric"
-    valid = (encoders.TEXT_ENCODERS if text_data else
-             tuple(e for e in encoders.ENCODER_NAMES
-                   if e not in encoders.TEXT_ENCODERS))
-    raise ValueError(f"`encoder`={model.encoder!r} cannot read the {kind} "
-                     f"dataset {data.dataset!r}; choose one of: "
-                     f"{', '.join(valid)}.")
-  if (model.encoder in encoders.IMAGE_ENCODERS and
-      data.dataset not in catalog.IMAGE_DATASETS):
-    raise ValueError(f"`encoder`={model.encoder!r} reads colour images; "
-                     "choose `dataset` from: "
-                     f"{', '.join(catalog.IMAGE_DATASETS)}.")
+  kind = catalog.kind(data.dataset)
+  if kind is not None:  # Else checked once loaded (`check_data_kind`).
+    check_data_kind(model.encoder, data.dataset, kind)
   _validate_images(config)
   _validate_precision(config)
   _validate_text_encoder(config)
@@ -85,6 +76,32 @@ def validate(config: config_lib.TrainConfig) -> None:
                      "score of the validation split on one replica; use "
                      "`strategy`=default, or compute it afterwards with "
                      "pipelines.evaluate.")
+
+
+def check_data_kind(encoder: str, dataset: str, kind: str) -> None:
+  """Whether `encoder` reads `dataset`'s instances, of `kind` (`text`,
+  `image` or `numeric`, `catalog.kind`): text encoders read text only, the
+  image encoders colour images only, and a numeric feature vector (a user's
+  table) only the `mlp` encoder.
+
+  Raises:
+    ValueError: one line naming the encoder, the dataset and what is valid.
+  """
+  if (kind == "text") != (encoder in encoders.TEXT_ENCODERS):
+    valid = (encoders.TEXT_ENCODERS if kind == "text" else
+             tuple(e for e in encoders.ENCODER_NAMES
+                   if e not in encoders.TEXT_ENCODERS))
+    raise ValueError(f"`encoder`={encoder!r} cannot read the "
+                     f"{'text' if kind == 'text' else 'numeric'} "
+                     f"dataset {dataset!r}; choose one of: "
+                     f"{', '.join(valid)}.")
+  if encoder in encoders.IMAGE_ENCODERS and kind != "image":
+    raise ValueError(f"`encoder`={encoder!r} reads colour images; "
+                     "choose `dataset` from: "
+                     f"{', '.join(catalog.IMAGE_DATASETS)}.")
+  if dataset in catalog.NUMERIC_DATASETS and encoder != "mlp":
+    raise ValueError(f"`encoder`={encoder!r} cannot read the feature "
+                     f"vectors of `dataset`={dataset}; use `encoder`=mlp.")
 
 
 CPUINFO = "/proc/cpuinfo"
@@ -181,15 +198,18 @@ def _validate_class_encoder(config: config_lib.TrainConfig) -> None:
 def _validate_images(config: config_lib.TrainConfig) -> None:
   """The image flags: download, image_size, init_checkpoint."""
   data, model = config.data, config.model
-  if data.download and data.dataset not in catalog.TFDS_DATASETS:
+  tfds_data = catalog.is_tfds(data.dataset)
+  if (data.download and data.dataset not in catalog.TFDS_DATASETS and
+      not tfds_data):
     raise ValueError(f"`download` reads TFDS datasets only "
-                     f"({', '.join(catalog.TFDS_DATASETS)}), not "
-                     f"{data.dataset!r}.")
+                     f"({', '.join(catalog.TFDS_DATASETS)}, "
+                     f"{catalog.TFDS_PREFIX}<name>), not {data.dataset!r}.")
   if (data.image_size is not None and
-      data.dataset not in catalog.RESIZED_DATASETS):
+      data.dataset not in catalog.RESIZED_DATASETS + catalog.KIND_WHEN_LOADED
+      and not tfds_data):
     raise ValueError(f"`image_size`={data.image_size!r}: only "
-                     f"{', '.join(catalog.RESIZED_DATASETS)} images "
-                     "are resized.")
+                     f"{', '.join(catalog.RESIZED_DATASETS)}, tfrecord and "
+                     f"{catalog.TFDS_PREFIX}<name> images are resized.")
   if model.init_checkpoint:
     readers = encoders.TEXT_ENCODERS + ("resnet50",)
     if model.encoder not in readers:

@@ -141,8 +141,11 @@ class DataConfig:
   """The dataset of a run."""
   dataset: str = field(
       "digits", "Dataset: digits, goemotions, goemotions_multilabel, mind, "
-      "digits32, cifar10, imagenet2012, coco2017, voc2007, or text_files (a "
-      "user's own CSV / TSV / JSONL files in --data_dir, docs/data.md).")
+      "digits32, cifar10, imagenet2012, coco2017, voc2007; a user's own "
+      "data in --data_dir: text_files (CSV / TSV / JSONL, or <split>/<class>/"
+      "*.txt), image_folder (<split>/<class>/*.jpg|png), tabular_files "
+      "(numeric CSV / TSV), tfrecord (tf.train.Example); or tfds:<name>, any "
+      "TFDS classification data set (docs/data.md).")
   data_dir: Optional[str] = field(
       None, "Directory of the dataset's files (TFDS data directory for "
       "cifar10 / imagenet2012 / coco2017 / voc2007).")
@@ -162,17 +165,33 @@ class DataConfig:
       "text", "text_files: the column (CSV/TSV header, JSONL key) holding "
       "the text.")
   label_column: str = field(
-      "label", "text_files: the column holding the label: a class name, a "
+      "label", "A user's data: the column (text_files, tabular_files) or "
+      "feature (tfrecord, tfds:<name>) holding the label: a class name, a "
       "class id (with --class_names_file) or, multi-label, a JSON list.")
   label_separator: str = field(
       "", "text_files: joins the class names of a multi-label row in one "
       "field (e.g. '|'); empty: multi-label rows are JSON lists.")
   class_names_file: str = field(
-      "", "text_files: one class name a line, index = class id; empty: the "
-      "train labels' names, sorted.")
+      "", "A user's data: one class name a line, index = class id; empty: "
+      "the train labels' names, sorted.")
   split_seed: int = field(
-      20220128, "text_files: seed of the stratified split that cuts a "
-      "missing validation or test file from train (10% each).")
+      20220128, "A user's data: seed of the stratified split that cuts a "
+      "missing validation or test split from train (10% each).")
+  feature_columns: Tuple[str, ...] = field(
+      (), "tabular_files: the numeric feature columns (comma-separated); "
+      "empty: every column but --label_column.")
+  instance_feature: str = field(
+      "", "tfrecord, tfds:<name>: the text or image feature; empty: the one "
+      "bytes feature (tfrecord) or the one Text / Image feature (TFDS) "
+      "besides the label.")
+  tfds_splits: Tuple[str, ...] = field(
+      (), "tfds:<name>: our splits as TFDS split expressions, e.g. "
+      "'train=train[:90%],validation=train[90%:],test=test'; empty: TFDS's "
+      "train, validation and test, a missing one cut from the end of train "
+      "(10% each).")
+  skip_bad_records: bool = field(
+      False, "A user's data: skip rows, records and images that cannot be "
+      "read (counted and reported) instead of stopping at the first.")
 
 
 @dataclasses.dataclass(frozen=True)

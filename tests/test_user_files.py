@@ -25,7 +25,7 @@ def write(folder, name, content, encoding="utf-8"):
 
 def load(folder, **columns):
   return datasets.get("text_files", folder,
-                      columns=user_files.Columns(**columns))
+                      options=user_files.Options(**columns))
 
 
 class FormatsTest(tf.test.TestCase):

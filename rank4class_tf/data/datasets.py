@@ -21,11 +21,9 @@ Names:
 * `mind`: MIND news (Wu et al. 2020) read from `--data_dir`'s `news.tsv`; the
   instance is (title, abstract), packed as [CLS] title [SEP] abstract [SEP];
   the label is the category; a seeded stratified 60/20/20 split.
-* `text_files`: a user's own text files in `--data_dir` (train, and
-  optionally validation and test, as CSV, TSV or JSONL, optionally gzipped),
-  read and checked by `user_files`; labels are class names or ids, lists
-  for multi-label rows; a missing split is cut from train (seeded,
-  stratified).
+* A user's own data (`catalog.USER_DATASETS`: `text_files`,
+  `image_folder`, `tabular_files`, `tfrecord`) and any TFDS classification
+  data set (`tfds:<name>`): `user_datasets` and `user_records`.
 * `cifar10`: CIFAR-10 (50,000 / 10,000 32x32 colour images, 10 classes)
   read with TFDS's own builder from `--data_dir`; `validation` and `test`
   are both TFDS's test split (the paper picks the best checkpoint on it).
@@ -83,7 +81,6 @@ splitting the TFDS loaders off would make them import this module while
 
 import codecs
 import dataclasses
-import logging
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -98,7 +95,8 @@ from rank4class_tf.data import user_files
 # The dataset names and their properties (no TensorFlow), used here by name.
 from rank4class_tf.catalog import (  # pylint: disable=g-multiple-import
     DATASET_NAMES, IMAGE_DATASETS, MULTI_LABEL_DATASETS, RESIZED_DATASETS,
-    TEXT_DATASETS, TFDS_DATASETS, TFDS_SPLITS, VALIDATION_IS_TEST)
+    TEXT_DATASETS, TFDS_DATASETS, TFDS_SPLITS, USER_DATASETS,
+    VALIDATION_IS_TEST, is_tfds)
 
 SPLITS = ("train", "validation", "test")
 SPLIT_SEED = 20220128
@@ -153,6 +151,11 @@ class ClassificationData:
       raw instance is the model's input.
     shuffle_buffer: training shuffle buffer; None shuffles the whole split
       and caches every split in memory, an int streams without caching.
+    feature_statistics: for numeric feature vectors (a user's table), the
+      train split's (mean, std) per feature [num_features]: the model's
+      input standardises them (`inputs.RawInputs`); None leaves instances
+      as they are.
+    feature_names: the names of those features, in order.
   """
   name: str
   class_names: Tuple[str, ...]
@@ -164,6 +167,8 @@ class ClassificationData:
   streams: Dict[str, Stream] = dataclasses.field(default_factory=dict)
   preprocessing: Optional[Callable[[tf.Tensor, bool], tf.Tensor]] = None
   shuffle_buffer: Optional[int] = None
+  feature_statistics: Optional[Tuple[np.ndarray, np.ndarray]] = None
+  feature_names: Tuple[str, ...] = ()
 
   @property
   def num_classes(self) -> int:
@@ -536,78 +541,6 @@ def load_mind(data_dir: Optional[str] = None) -> ClassificationData:
               "test": (x[test], labels[test])})
 
 
-def load_text_files(data_dir: Optional[str] = None,
-                    columns: Optional[user_files.Columns] = None
-                   ) -> ClassificationData:
-  """A user's own text files (`user_files`: formats, columns, checks).
-
-  Single-label rows give int64 class ids, multi-label rows multi-hot
-  float32 labels. A split without a file is cut from train by a seeded
-  stratified split (on each row's first class), small classes kept in
-  train.
-
-  Raises:
-    ValueError: one line naming the file, line and column, or the folder.
-  """
-  columns = columns or user_files.Columns()
-  files = user_files.split_files(data_dir)
-  rows = {split: user_files.read_rows(path, columns)
-          for split, path in files.items()}
-  names, from_labels = user_files.class_names(rows, columns,
-                                              read_class_names)
-  from_file = not from_labels
-  if from_labels:
-    logging.info("text_files: %d classes named by the train labels, sorted: "
-                 "%s.", len(names), ", ".join(names))
-  train = rows["train"]
-  multi = isinstance(train.labels[0], tuple)
-  ids = {"train": user_files.label_ids(train, names, from_file)}
-  present = {i for row in ids["train"] for i in row}
-  absent = [name for i, name in enumerate(names) if i not in present]
-  if absent:
-    raise ValueError(f"{train.path}: no train row has the class(es) "
-                     f"{', '.join(absent)} of "
-                     f"`class_names_file`={columns.class_names_file}.")
-  for split in rows:
-    if split == "train":
-      continue
-    if isinstance(rows[split].labels[0], tuple) != multi:
-      raise ValueError(f"{rows[split].places[0]}: "
-                       f"{'single' if multi else 'multi'}-label rows, but "
-                       f"{train.path} is {'multi' if multi else 'single'}-"
-                       "label.")
-    ids[split] = user_files.label_ids(rows[split], names, from_file, present)
-  texts = {split: np.array(r.texts, dtype=object) for split, r in rows.items()}
-  missing = [split for split in SPLITS if split not in rows]
-  if missing:
-    fraction = user_files.HELD_OUT_FRACTION
-    parts = stratified_split(
-        [row[0] for row in ids["train"]],
-        [fraction] * len(missing) + [1. - fraction * len(missing)],
-        columns.split_seed)
-    train_ids, train_texts = ids["train"], texts["train"]
-    for split, part in zip(missing + ["train"], parts):
-      if not len(part):
-        raise ValueError(f"{train.path}: {len(train_ids)} rows are too few "
-                         f"to cut a {split} split from; give a {split} file.")
-      ids[split] = [train_ids[i] for i in part]
-      texts[split] = train_texts[part]
-    logging.info("text_files: %s cut from %s (stratified, `split_seed`=%d).",
-                 " and ".join(missing), train.path, columns.split_seed)
-  splits = {}
-  for split in SPLITS:
-    if multi:
-      y = np.zeros([len(ids[split]), len(names)], np.float32)
-      for row, classes in enumerate(ids[split]):
-        y[row, list(classes)] = 1.0
-    else:
-      y = np.array([row[0] for row in ids[split]], np.int64)
-    splits[split] = (texts[split], y)
-  return ClassificationData(
-      name="text_files", class_names=tuple(names), instance_key="text",
-      instance_shape=(), instance_dtype=tf.string, splits=splits)
-
-
 def load_digits32(data_dir: Optional[str] = None) -> ClassificationData:
   """`digits` upscaled to 32x32x3 uint8 images (see module doc)."""
   digits = load_digits(data_dir)
@@ -866,49 +799,56 @@ _DATASETS: Dict[str, Callable[[Optional[str]], ClassificationData]] = {
     "imagenet2012": load_imagenet2012,
     "coco2017": load_coco2017,
     "voc2007": load_voc2007,
-    "text_files": load_text_files,
 }
 
-if set(_DATASETS) != set(DATASET_NAMES):
+if set(_DATASETS) | set(USER_DATASETS) != set(DATASET_NAMES):
   raise ImportError("datasets._DATASETS and catalog.DATASET_NAMES differ.")
 
 
 def get(name: str, data_dir: Optional[str] = None, download: bool = False,
         image_size: Optional[int] = None,
-        columns: Optional[user_files.Columns] = None) -> ClassificationData:
+        options: Optional[user_files.Options] = None) -> ClassificationData:
   """Loads the dataset called `name`.
 
   Args:
-    name: dataset name (`DATASET_NAMES`): `coco2017` and `voc2007` are
-      multi-label images (multi-hot float32 labels [num_classes]).
+    name: dataset name (`DATASET_NAMES`, or `tfds:<name>`): `coco2017` and
+      `voc2007` are multi-label images (multi-hot float32 labels
+      [num_classes]).
     data_dir: the dataset's files (TFDS data directory for TFDS datasets).
     download: TFDS datasets only: download and prepare missing data.
-    image_size: `RESIZED_DATASETS` only: side of the preprocessed images
-      (None: 224 for imagenet2012, coco2017 and voc2007; CIFAR-10 is always
-      32).
-    columns: `text_files` only: the columns, class names and split seed.
+    image_size: `RESIZED_DATASETS` and a user's images only: side of the
+      preprocessed images (None: 224; CIFAR-10 is always 32).
+    options: a user's data only: its columns, class names, split seed
+      (`user_files.Options`).
 
   Raises:
     ValueError: for an unknown name or missing/malformed data (the message
       names the file and line, or the dataset and directory).
   """
+  if name in USER_DATASETS or is_tfds(name):
+    # Imported here: the user loaders build on this module's types.
+    from rank4class_tf.data import user_records  # pylint: disable=g-import-not-at-top
+    return user_records.load(name, data_dir, options or user_files.Options(),
+                             image_size=image_size, download=download)
   if name not in _DATASETS:
     raise ValueError(f"Unknown dataset {name!r}; valid names: "
-                     f"{', '.join(DATASET_NAMES)}.")
+                     f"{', '.join(DATASET_NAMES)}, tfds:<name>.")
   if name in TFDS_DATASETS:
     return _DATASETS[name](data_dir, download=download, image_size=image_size)
-  if name == "text_files":
-    return load_text_files(data_dir, columns)
   return _DATASETS[name](data_dir)
 
 
 def from_config(config) -> ClassificationData:
   """The dataset of a `config.DataConfig` (name, data_dir, download,
-  image_size, and a user's files' columns)."""
+  image_size, and how to read a user's data)."""
   return get(config.dataset, config.data_dir, download=config.download,
              image_size=config.image_size,
-             columns=user_files.Columns(
+             options=user_files.Options(
                  text=config.text_column, label=config.label_column,
                  label_separator=config.label_separator,
                  class_names_file=config.class_names_file,
-                 split_seed=config.split_seed))
+                 split_seed=config.split_seed,
+                 feature_columns=tuple(config.feature_columns),
+                 instance_feature=config.instance_feature,
+                 tfds_splits=tuple(config.tfds_splits),
+                 skip_bad_records=config.skip_bad_records))

@@ -12,7 +12,7 @@ the serving signature, so training and serving read instances identically:
 All three implement `features.InstanceInputs`.
 """
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -23,18 +23,24 @@ from rank4class_tf.data import text
 
 
 class RawInputs:
-  """A numeric instance passed to the encoder as it is.
+  """A numeric instance passed to the encoder as it is, or standardised.
 
   Args:
     key: feature name (e.g. `image`).
     shape: shape of one instance.
     dtype: its dtype.
+    statistics: (mean, std), each of `shape`: the instance becomes
+      (x - mean) / std, in the tf.data pipeline and in the serving signature
+      alike (constants in the graph), so a served model takes raw values.
+      None: as it is.
   """
 
-  def __init__(self, key: str, shape: Tuple[int, ...], dtype: tf.DType):
+  def __init__(self, key: str, shape: Tuple[int, ...], dtype: tf.DType,
+               statistics: Optional[Tuple[np.ndarray, np.ndarray]] = None):
     self.key = key
     self.shape = tuple(shape)
     self.dtype = dtype
+    self.statistics = statistics
 
   def __call__(self, instance: tf.Tensor) -> Dict[str, tf.Tensor]:
     """[batch_size, ...] raw instances -> context features.
@@ -45,6 +51,10 @@ class RawInputs:
     if self.dtype.is_floating:
       instance = tf.debugging.assert_all_finite(
           instance, f"{self.key}: NaN or Inf values in the instance")
+    if self.statistics is not None:
+      mean, std = self.statistics
+      instance = ((instance - tf.constant(mean, self.dtype)) /
+                  tf.constant(std, self.dtype))
     return {self.key: instance}
 
   def serving_features(self, instance: tf.Tensor) -> Dict[str, tf.Tensor]:
@@ -136,4 +146,5 @@ def default_inputs(data) -> features.InstanceInputs:
   if data.preprocessing is not None:
     return images.ImageInputs(data.instance_key, data.preprocessing)
   return RawInputs(data.instance_key, data.instance_shape,
-                   data.instance_dtype)
+                   data.instance_dtype,
+                   data.feature_statistics)

@@ -34,8 +34,11 @@ import dataclasses
 import gzip
 import io
 import json
+import logging
+import math
 import os
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import (Callable, Dict, Iterator, List, Optional, Sequence,
+                    Tuple, Union)
 
 SPLITS = ("train", "validation", "test")
 FORMATS = (".csv", ".tsv", ".jsonl")
@@ -46,33 +49,50 @@ Label = Union[str, Tuple[str, ...]]
 
 
 @dataclasses.dataclass(frozen=True)
-class Columns:
-  """Where a user's files keep the instance and the label, and the classes.
+class Options:
+  """How to read a user's data: where the instance and the label are, the
+  classes, the split seed, and what to do with a bad record.
 
   Attributes:
     text: the text column (`text_column`).
-    label: the label column (`label_column`).
+    label: the label column or feature (`label_column`).
     label_separator: joins the names of a multi-label row in one field
       (empty: a multi-label row is a JSON list).
     class_names_file: one class name a line, index = class id (empty: the
       training labels, sorted).
     split_seed: seed of the stratified split that makes a missing split.
+    feature_columns: tabular files: the numeric columns (empty: every
+      column but the label).
+    instance_feature: TFRecord / TFDS: the text or image feature (empty: the
+      one there is besides the label).
+    tfds_splits: TFDS: `split=expression` entries mapping our splits to
+      TFDS split expressions.
+    skip_bad_records: skip (and count) a row, record or image that cannot be
+      read, instead of stopping at it.
   """
   text: str = "text"
   label: str = "label"
   label_separator: str = ""
   class_names_file: str = ""
   split_seed: int = 20220128
+  feature_columns: Tuple[str, ...] = ()
+  instance_feature: str = ""
+  tfds_splits: Tuple[str, ...] = ()
+  skip_bad_records: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class Rows:
-  """The rows of one split: texts, and their labels as class names (a tuple
-  of names for a multi-label row)."""
+  """The rows of one split: texts (or, for tabular files, feature vectors),
+  and their labels as class names (a tuple of names for a multi-label row).
+
+  `skipped` holds the one-line reason of every bad row left out
+  (`skip_bad_records`)."""
   path: str
-  texts: List[str]
+  texts: List
   labels: List[Label]
   places: List[str]  # Where each row is: `file:line`, or its own file.
+  skipped: List[str] = dataclasses.field(default_factory=list)
 
 
 def split_files(data_dir: Optional[str]) -> Dict[str, str]:
@@ -123,9 +143,12 @@ def _text(path: str) -> str:
     raise ValueError(f"{path}:{line}: not valid UTF-8.") from None
 
 
-def _records(path: str) -> List[Tuple[int, Dict[str, object]]]:
+def _records(path: str) -> List[Tuple[int, Union[Dict[str, object], str]]]:
   """(line, record) of every row: CSV / TSV rows under their header, or
-  JSONL objects."""
+  JSONL objects. A row that is not a record (a JSONL line that is not a JSON
+  object, a CSV row with another number of fields than the header) comes as
+  (line, the one-line reason) instead; a quoting error or bad UTF-8 stops the
+  file (the reader cannot find the next row for sure)."""
   text = _text(path)
   stem = path[:-3] if path.endswith(".gz") else path
   records = []
@@ -136,9 +159,10 @@ def _records(path: str) -> List[Tuple[int, Dict[str, object]]]:
       try:
         record = json.loads(line)
       except ValueError as e:
-        raise ValueError(f"{path}:{number}: not a JSON object ({e}).") from None
+        records.append((number, f"{path}:{number}: not a JSON object ({e})."))
+        continue
       if not isinstance(record, dict):
-        raise ValueError(f"{path}:{number}: not a JSON object.")
+        record = f"{path}:{number}: not a JSON object."
       records.append((number, record))
     return records
   reader = csv.reader(io.StringIO(text, newline=""),
@@ -152,14 +176,40 @@ def _records(path: str) -> List[Tuple[int, Dict[str, object]]]:
     for row in reader:
       if row:
         if len(row) != len(header):
-          raise ValueError(f"{path}:{start}: {len(row)} fields, the header "
-                           f"has {len(header)}.")
-        records.append((start, dict(zip(header, row))))
+          records.append((start, f"{path}:{start}: {len(row)} fields, the "
+                                 f"header has {len(header)}."))
+        else:
+          records.append((start, dict(zip(header, row))))
       start = reader.line_num + 1
   except csv.Error as e:
     raise ValueError(f"{path}:{reader.line_num}: CSV quoting error "
                      f"({e}).") from None
   return records
+
+
+def _good_records(path: str, skip: bool, skipped: List[str]
+                 ) -> Iterator[Tuple[int, Dict[str, object], Callable]]:
+  """(line, record, `bad`) of the file's readable records. A bad row raises
+  its ValueError, or with `skip` is appended to `skipped`; the caller does
+  the same with the `bad(reason)` it is given for a row it cannot use."""
+
+  def bad(reason: str) -> None:
+    if not skip:
+      raise ValueError(reason)
+    skipped.append(reason)
+
+  for number, record in _records(path):
+    if isinstance(record, str):
+      bad(record)
+      continue
+    yield number, record, bad
+
+
+def report_skipped(rows: "Rows") -> None:
+  """Logs how many bad rows of `rows` were skipped, and the first's reason."""
+  if rows.skipped:
+    logging.warning("%s: skipped %d bad row(s) (`skip_bad_records`); the "
+                    "first: %s", rows.path, len(rows.skipped), rows.skipped[0])
 
 
 def _label(value, path: str, number: int, column: str,
@@ -190,67 +240,137 @@ def _label(value, path: str, number: int, column: str,
   return tuple(str(n).strip() for n in names)
 
 
-def read_rows(path: str, columns: Columns) -> Rows:
+def read_rows(path: str, options: Options) -> Rows:
   """The texts and labels of one split's file (see the module doc).
 
   Raises:
     ValueError: `file:line` naming the column for a missing column, an
-      empty text or label, or a malformed row; naming the file when it
-      holds no row.
+      empty text or label, or a malformed row (unless
+      `options.skip_bad_records`: then skipped and counted); naming the file
+      when it holds no row.
   """
   if os.path.isdir(path):
-    return _folder_rows(path)
-  texts, labels, places = [], [], []
-  for number, record in _records(path):
-    for column in (columns.text, columns.label):
-      if column not in record:
-        flag = "text_column" if column == columns.text else "label_column"
-        raise ValueError(f"{path}:{number}: no column {column!r} (columns: "
-                         f"{', '.join(map(str, record))}); name it with "
-                         f"`{flag}`.")
-    text = record[columns.text]
-    if not isinstance(text, str) or not text.strip():
-      raise ValueError(f"{path}:{number}: column {columns.text!r}: empty "
-                       "text.")
+    return _folder_rows(path, options)
+  texts, labels, places, skipped = [], [], [], []
+  for number, record, bad in _good_records(path, options.skip_bad_records,
+                                           skipped):
+    try:
+      for column in (options.text, options.label):
+        if column not in record:
+          flag = "text_column" if column == options.text else "label_column"
+          raise ValueError(f"{path}:{number}: no column {column!r} (columns: "
+                           f"{', '.join(map(str, record))}); name it with "
+                           f"`{flag}`.")
+      text = record[options.text]
+      if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{path}:{number}: column {options.text!r}: empty "
+                         "text.")
+      label = _label(record[options.label], path, number, options.label,
+                     options.label_separator)
+    except ValueError as e:
+      bad(str(e))
+      continue
     texts.append(text)
-    labels.append(_label(record[columns.label], path, number, columns.label,
-                         columns.label_separator))
+    labels.append(label)
     places.append(f"{path}:{number}")
   if not texts:
-    raise ValueError(f"{path}: no rows.")
-  return Rows(path, texts, labels, places)
+    raise ValueError(f"{path}: no rows" +
+                     (f" ({len(skipped)} bad, skipped)." if skipped else "."))
+  return Rows(path, texts, labels, places, skipped)
 
 
-def _folder_rows(folder: str) -> Rows:
+def read_table(path: str, options: Options) -> Tuple[Tuple[str, ...], Rows]:
+  """The feature columns and rows of one split's tabular file: each row's
+  `texts` entry is its list of float features, in the columns' order.
+
+  The feature columns are `options.feature_columns`, else every column but
+  the label, in the header's order.
+
+  Raises:
+    ValueError: `file:line` naming the column for a missing column, a value
+      that is not a finite number, or a malformed row (unless
+      `options.skip_bad_records`); naming the file when it holds no row.
+  """
+  if os.path.isdir(path) or path.endswith((".jsonl", ".jsonl.gz")):
+    raise ValueError(f"{path}: tabular_files reads CSV or TSV files.")
+  vectors, labels, places, skipped = [], [], [], []
+  names = tuple(options.feature_columns)
+  for number, record, bad in _good_records(path, options.skip_bad_records,
+                                           skipped):
+    if not names:
+      names = tuple(c for c in record if c != options.label)
+      if not names:
+        raise ValueError(f"{path}: no feature column besides "
+                         f"{options.label!r}.")
+    try:
+      for column in names + (options.label,):
+        if column not in record:
+          flag = ("label_column" if column == options.label else
+                  "feature_columns")
+          raise ValueError(f"{path}:{number}: no column {column!r} (columns: "
+                           f"{', '.join(map(str, record))}); name it with "
+                           f"`{flag}`.")
+      vector = []
+      for column in names:
+        value = str(record[column]).strip()
+        try:
+          number_value = float(value)
+        except ValueError:
+          number_value = float("nan")
+        if not math.isfinite(number_value):
+          raise ValueError(f"{path}:{number}: column {column!r}: {value!r} "
+                           "is not a finite number.")
+        vector.append(number_value)
+      label = _label(record[options.label], path, number, options.label,
+                     options.label_separator)
+    except ValueError as e:
+      bad(str(e))
+      continue
+    vectors.append(vector)
+    labels.append(label)
+    places.append(f"{path}:{number}")
+  if not vectors:
+    raise ValueError(f"{path}: no rows" +
+                     (f" ({len(skipped)} bad, skipped)." if skipped else "."))
+  return names, Rows(path, vectors, labels, places, skipped)
+
+
+def _folder_rows(folder: str, options: Options) -> Rows:
   """Keras' `text_dataset_from_directory` layout: `folder/<class>/*.txt`,
   one text a file, the class its folder's name."""
   classes = sorted(n for n in os.listdir(folder)
                    if os.path.isdir(os.path.join(folder, n)))
   if not classes:
     raise ValueError(f"{folder}: no class folders (<split>/<class>/*.txt).")
-  texts, labels, places = [], [], []
+  texts, labels, places, skipped = [], [], [], []
   for name in classes:
     for file in sorted(os.listdir(os.path.join(folder, name))):
       path = os.path.join(folder, name, file)
       if not file.endswith(".txt") or not os.path.isfile(path):
         continue
-      text = _text(path)
-      if not text.strip():
-        raise ValueError(f"{path}: empty text.")
+      try:
+        text = _text(path)
+        if not text.strip():
+          raise ValueError(f"{path}: empty text.")
+      except ValueError as e:
+        if not options.skip_bad_records:
+          raise
+        skipped.append(str(e))
+        continue
       texts.append(text)
       labels.append(name)
       places.append(path)
   if not texts:
     raise ValueError(f"{folder}: no .txt files in its class folders.")
-  return Rows(folder, texts, labels, places)
+  return Rows(folder, texts, labels, places, skipped)
 
 
-def class_names(rows: Dict[str, Rows], columns: Columns,
+def class_names(rows: Dict[str, Rows], options: Options,
                 read_names) -> Tuple[Tuple[str, ...], bool]:
   """(class names, whether they came from the labels): `class_names_file`
   read with `read_names`, else the training labels' names, sorted."""
-  if columns.class_names_file:
-    return tuple(read_names(columns.class_names_file)), False
+  if options.class_names_file:
+    return tuple(read_names(options.class_names_file)), False
   seen = set()
   for label in rows["train"].labels:
     seen.update(label if isinstance(label, tuple) else (label,))
@@ -258,24 +378,27 @@ def class_names(rows: Dict[str, Rows], columns: Columns,
 
 
 def label_ids(rows: Rows, names: Sequence[str], from_file: bool,
-              train_ids: Optional[set] = None) -> List[Tuple[int, ...]]:
-  """Each row's class ids. A label is a name of `names`, or, when the names
-  came from a file, an integer id into them.
+              train_ids: Optional[set] = None,
+              skip: bool = False) -> Tuple[Rows, List[Tuple[int, ...]]]:
+  """The rows kept and each one's class ids. A label is a name of `names`,
+  or, when the names came from a file, an integer id into them.
 
   Raises:
-    ValueError: `file:line` for an unknown label, a class no train row has
-      (`train_ids` given), or single labels mixed with lists.
+    ValueError: `file:line` for an unknown label or a class no train row has
+      (`train_ids` given), unless `skip`: then the row is left out and its
+      reason added to the rows' `skipped`; for single labels mixed with lists
+      (always: the data, not a row, is wrong).
   """
   index = {name: i for i, name in enumerate(names)}
   multi = isinstance(rows.labels[0], tuple)
-  out = []
-  for label, place in zip(rows.labels, rows.places):
+  out, kept = [], []
+  for row, (label, place) in enumerate(zip(rows.labels, rows.places)):
     if isinstance(label, tuple) != multi:
       raise ValueError(
           f"{place}: a {'single label' if multi else 'list'} "
           f"among {'lists' if multi else 'single labels'}: a data set is "
           "single- or multi-label.")
-    ids = []
+    ids, reason = [], None
     for name in (label if multi else (label,)):
       if name in index:
         ids.append(index[name])
@@ -283,10 +406,24 @@ def label_ids(rows: Rows, names: Sequence[str], from_file: bool,
         ids.append(int(name))
       else:
         source = "" if from_file else ", named by the train labels"
-        raise ValueError(f"{place}: label {name!r} is not a "
-                         f"class ({len(names)} classes{source}).")
+        reason = (f"{place}: label {name!r} is not a "
+                  f"class ({len(names)} classes{source}).")
+        break
       if train_ids is not None and ids[-1] not in train_ids:
-        raise ValueError(f"{place}: label {name!r}: no train "
-                         "row has this class.")
+        reason = f"{place}: label {name!r}: no train row has this class."
+        break
+    if reason:
+      if not skip:
+        raise ValueError(reason)
+      rows.skipped.append(reason)
+      continue
     out.append(tuple(ids))
-  return out
+    kept.append(row)
+  if len(kept) == len(rows.labels):
+    return rows, out
+  if not kept:
+    raise ValueError(f"{rows.path}: no rows ({len(rows.skipped)} bad, "
+                     "skipped).")
+  return Rows(rows.path, [rows.texts[i] for i in kept],
+              [rows.labels[i] for i in kept],
+              [rows.places[i] for i in kept], rows.skipped), out

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow_ranking as tfr
 
 from rank4class_tf import catalog
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import classes as classes_lib
 from rank4class_tf.data import datasets
@@ -190,5 +191,11 @@ def resolve_defaults(config: config_lib.TrainConfig
 
 
 def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:
-  """The run's dataset (`datasets.from_config`)."""
-  return datasets.from_config(config.data)
+  """The run's dataset (`datasets.from_config`); for a dataset whose kind
+  only its data says (a TFRecord's or a TFDS data set's instances), the
+  encoder is checked against it here (`checks.check_data_kind`)."""
+  data = datasets.from_config(config.data)
+  if catalog.kind(config.data.dataset) is None:
+    checks.check_data_kind(config.model.encoder, config.data.dataset,
+                           "text" if data.is_text else "image")
+  return data
