@@ -26,22 +26,35 @@ the next, so memory does not grow with the input. A bad line (empty,
 not UTF-8, too many segments) stops with one line naming it, after the
 rankings of the batches before it. For two-segment datasets (MIND: title and
 abstract) an instance is `title<TAB>abstract`.
+
+Runs on images (image_folder, CIFAR-10, ...) rank image files:
+--image=a.jpg,b.png, or one path a line on standard input; runs on a user's
+table (tabular_files) rank feature vectors: --features=5.1,3.5,1.4,0.2, or
+one comma-separated row a line on standard input, in the training columns'
+order (raw values: the model standardises them).
 """
 
+import os
 import sys
 
 from absl import app
 from absl import flags
 import numpy as np
+import tensorflow as tf
 
 from pipelines import console
 from pipelines import line_input
+from rank4class_tf.data import user_datasets
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
 flags.DEFINE_string("text", None, "One instance; stdin lines when absent.")
+flags.DEFINE_list("image", None, "Image files to rank (runs on images); "
+                  "stdin lines are paths when absent.")
+flags.DEFINE_list("features", None, "One feature vector, comma-separated "
+                  "(runs on a table); stdin rows when absent.")
 flags.DEFINE_integer("top_k", 5, "Classes printed per instance.")
 flags.DEFINE_integer("batch_size", 256,
                      "Instances read from stdin and ranked per call: memory "
@@ -88,6 +101,66 @@ def parse_instances(lines, source, num_segments, first_line=1):
   return np.array(rows, dtype=object)
 
 
+def parse_vectors(lines, source, num_features, first_line=1):
+  """Comma-separated rows of numbers -> float32 [n, num_features]."""
+  rows = []
+  for number, line in enumerate(lines, start=first_line):
+    if isinstance(line, bytes):
+      line = line.decode("utf-8", "replace")
+    fields = [f.strip() for f in line.strip().split(",")]
+    try:
+      row = [float(f) for f in fields]
+    except ValueError:
+      row = []
+    if len(row) != num_features or not np.all(np.isfinite(row)):
+      raise ValueError(f"{source}:{number}: expected {num_features} "
+                       f"comma-separated finite numbers, got {line.strip()!r}.")
+    rows.append(row)
+  return np.array(rows, np.float32)
+
+
+def read_images(lines, source, first_line=1):
+  """Image paths -> a list of uint8 [1, height, width, 3] (one image per
+  call: sizes differ)."""
+  out = []
+  for number, line in enumerate(lines, start=first_line):
+    path = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    path = path.strip()
+    problem = (user_datasets.undecodable(path) if os.path.isfile(path) else
+               "no such file.")
+    if problem:
+      raise ValueError(f"{source}:{number}: {path}: {problem}")
+    out.append(user_datasets.decode(tf.io.read_file(path)).numpy()[None])
+  return out
+
+
+def rank_lines(ranker, lines, name, first, kind, num_segments):
+  """Rankings of one batch of input lines (text, image paths or rows)."""
+  if kind == "image":
+    return [ranking for image in read_images(lines, name, first)
+            for ranking in ranker.rank(image, FLAGS.top_k)]
+  if kind == "vector":
+    return ranker.rank(parse_vectors(lines, name, ranker.instance_shape[0],
+                                     first), FLAGS.top_k)
+  instances = parse_instances(lines, name, num_segments, first)
+  if FLAGS.classes is None:
+    return ranker.rank(instances, FLAGS.top_k)
+  return ranker.rank_class_list(instances, FLAGS.classes, FLAGS.top_k)
+
+
+def input_kind(ranker):
+  """`text`, `image` or `vector`: what the export ranks."""
+  if ranker.instance_dtype == tf.string:
+    return "text"
+  if len(ranker.instance_shape) == 3 and ranker.instance_shape[-1] == 3:
+    return "image"
+  if len(ranker.instance_shape) == 1:
+    return "vector"
+  raise ValueError(f"{FLAGS.model_dir} ranks instances of shape "
+                   f"{ranker.instance_shape}: predict reads text, image "
+                   "files and feature vectors.")
+
+
 def print_rankings(rankings, first):
   """`name<TAB>score` lines per instance, an empty line between instances."""
   for i, ranking in enumerate(rankings):
@@ -115,23 +188,30 @@ def main(argv):
       raise ValueError(f"--classes: {FLAGS.model_dir} ranks its training "
                        "classes only (train with --class_encoder=text to "
                        "rank class lists).")
-    if ranker.instance_shape not in ((), (2,)):
-      raise ValueError(f"{FLAGS.model_dir} was not trained on text.")
-    num_segments = ranker.instance_shape[0] if ranker.instance_shape else 1
-    if FLAGS.text is not None:
-      source = [(1, [FLAGS.text])]
-      name = "--text"
+    kind = input_kind(ranker)
+    given = {"text": FLAGS.text, "image": FLAGS.image,
+             "vector": FLAGS.features}
+    flag = {"text": "--text", "image": "--image", "vector": "--features"}
+    for other in given:
+      if other != kind and given[other] is not None:
+        raise ValueError(f"{flag[other]}: {FLAGS.model_dir} ranks "
+                         f"{'texts' if kind == 'text' else kind + 's'}; "
+                         f"use {flag[kind]}.")
+    if FLAGS.classes is not None and kind != "text":
+      raise ValueError("--classes: class lists rank texts only.")
+    num_segments = (ranker.instance_shape[0] if kind == "text" and
+                    ranker.instance_shape else 1)
+    if given[kind] is not None:
+      lines = ([",".join(FLAGS.features)] if kind == "vector" else
+               given[kind] if kind == "image" else [FLAGS.text])
+      source = [(1, lines)]
+      name = flag[kind]
     else:
       source = line_input.batches(sys.stdin.buffer, FLAGS.batch_size)
       name = "<stdin>"
     printed = False
     for first, lines in source:
-      instances = parse_instances(lines, name, num_segments, first)
-      if FLAGS.classes is None:
-        rankings = ranker.rank(instances, FLAGS.top_k)
-      else:
-        rankings = ranker.rank_class_list(instances, FLAGS.classes,
-                                          FLAGS.top_k)
+      rankings = rank_lines(ranker, lines, name, first, kind, num_segments)
       print_rankings(rankings, first=not printed)
       sys.stdout.flush()
       printed = True

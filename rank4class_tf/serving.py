@@ -316,7 +316,9 @@ class ExportedRanker:
     class_names: the run's classes, index = class id.
     instance_key: name of the serving input.
     instance_shape: shape of one raw instance: () for one string, (2,) for
-      MIND's (title, abstract), (8, 8, 1) for digits.
+      MIND's (title, abstract), (8, 8, 1) for digits, (None, None, 3) for
+      images of any size, (num_features,) for a user's table.
+    instance_dtype: its dtype (tf.string for text).
   """
 
   def __init__(self, model_dir: str, export: str = run_dir_lib.BEST_EXPORT):
@@ -349,6 +351,7 @@ class ExportedRanker:
       spec = tf.TensorSpec([None, *self.instance_shape], spec.dtype)
     else:  # A run exported with a static serving shape.
       self.instance_key, self.instance_shape = key, tuple(spec.shape[1:])
+    self.instance_dtype = spec.dtype
     self.class_names = self._class_names(model_dir, spec)
 
   def _class_names(self, model_dir: str, spec: tf.TensorSpec) -> List[str]:

@@ -1,0 +1,287 @@
+"""Tests of a user's image folders and tables, and of skipping bad rows
+(`user_datasets`; text files' formats are in test_user_files.py)."""
+
+import logging
+import os
+import tempfile
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import helpers
+
+from rank4class_tf import checks
+from rank4class_tf import config as config_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.data import inputs as inputs_lib
+from rank4class_tf.data import user_files
+
+
+def write(folder, name, content):
+  path = os.path.join(folder, name)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "wb") as f:
+    f.write(content.encode("utf-8") if isinstance(content, str) else content)
+  return path
+
+
+def png(height, width, value, channels=3):
+  image = np.full([height, width, channels], value, np.uint8)
+  return tf.io.encode_png(image).numpy()
+
+
+def jpeg(height, width, value):
+  return tf.io.encode_jpeg(np.full([height, width, 3], value,
+                                   np.uint8)).numpy()
+
+
+def load(name, folder, image_size=None, **options):
+  return datasets.get(name, folder, image_size=image_size,
+                      options=user_files.Options(**options))
+
+
+class ImageFolderTest(tf.test.TestCase):
+
+  def folder(self):
+    """train/{cat,dog}, test/{cat,dog}: sizes, grey, RGBA, JPEG, a stray
+    file; no validation folder (cut from train)."""
+    folder = tempfile.mkdtemp()
+    for i in range(10):
+      write(folder, f"train/cat/c{i}.png", png(5 + i, 7, 10 + i))
+      write(folder, f"train/dog/d{i}.JPG", jpeg(9, 4 + i, 200))
+    write(folder, "train/dog/grey.png", png(6, 6, 77, channels=1))
+    write(folder, "train/cat/alpha.png", png(3, 3, 50, channels=4))
+    write(folder, "train/cat/notes.txt", "not an image")
+    write(folder, "test/cat/t.png", png(4, 4, 1))
+    write(folder, "test/dog/t.png", png(4, 4, 2))
+    return folder
+
+  def test_layout_sizes_and_colour_modes(self):
+    data = load("image_folder", self.folder(), image_size=16)
+    self.assertEqual(data.class_names, ("cat", "dog"))
+    self.assertEqual(data.instance_shape, (16, 16, 3))
+    # 11 cats and 11 dogs; 10% of each cut for validation (1 each).
+    self.assertEqual([data.size(s) for s in datasets.SPLITS], [20, 2, 2])
+    pairs = list(data.dataset("test").as_numpy_iterator())
+    self.assertEqual([p[1] for p in pairs], [0, 1])
+    self.assertAllEqual(pairs[0][0], np.full([4, 4, 3], 1, np.uint8))
+    images = {img.shape[:2]: (img, label) for img, label in
+              data.dataset("train").concatenate(
+                  data.dataset("validation")).as_numpy_iterator()}
+    grey, label = images[(6, 6)]
+    self.assertEqual(label, 1)
+    self.assertAllEqual(grey, np.full([6, 6, 3], 77, np.uint8))  # Grey->RGB.
+    alpha, label = images[(3, 3)]
+    self.assertEqual((alpha.shape, label), ((3, 3, 3), 0))  # RGBA -> RGB.
+    batch = next(iter(datasets.ranking_dataset(data, "test", 2,
+                                               training=False)))
+    self.assertEqual(batch[0]["image"].shape, [2, 16, 16, 3])
+
+  def test_training_stream_reshuffles_files_every_pass(self):
+    data = load("image_folder", self.folder(), image_size=8)
+    stream = data.dataset("train", shuffle_files=True, seed=3).map(
+        lambda image, label: tf.shape(image)[0] * 100 + tf.shape(image)[1])
+    epochs = list(stream.repeat(2).as_numpy_iterator())
+    first, second = epochs[:20], epochs[20:]
+    self.assertCountEqual(first, second)
+    self.assertNotEqual(first, second)
+    again = data.dataset("train", shuffle_files=True, seed=3).map(
+        lambda image, label: tf.shape(image)[0] * 100 + tf.shape(image)[1])
+    self.assertEqual(list(again.as_numpy_iterator()), first)
+
+  def test_a_corrupt_image_is_refused_or_skipped(self):
+    folder = self.folder()
+    bad = write(folder, "train/dog/broken.png", b"\x89PNG\r\n\x1a\nnot png")
+    with self.assertRaisesRegex(
+        ValueError, "^" + bad + ": cannot be decoded as an image") as raised:
+      load("image_folder", folder)
+    self.assertNotIn("\n", str(raised.exception))
+    with self.assertLogs(level=logging.WARNING) as logs:
+      data = load("image_folder", folder, skip_bad_records=True)
+    self.assertEqual(data.size("train") + data.size("validation"), 22)
+    self.assertIn("skipped 1 bad row(s)", "\n".join(logs.output))
+
+  def test_refusals(self):
+    folder = self.folder()
+    write(folder, "test/bird/b.png", png(4, 4, 3))
+    with self.assertRaisesRegex(ValueError, r"test/bird/b\.png: label "
+                                r"'bird' is not a class \(2 classes, named "
+                                r"by the train labels\)\.$"):
+      load("image_folder", folder)
+    empty = tempfile.mkdtemp()
+    os.makedirs(os.path.join(empty, "train", "cat"))
+    with self.assertRaisesRegex(ValueError, r"train: no images \(\.jpg, "):
+      load("image_folder", empty)
+    with self.assertRaisesRegex(ValueError, r"holds no train/ folder"):
+      load("image_folder", tempfile.mkdtemp())
+
+  def test_checks_take_image_encoders_and_image_size(self):
+    config = config_lib.TrainConfig.create(
+        dataset="image_folder", data_dir="unused", encoder="resnet50",
+        image_size=64, model_dir="unused")
+    checks.validate(config)
+    with self.assertRaisesRegex(ValueError, r"`encoder`='bert' cannot read "
+                                "the numeric dataset 'image_folder'"):
+      checks.validate(config.replace(encoder="bert"))
+
+
+class TabularFilesTest(tf.test.TestCase):
+
+  def test_columns_standardised_in_the_model_input(self):
+    folder = tempfile.mkdtemp()
+    write(folder, "train.csv", "a,b,kind,note\n"
+          "1,10,x,7\n3,10,y,7\n5,10,x,7\n7,10,y,7\n")
+    write(folder, "validation.csv", "a,b,kind,note\n2,11,y,0\n")
+    write(folder, "test.tsv", "a\tb\tkind\tnote\n4\t9\tx\t0\n")
+    data = load("tabular_files", folder, label="kind",
+                feature_columns=("a", "b"))
+    self.assertEqual(data.class_names, ("x", "y"))
+    self.assertEqual(data.feature_names, ("a", "b"))
+    self.assertEqual(data.instance_shape, (2,))
+    x, y = data.splits["train"]
+    self.assertAllEqual(x, [[1, 10], [3, 10], [5, 10], [7, 10]])
+    self.assertAllEqual(y, [0, 1, 0, 1])
+    mean, std = data.feature_statistics
+    self.assertAllClose(mean, [4.0, 10.0])
+    self.assertAllClose(std, [np.sqrt(5.0), 1.0])  # A constant column: 1.
+    inputs = inputs_lib.default_inputs(data)
+    features = inputs(tf.constant(data.splits["validation"][0]))
+    self.assertAllClose(features["features"], [[-2 / np.sqrt(5.0), 1.0]])
+    # The served model reads raw vectors the same way.
+    self.assertAllClose(inputs.serving_features(tf.constant([[4., 9.]])
+                                               )["features"], [[0.0, -1.0]])
+
+  def test_every_column_but_the_label_by_default(self):
+    folder = tempfile.mkdtemp()
+    write(folder, "train.csv", "label,f1,f2\n" + "".join(
+        f"{'pq'[i % 2]},{i},{-i}\n" for i in range(20)))
+    data = load("tabular_files", folder)
+    self.assertEqual(data.feature_names, ("f1", "f2"))
+    self.assertEqual([data.size(s) for s in datasets.SPLITS], [16, 2, 2])
+
+  def test_bad_values_are_refused_or_skipped(self):
+    folder = tempfile.mkdtemp()
+    write(folder, "train.csv", "f,label\n1,p\nnan,q\nabc,p\n2,q\n3,p\n4,q\n")
+    write(folder, "validation.csv", "f,label\n1,p\n")
+    write(folder, "test.csv", "f,label\n1,q\n")
+    with self.assertRaisesRegex(ValueError, r"train\.csv:3: column 'f': "
+                                r"'nan' is not a finite number\.$"):
+      load("tabular_files", folder)
+    with self.assertLogs(level=logging.WARNING) as logs:
+      data = load("tabular_files", folder, skip_bad_records=True)
+    self.assertAllEqual(data.splits["train"][0][:, 0], [1, 2, 3, 4])
+    self.assertIn("skipped 2 bad row(s) (`skip_bad_records`); the first: "
+                  + os.path.join(folder, "train.csv") + ":3:",
+                  "\n".join(logs.output))
+    write(folder, "train.csv", "f,label\n1,p\n2,q\n")
+    write(folder, "test.csv", "g,label\n1,q\n")
+    with self.assertRaisesRegex(ValueError, r"test\.csv:2: no column 'f' "
+                                r"\(columns: g, label\); name it with "
+                                "`feature_columns`"):
+      load("tabular_files", folder)
+
+  def test_checks_take_the_mlp_encoder_only(self):
+    config = config_lib.TrainConfig.create(
+        dataset="tabular_files", data_dir="unused", encoder="mlp",
+        model_dir="unused")
+    checks.validate(config)
+    with self.assertRaisesRegex(ValueError, r"`encoder`='small_cnn' cannot "
+                                "read the feature vectors of "
+                                r"`dataset`=tabular_files; use `encoder`=mlp"):
+      checks.validate(config.replace(encoder="small_cnn"))
+
+
+class SkipBadRowsTest(tf.test.TestCase):
+
+  def test_text_rows_skipped_and_counted(self):
+    folder = tempfile.mkdtemp()
+    write(folder, "train.csv", "text,label\na,x\n ,y\nb,y\nc,x,extra\nd,x\n"
+          "e,y\n")
+    write(folder, "validation.jsonl", '{"text": "f", "label": "x"}\n[1]\n'
+          '{"text": "g", "label": "z"}\n')
+    write(folder, "test.csv", "text,label\nh,y\n")
+    with self.assertRaisesRegex(ValueError, r"train\.csv:3: column 'text': "
+                                r"empty text\.$"):
+      load("text_files", folder)
+    with self.assertLogs(level=logging.WARNING) as logs:
+      data = load("text_files", folder, skip_bad_records=True)
+    self.assertEqual(list(data.splits["train"][0]), ["a", "b", "d", "e"])
+    self.assertEqual(list(data.splits["validation"][0]), ["f"])
+    output = "\n".join(logs.output)
+    self.assertIn("train.csv: skipped 2 bad row(s)", output)
+    self.assertIn("validation.jsonl: skipped 2 bad row(s)", output)
+    self.assertIn("validation.jsonl:2: not a JSON object.", output)
+
+  def test_all_rows_bad(self):
+    folder = tempfile.mkdtemp()
+    write(folder, "train.csv", "text,label\n ,x\n")
+    with self.assertRaisesRegex(ValueError, r"train\.csv: no rows \(1 bad, "
+                                r"skipped\)\.$"):
+      load("text_files", folder, skip_bad_records=True)
+
+
+if __name__ == "__main__":
+  tf.test.main()
+
+
+@pytest.mark.slow
+class EndToEndTest(tf.test.TestCase):
+  """train, evaluate and predict on an image folder and a table."""
+
+  def test_image_folder(self):
+    folder = tempfile.mkdtemp()
+    for i in range(12):
+      write(folder, f"train/dark/{i}.png", png(10 + i, 12, 20 + i))
+      write(folder, f"train/light/{i}.jpg", jpeg(14, 9 + i, 230 - i))
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    helpers.run_module(
+        "pipelines.train", "--dataset=image_folder", f"--data_dir={folder}",
+        "--image_size=32", "--encoder=small_cnn", "--train_steps=40",
+        "--eval_every=20", "--batch_size=8", "--learning_rate=0.01",
+        f"--model_dir={model_dir}")
+    results = helpers.evaluate(model_dir, "test")
+    self.assertEqual(results["num_examples"], 2)
+    out = helpers.run_module(
+        "pipelines.predict", f"--model_dir={model_dir}", "--top_k=2",
+        f"--image={folder}/train/dark/0.png,{folder}/train/light/3.jpg")
+    rankings = [block.splitlines() for block in out.stdout.split("\n\n")]
+    self.assertLen(rankings, 2)
+    for ranking in rankings:
+      self.assertCountEqual([line.split("\t")[0] for line in ranking],
+                            ["dark", "light"])
+    bad = helpers.run_module("pipelines.predict", f"--model_dir={model_dir}",
+                             "--text=hello", check=False)
+    self.assertEqual(bad.returncode, 1)
+    self.assertEqual(bad.stderr.strip().splitlines()[-1],
+                     f"predict: --text: {model_dir} ranks images; use "
+                     "--image.")
+
+  def test_tabular_files(self):
+    folder = tempfile.mkdtemp()
+    rng = np.random.RandomState(0)
+    rows = ["width,kind,height"]
+    for i in range(60):
+      kind = "pq"[i % 2]
+      rows.append(f"{rng.normal(100 if kind == 'p' else 300, 10):.2f},{kind},"
+                  f"{rng.normal(5, 1):.2f}")
+    write(folder, "train.csv", "\n".join(rows) + "\n")
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    helpers.run_module(
+        "pipelines.train", "--dataset=tabular_files", f"--data_dir={folder}",
+        "--label_column=kind", "--encoder=mlp", "--train_steps=60",
+        "--eval_every=30", "--batch_size=8", "--learning_rate=0.01",
+        f"--model_dir={model_dir}")
+    results = helpers.evaluate(model_dir, "test")
+    self.assertEqual(results["num_examples"], 6)
+    self.assertEqual(results["top1_accuracy"], 1.0)  # Far apart classes.
+    # Raw values: the served model standardises them itself.
+    out = helpers.run_module("pipelines.predict", f"--model_dir={model_dir}",
+                             "--top_k=1", stdin="98.0,5.1\n305,4.0\n")
+    self.assertEqual([block.split("\t")[0] for block in
+                      out.stdout.strip().split("\n\n")], ["p", "q"])
+    bad = helpers.run_module("pipelines.predict", f"--model_dir={model_dir}",
+                             "--features=1,2,3", check=False)
+    self.assertEqual(bad.stderr.strip().splitlines()[-1],
+                     "predict: --features:1: expected 2 comma-separated "
+                     "finite numbers, got '1,2,3'.")
