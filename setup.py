@@ -24,7 +24,8 @@ setuptools.setup(
     include_package_data=True,
     package_data={"rank4class_tf": ["sorting/pretrained/*",
                                    "study/paper_tables/*.json"],
-                  "rank4class_tf.data.shipped": ["README.md", "goemotions/*"]},
+                  "rank4class_tf.data.shipped": ["README.md", "goemotions/*",
+                                                "examples/emotions_csv/*"]},
     # Two stacks (README, "Two stacks"): the reference one on Python 3.11
     # and the current one on 3.12+. Exact versions live in constraints.txt and
     # constraints-current.txt; install with
