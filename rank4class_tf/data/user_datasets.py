@@ -39,6 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf.data import images
+from rank4class_tf.data import streamed_files
 from rank4class_tf.data import user_files
 from rank4class_tf.data.datasets import (  # pylint: disable=g-multiple-import
     SPLITS, ClassificationData, Stream, read_class_names, stratified_split)
@@ -127,10 +128,19 @@ def label_array(ids: Sequence[Tuple[int, ...]], num_classes: int,
 def load_text_files(data_dir: Optional[str],
                     options: Optional[user_files.Options] = None
                    ) -> ClassificationData:
-  """A user's own text files (`user_files`: formats, columns, checks)."""
+  """A user's own text files (`user_files`: formats, columns, checks), held
+  in memory, or streamed when a split's file is larger than
+  `streamed_files.STREAM_BYTES`."""
   options = options or user_files.Options()
+  files = user_files.split_files(data_dir)
+  if streamed_files.should_stream(files):
+    names, streams = streamed_files.load(files, options, read_class_names)
+    return ClassificationData(
+        name="text_files", class_names=names, instance_key="text",
+        instance_shape=(), instance_dtype=tf.string, streams=streams,
+        shuffle_buffer=streamed_files.SHUFFLE_BUFFER)
   rows = {split: user_files.read_rows(path, options)
-          for split, path in user_files.split_files(data_dir).items()}
+          for split, path in files.items()}
   names, parts = labelled_splits(rows, options, "text_files")
   multi = isinstance(rows["train"].labels[0], tuple)
   splits = {split: (np.array(texts, dtype=object),

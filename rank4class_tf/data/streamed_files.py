@@ -1,0 +1,378 @@
+"""A user's text files larger than memory, streamed by tf.data (`text_files`).
+
+`text_files` reads its splits into memory (`user_files`) unless one split's
+file is larger than `STREAM_BYTES` (256 MiB on disk): then every split
+streams from its file and training never holds a split in Python.
+
+* **Reading**: CSV and TSV (optionally gzipped) through
+  `tf.data.experimental.CsvDataset`, TensorFlow's C++ RFC 4180 reader (quoted
+  fields with the delimiter, doubled quotes and line breaks inside), only the
+  text and label columns parsed; JSONL line by line through
+  `tf.data.TextLineDataset` with each line parsed by Python's `json`.
+* **One streaming pass** counts the rows and the classes of every split and
+  checks every row as the in-memory reader does (an empty text, bad UTF-8, a
+  label that is not a class, a row the reader cannot parse): errors name the
+  file and the record (the row's number after the header, 1-based; a CSV
+  record may span lines). Its result is cached under `cache_dir()`, keyed by
+  the files' SHA-256 and the reading options, so the next run on the same
+  data skips it (hashing 2 GB takes seconds; the pass, minutes).
+* **Training** streams the file through a `SHUFFLE_BUFFER` of rows; the
+  class names become ids in the graph (a `tf.lookup.StaticHashTable`).
+* **A missing split** is cut from train by a seeded hash of the record
+  number (`bucket`, 10% each): deterministic, but not stratified (that would
+  need the labels of every row in memory), unlike the in-memory cut.
+* **Multi-worker** training shards the file by record (tf.data's automatic
+  `DATA` sharding: every worker reads the file and keeps its share).
+
+Limits, each refused with one line: multi-label rows (a list label), the
+Keras folder layout (it is many small files, read in memory), and
+`--class_encoder=text` or the feature cache, which need every text.
+"""
+
+import collections
+import csv
+import dataclasses
+import gzip
+import hashlib
+import json
+import logging
+import os
+from typing import Dict, Optional, Tuple
+
+import tensorflow as tf
+
+from rank4class_tf import fileio
+from rank4class_tf.data import datasets
+from rank4class_tf.data import user_files
+
+# A split file larger than this (bytes on disk) makes every split stream.
+STREAM_BYTES = 256 * 2**20
+# Rows mixed by the training shuffle of a streamed split.
+SHUFFLE_BUFFER = 10_000
+# Where the pass's counts are cached: this variable, else ~/.cache/....
+CACHE_ENV = "RANK4CLASS_CACHE_DIR"
+# The held-out share per missing split, in tenths (`bucket`).
+BUCKETS = 10
+_PASS_BATCH = 4096
+
+
+def cache_dir() -> str:
+  """The folder of the cached counts: $RANK4CLASS_CACHE_DIR, else
+  ~/.cache/rank4class_tf/streamed_files."""
+  return os.environ.get(CACHE_ENV) or os.path.join(
+      os.path.expanduser("~"), ".cache", "rank4class_tf", "streamed_files")
+
+
+def should_stream(files: Dict[str, str]) -> bool:
+  """Whether a split's file is larger than `STREAM_BYTES`."""
+  return any(os.path.isfile(path) and os.path.getsize(path) > STREAM_BYTES
+             for path in files.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+  """One split's file and where its text and label are.
+
+  Attributes:
+    path: the file.
+    delimiter: `,` or a tab; None for JSONL.
+    text_index: the text column's index (CSV / TSV).
+    label_index: the label column's index (CSV / TSV).
+  """
+  path: str
+  delimiter: Optional[str]
+  text_index: int = 0
+  label_index: int = 0
+
+  @property
+  def compression(self) -> str:
+    return "GZIP" if self.path.endswith(".gz") else ""
+
+
+def source(path: str, options: user_files.Options) -> Source:
+  """The `Source` of a split's file, its header read for the columns.
+
+  Raises:
+    ValueError: naming the file: a folder, an empty file, a missing column.
+  """
+  if os.path.isdir(path):
+    raise ValueError(f"{path}: a folder of texts is read in memory; a split "
+                     "file larger than memory streams only as CSV, TSV or "
+                     "JSONL.")
+  stem = path[:-3] if path.endswith(".gz") else path
+  if stem.endswith(".jsonl"):
+    return Source(path, None)
+  delimiter = "\t" if stem.endswith(".tsv") else ","
+  opener = gzip.open if path.endswith(".gz") else open
+  with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+    header = next(csv.reader(f, delimiter=delimiter), None)
+  if not header:
+    raise ValueError(f"{path}: empty file (a header row is needed).")
+  indices = {}
+  for column, flag in ((options.text, "text_column"),
+                       (options.label, "label_column")):
+    if column not in header:
+      raise ValueError(f"{path}:1: no column {column!r} (columns: "
+                       f"{', '.join(header)}); name it with `{flag}`.")
+    indices[flag] = header.index(column)
+  return Source(path, delimiter, indices["text_column"],
+                indices["label_column"])
+
+
+def _jsonl_pair(line: bytes, text: str, label: str) -> Tuple[bytes, bytes]:
+  """(text, label) of a JSONL line; (b"", b"") when it is not a record with
+  a string text and a string or integer label."""
+  try:
+    record = json.loads(line)
+    value = record[label]
+    if not isinstance(record[text], str) or isinstance(value, bool):
+      raise TypeError
+    if not isinstance(value, (str, int)):
+      raise TypeError
+    return record[text].encode("utf-8"), str(value).encode("utf-8")
+  except (ValueError, KeyError, TypeError):
+    return b"", b""
+
+
+def records(src: Source, options: user_files.Options,
+            skip_unreadable: bool = False) -> tf.data.Dataset:
+  """(text, label) bytes of every record of `src`, in the file's order.
+
+  With `skip_unreadable`, records the reader cannot parse (CSV: a wrong
+  field count, a quoting error) are dropped (`ignore_errors`)."""
+  if src.delimiter is None:
+    text, label = options.text, options.label
+
+    def parse(line):
+      pair = tf.numpy_function(lambda l: _jsonl_pair(l, text, label), [line],
+                               [tf.string, tf.string], stateful=False)
+      return pair[0], pair[1]
+
+    ds = tf.data.TextLineDataset(src.path, compression_type=src.compression)
+    ds = ds.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
+    return ds.map(lambda line: tuple(
+        tf.ensure_shape(t, []) for t in parse(line)))
+  columns = sorted({src.text_index, src.label_index})
+  ds = tf.data.experimental.CsvDataset(
+      src.path, [tf.string] * len(columns), header=True,
+      field_delim=src.delimiter, select_cols=columns,
+      compression_type=src.compression)
+  text_at, label_at = columns.index(src.text_index), columns.index(
+      src.label_index)
+  ds = ds.map(lambda *fields: (fields[text_at], fields[label_at]))
+  if skip_unreadable:
+    ds = ds.ignore_errors()
+  return ds
+
+
+def bucket(index: tf.Tensor, seed: int) -> tf.Tensor:
+  """A record's bucket in [0, BUCKETS): a seeded hash of its number."""
+  key = tf.strings.join([str(seed), ":", tf.strings.as_string(index)])
+  return tf.strings.to_hash_bucket_fast(key, BUCKETS)
+
+
+def file_sha256(path: str) -> str:
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 22), b""):
+      digest.update(chunk)
+  return digest.hexdigest()
+
+
+def _row_problem(text: bytes, label: bytes, options: user_files.Options
+                ) -> Tuple[Optional[str], str]:
+  """(why the row is bad or None, its label name)."""
+  try:
+    decoded = text.decode("utf-8")
+    name = label.decode("utf-8").strip()
+  except UnicodeDecodeError:
+    return "not valid UTF-8.", ""
+  if not decoded.strip():
+    return f"column {options.text!r}: empty text.", name
+  if not name:
+    return f"column {options.label!r} is empty.", name
+  if name.startswith("[") or (options.label_separator and
+                              options.label_separator in name):
+    return (f"column {options.label!r}: {name!r} is a list of classes; "
+            "files larger than memory stream single-label rows only."), name
+  return None, name
+
+
+def count(src: Source, options: user_files.Options,
+          held_out: int) -> Dict[str, object]:
+  """One pass over `src`: its rows' label names counted per bucket group.
+
+  Args:
+    src: the split's file.
+    options: columns, separator, skip_bad_records, split_seed.
+    held_out: how many splits are cut from this file (0, 1 or 2): rows whose
+      `bucket` is below `held_out` go to those splits, in order.
+
+  Returns:
+    {"parts": [{label name: rows}] one per part (the held-out splits, then
+    the file's own rows), "bad": rows skipped, "first_bad": its reason or
+    None, "unreadable": whether unparseable records were skipped}.
+
+  Raises:
+    ValueError: `file: record N: reason` for the first bad row (unless
+      `options.skip_bad_records`).
+  """
+  skip = options.skip_bad_records
+  parts = [collections.Counter() for _ in range(held_out + 1)]
+  bad, first_bad = 0, None
+  ds = records(src, options, skip_unreadable=skip).enumerate()
+  ds = ds.map(lambda i, pair: (bucket(i, options.split_seed), pair))
+  number = 0
+  try:
+    for buckets, (texts, labels) in ds.batch(_PASS_BATCH).as_numpy_iterator():
+      for b, text, label in zip(buckets, texts, labels):
+        number += 1
+        if src.delimiter is None and not text and not label:
+          problem, name = (f"not a JSON object with a text {options.text!r} "
+                           f"and a label {options.label!r}."), ""
+        else:
+          problem, name = _row_problem(text, label, options)
+        if problem:
+          reason = f"{src.path}: record {number}: {problem}"
+          if not skip:
+            raise ValueError(reason)
+          bad += 1
+          first_bad = first_bad or reason
+          continue
+        parts[min(int(b), held_out)][name] += 1
+  except tf.errors.InvalidArgumentError as e:
+    first = e.message.splitlines()[0]
+    raise ValueError(f"{src.path}: record {number + 1}: cannot be read "
+                     f"({first}).") from None
+  return {"parts": [dict(p) for p in parts], "bad": bad,
+          "first_bad": first_bad, "unreadable": skip}
+
+
+def cached_count(src: Source, options: user_files.Options,
+                 held_out: int) -> Dict[str, object]:
+  """`count`, cached by the file's SHA-256 and the options it depends on."""
+  key = hashlib.sha256(json.dumps({
+      "sha256": file_sha256(src.path), "source": dataclasses.asdict(src),
+      "text": options.text, "label": options.label,
+      "separator": options.label_separator, "skip": options.skip_bad_records,
+      "split_seed": options.split_seed, "held_out": held_out, "version": 1,
+  }, sort_keys=True).encode()).hexdigest()[:24]
+  path = os.path.join(cache_dir(), key + ".json")
+  if os.path.exists(path):
+    try:
+      with open(path) as f:
+        return json.load(f)
+    except ValueError:
+      pass  # A damaged cache file is counted again and rewritten.
+  counted = count(src, options, held_out)
+  try:
+    os.makedirs(cache_dir(), exist_ok=True)
+    fileio.write_json_atomically(path, counted)
+  except OSError as e:
+    logging.warning("text_files: the counts of %s are not cached (%s).",
+                    src.path, e)
+  return counted
+
+
+def stream(src: Source, options: user_files.Options, class_names,
+           group: int, held_out: int, size: int,
+           exact: bool) -> datasets.Stream:
+  """The `datasets.Stream` of the rows of `src` in bucket group `group`:
+  min(`bucket`, `held_out`), so that group i < `held_out` is the i-th split
+  cut from the file and group `held_out` the file's own rows."""
+  names = tf.constant(list(class_names))
+  skip = options.skip_bad_records
+
+  def read(shuffle_files: bool = False, seed: int = 0) -> tf.data.Dataset:
+    del shuffle_files, seed  # One file: the training shuffle buffer mixes.
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        names, tf.range(len(class_names), dtype=tf.int64)), -1)
+    ds = records(src, options, skip_unreadable=skip).enumerate()
+
+    def keep_row(index, pair):
+      text, label = pair
+      good = tf.equal(tf.minimum(bucket(index, options.split_seed),
+                                 held_out), group)
+      good &= tf.strings.length(tf.strings.strip(text)) > 0
+      good &= table.lookup(tf.strings.strip(label)) >= 0
+      valid = tf.equal(tf.strings.unicode_transcode(
+          text, "UTF-8", "UTF-8", errors="replace"), text)
+      return good & valid
+
+    ds = ds.filter(keep_row).map(lambda index, pair: (
+        pair[0], table.lookup(tf.strings.strip(pair[1]))))
+    if exact:  # Keras' validation and the step counts read the length.
+      ds = ds.apply(tf.data.experimental.assert_cardinality(size))
+    return ds
+
+  return datasets.Stream(read=read, size=size, exact_size=exact)
+
+
+def load(files: Dict[str, str], options: user_files.Options,
+         read_class_names):
+  """(class names, {split: Stream}) of a user's text files, streamed.
+
+  Raises:
+    ValueError: one line naming the file (and record): the pass's errors,
+      a class no train row has, a validation or test label that train never
+      has (skipped with `skip_bad_records`).
+  """
+  sources = {split: source(path, options) for split, path in files.items()}
+  missing = [s for s in user_files.SPLITS if s not in files]
+  counts = {split: cached_count(src, options,
+                                len(missing) if split == "train" else 0)
+            for split, src in sources.items()}
+  train = counts["train"]["parts"]
+  train_names = set().union(*train)
+  if options.class_names_file:
+    class_names = tuple(read_class_names(options.class_names_file))
+    ids = {str(i): name for i, name in enumerate(class_names)}
+    unknown = [n for n in train_names if n not in class_names and n not in ids]
+    if unknown:
+      raise ValueError(f"{files['train']}: label {sorted(unknown)[0]!r} is "
+                       f"not a class ({len(class_names)} classes).")
+    if any(n in ids and n not in class_names for n in train_names):
+      raise ValueError(f"{files['train']}: integer class ids in a file "
+                       "larger than memory: name the classes in the file.")
+    absent = [n for n in class_names if n not in train_names]
+    if absent:
+      raise ValueError(f"{files['train']}: no train row has the class(es) "
+                       f"{', '.join(absent)} of "
+                       f"`class_names_file`={options.class_names_file}.")
+  else:
+    class_names = tuple(sorted(train_names))
+    logging.info("text_files: %d classes named by the train labels, sorted: "
+                 "%s.", len(class_names), ", ".join(class_names))
+  streams, sizes = {}, {}
+  for split, src in sources.items():
+    parts = counts[split]["parts"]
+    if counts[split]["bad"]:
+      logging.warning("%s: skipped %d bad row(s) (`skip_bad_records`); the "
+                      "first: %s", src.path, counts[split]["bad"],
+                      counts[split]["first_bad"])
+    own = parts[-1]
+    unknown = sorted(n for n in own if n not in class_names)
+    if unknown and not options.skip_bad_records:
+      raise ValueError(f"{src.path}: label {unknown[0]!r}: no train row has "
+                       "this class.")
+    held_out = len(parts) - 1
+    groups = {split: held_out}
+    groups.update({m: i for i, m in enumerate(missing)} if split == "train"
+                  else {})
+    for name, group in groups.items():
+      size = sum(n for label, n in parts[group].items()
+                 if label in class_names)
+      if not size:
+        raise ValueError(f"{src.path}: no rows for the {name} split.")
+      sizes[name] = size
+      # Unparseable records skipped by `ignore_errors` are not counted.
+      streams[name] = stream(src, options, class_names, group, held_out,
+                             size, exact=not counts[split]["unreadable"])
+  if missing:
+    logging.info("text_files: %s cut from %s by a seeded hash of the record "
+                 "number (10%% each, `split_seed`=%d; not stratified: the "
+                 "file streams).", " and ".join(missing), files["train"],
+                 options.split_seed)
+  logging.info("text_files: streaming %s (%s rows).", ", ".join(
+      files.values()), ", ".join(f"{s} {n:,}" for s, n in sizes.items()))
+  return class_names, {split: streams[split] for split in user_files.SPLITS}
