@@ -6,10 +6,14 @@ import os
 import tempfile
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
+import helpers
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
+from rank4class_tf import serving
+from rank4class_tf.training import trainer as training
 from rank4class_tf.data import datasets
 from rank4class_tf.data import user_files
 
@@ -246,6 +250,56 @@ class ConfigTest(tf.test.TestCase):
     data = datasets.from_config(config.data)
     self.assertEqual(data.class_names, ("p", "q"))
     self.assertEqual(config.flat()["split_seed"], 7)
+
+
+def emotions_csv():
+  """A user's small CSV: 3 classes, 12 rows each, no validation or test."""
+  folder = tempfile.mkdtemp()
+  words = {"joy": "so happy and glad", "anger": "so angry and mad",
+           "neutral": "the bus at nine"}
+  write(folder, "train.csv", "comment,feeling\n" + "".join(
+      f"{text} {i},{name}\n" for i in range(12)
+      for name, text in words.items()))
+  return folder
+
+
+@pytest.mark.slow
+class DownstreamTest(tf.test.TestCase):
+  """What reads a shipped data set reads a user's: the feature cache, a
+  text class encoder with a held-out class, MirroredStrategy, predict."""
+
+  def test_frozen_cached_zero_shot_run(self):
+    root = tempfile.mkdtemp()
+    config = config_lib.TrainConfig.create(
+        dataset="text_files", data_dir=emotions_csv(), text_column="comment",
+        label_column="feeling", encoder="bert", init_checkpoint="minilm",
+        freeze_encoder=True, feature_cache_dir=os.path.join(root, "cache"),
+        class_encoder="text", holdout_classes=("anger",), interaction="dot",
+        batch_size=4, max_seq_length=12, train_steps=4, eval_every=2,
+        learning_rate=1e-2, model_dir=os.path.join(root, "run"))
+    training.train(config)
+    self.assertLen(os.listdir(os.path.join(root, "cache")), 1)
+    ranker = serving.ExportedRanker(config.trainer.model_dir)
+    self.assertEqual(ranker.class_names, ["anger", "joy", "neutral"])
+    ranked = ranker.rank_class_list(["so angry"], ["fury", "calm"], top_k=2)
+    self.assertCountEqual([name for name, _ in ranked[0]], ["fury", "calm"])
+    results = helpers.evaluate(config.trainer.model_dir, "test")
+    self.assertEqual(results["num_examples"], 3)  # 10% of 12 a class: 1.
+
+  def test_mirrored_binary_and_predict(self):
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    helpers.run_module(
+        "pipelines.train", "--dataset=text_files",
+        f"--data_dir={emotions_csv()}", "--text_column=comment",
+        "--label_column=feeling", "--encoder=bert", "--init_checkpoint=minilm",
+        "--max_seq_length=12", "--batch_size=4", "--train_steps=2",
+        "--eval_every=1", "--learning_rate=1e-4", "--strategy=mirrored",
+        "--cpu_devices=2", f"--model_dir={model_dir}")
+    out = helpers.run_module("pipelines.predict", f"--model_dir={model_dir}",
+                             "--text=so happy", "--top_k=3")
+    self.assertCountEqual([line.split("\t")[0] for line in
+                           out.stdout.splitlines()],
+                          ["anger", "joy", "neutral"])
 
 
 if __name__ == "__main__":
