@@ -129,8 +129,8 @@ class StreamedTest(tf.test.TestCase):
                                 r"no train row has this class\.$"):
       self.load(folder)
     write(folder, "validation.csv", "text,label\nc,x\n")
-    write(folder, "test.csv", 'text,label\n"e"f,y\n')
-    with self.assertRaisesRegex(ValueError, "^" + test + r": record 1: "
+    write(folder, "test.csv", 'text,label\ne,y\ng,y\n"e"f,y\n')
+    with self.assertRaisesRegex(ValueError, "^" + test + r": record 3: "
                                 r"cannot be read \("):
       self.load(folder)
     write(folder, "test.csv", 'text,label\ne,"[""x"", ""y""]"\n')

@@ -8,6 +8,11 @@
   text        tokenization, length bucketing
   classes     class texts (names, description files) and held-out classes
   images      image decoding and augmentation
+  user_files  a user's CSV / TSV / JSONL rows, read and checked
+  user_datasets  a user's text files, image folders and tables as datasets
+  user_records   a user's TFRecords and any TFDS data set; `load` for all
+  streamed_files text files larger than memory, streamed by tf.data
+  inspection  what `pipelines.inspect_data` reports about a dataset
 
 May import the foundation modules (`config`, `catalog`, `lookup`, `fileio`,
 `ops`); nothing from `modeling`, `ranking`, `training`, `serving` or `study`.

@@ -37,8 +37,10 @@ import hashlib
 import json
 import logging
 import os
+import re
 from typing import Dict, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import fileio
@@ -179,28 +181,50 @@ def file_sha256(path: str) -> str:
   return digest.hexdigest()
 
 
-def _row_problem(text: bytes, label: bytes, options: user_files.Options
-                ) -> Tuple[Optional[str], str]:
-  """(why the row is bad or None, its label name)."""
-  try:
-    decoded = text.decode("utf-8")
-    name = label.decode("utf-8").strip()
-  except UnicodeDecodeError:
-    return "not valid UTF-8.", ""
-  if not decoded.strip():
-    return f"column {options.text!r}: empty text.", name
-  if not name:
-    return f"column {options.label!r} is empty.", name
-  if name.startswith("[") or (options.label_separator and
-                              options.label_separator in name):
-    return (f"column {options.label!r}: {name!r} is a list of classes; "
-            "files larger than memory stream single-label rows only."), name
-  return None, name
+# Why a row is bad, as the pass's per-row code (0: a good row).
+_PROBLEMS = {
+    1: "not valid UTF-8.",
+    2: "column {text!r}: empty text.",
+    3: "column {label!r} is empty.",
+    4: ("column {label!r}: {value!r} is a list of classes; files larger "
+        "than memory stream single-label rows only."),
+    5: "not a JSON object with a text {text!r} and a label {label!r}.",
+}
+
+
+def row_codes(text: tf.Tensor, label: tf.Tensor,
+              options: user_files.Options, jsonl: bool) -> tf.Tensor:
+  """Per row, the code of its first problem (`_PROBLEMS`), 0 if good; the
+  same tests as the in-memory reader's, in TensorFlow ops."""
+  name = tf.strings.strip(label)
+  list_label = tf.strings.substr(name, 0, 1) == "["
+  if options.label_separator:
+    list_label |= tf.strings.regex_full_match(
+        name, ".*" + re.escape(options.label_separator) + ".*")
+  checks = [
+      (tf.logical_and(tf.equal(text, ""), tf.equal(label, "")) if jsonl else
+       tf.zeros_like(text, tf.bool), 5),
+      (tf.logical_or(
+          tf.not_equal(tf.strings.unicode_transcode(
+              text, "UTF-8", "UTF-8", errors="replace"), text),
+          tf.not_equal(tf.strings.unicode_transcode(
+              label, "UTF-8", "UTF-8", errors="replace"), label)), 1),
+      (tf.equal(tf.strings.length(tf.strings.strip(text)), 0), 2),
+      (tf.equal(tf.strings.length(name), 0), 3),
+      (list_label, 4),
+  ]
+  code = tf.zeros_like(text, tf.int32)
+  for bad, value in reversed(checks):  # The first problem wins.
+    code = tf.where(bad, value, code)
+  return code
 
 
 def count(src: Source, options: user_files.Options,
           held_out: int) -> Dict[str, object]:
   """One pass over `src`: its rows' label names counted per bucket group.
+
+  Every row is checked and its label stripped by TensorFlow ops in tf.data
+  (`row_codes`); Python sees the codes and labels only, in batches.
 
   Args:
     src: the split's file.
@@ -218,32 +242,46 @@ def count(src: Source, options: user_files.Options,
       `options.skip_bad_records`).
   """
   skip = options.skip_bad_records
+  jsonl = src.delimiter is None
   parts = [collections.Counter() for _ in range(held_out + 1)]
   bad, first_bad = 0, None
   ds = records(src, options, skip_unreadable=skip).enumerate()
-  ds = ds.map(lambda i, pair: (bucket(i, options.split_seed), pair))
+  ds = ds.batch(_PASS_BATCH).map(
+      lambda i, pair: (tf.minimum(bucket(i, options.split_seed), held_out),
+                       row_codes(pair[0], pair[1], options, jsonl),
+                       tf.strings.strip(pair[1])),
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   number = 0
   try:
-    for buckets, (texts, labels) in ds.batch(_PASS_BATCH).as_numpy_iterator():
-      for b, text, label in zip(buckets, texts, labels):
-        number += 1
-        if src.delimiter is None and not text and not label:
-          problem, name = (f"not a JSON object with a text {options.text!r} "
-                           f"and a label {options.label!r}."), ""
-        else:
-          problem, name = _row_problem(text, label, options)
-        if problem:
-          reason = f"{src.path}: record {number}: {problem}"
-          if not skip:
-            raise ValueError(reason)
-          bad += 1
-          first_bad = first_bad or reason
-          continue
-        parts[min(int(b), held_out)][name] += 1
+    for groups, codes, names in ds.prefetch(2).as_numpy_iterator():
+      problems = np.flatnonzero(codes)
+      if len(problems):
+        first = problems[0]
+        reason = f"{src.path}: record {number + first + 1}: " + _PROBLEMS[
+            codes[first]].format(text=options.text, label=options.label,
+                                 value=names[first].decode("utf-8",
+                                                           "replace"))
+        if not skip:
+          raise ValueError(reason)
+        bad += len(problems)
+        first_bad = first_bad or reason
+      good = codes == 0
+      for group in range(held_out + 1):
+        values, counts = np.unique(names[good & (groups == group)],
+                                   return_counts=True)
+        parts[group].update({v.decode("utf-8"): int(c)
+                             for v, c in zip(values, counts)})
+      number += len(codes)
   except tf.errors.InvalidArgumentError as e:
-    first = e.message.splitlines()[0]
+    # The batch that failed: read again one record at a time to name it.
+    message, rest = e.message.splitlines()[0], records(src, options)
+    try:
+      for _ in rest.skip(number).as_numpy_iterator():
+        number += 1
+    except tf.errors.InvalidArgumentError:
+      pass
     raise ValueError(f"{src.path}: record {number + 1}: cannot be read "
-                     f"({first}).") from None
+                     f"({message}).") from None
   return {"parts": [dict(p) for p in parts], "bad": bad,
           "first_bad": first_bad, "unreadable": skip}
 
@@ -281,6 +319,7 @@ def stream(src: Source, options: user_files.Options, class_names,
   min(`bucket`, `held_out`), so that group i < `held_out` is the i-th split
   cut from the file and group `held_out` the file's own rows."""
   names = tf.constant(list(class_names))
+  jsonl = src.delimiter is None
   skip = options.skip_bad_records
 
   def read(shuffle_files: bool = False, seed: int = 0) -> tf.data.Dataset:
@@ -293,11 +332,8 @@ def stream(src: Source, options: user_files.Options, class_names,
       text, label = pair
       good = tf.equal(tf.minimum(bucket(index, options.split_seed),
                                  held_out), group)
-      good &= tf.strings.length(tf.strings.strip(text)) > 0
-      good &= table.lookup(tf.strings.strip(label)) >= 0
-      valid = tf.equal(tf.strings.unicode_transcode(
-          text, "UTF-8", "UTF-8", errors="replace"), text)
-      return good & valid
+      good &= tf.equal(row_codes(text, label, options, jsonl), 0)
+      return good & (table.lookup(tf.strings.strip(label)) >= 0)
 
     ds = ds.filter(keep_row).map(lambda index, pair: (
         pair[0], table.lookup(tf.strings.strip(pair[1]))))

@@ -1,0 +1,810 @@
+"""What a data set holds, before a model trains on it: `inspect`.
+
+`inspect(data, preprocessor)` reads every split of a `ClassificationData`
+once, in batches (`data.dataset(split)`, the pairs training reads), and
+returns a report (a JSON-ready dict) of:
+
+* every split: its instances, the instances of each class (for multi-label
+  data: the instances that have the class), the imbalance ratio (the largest
+  class count over the smallest, among the classes the split has) and the
+  classes it lacks;
+* multi-label data: how many labels each instance has;
+* exact duplicates: `rows`, the instances equal to an earlier instance of
+  the same split; `distinct`, the instances that occur more than once;
+  `conflicting_labels`, the rows repeating an earlier instance with another
+  label. Text compares the raw strings, images and feature vectors their
+  values (and shapes);
+* leakage: for each split after train, how many of its instances also occur
+  in an earlier split (validation in train; test in train, in validation),
+  with the first one. Data sets whose validation split is their test split
+  (`catalog.VALIDATION_IS_TEST`) leave that pair out;
+* text, tokenized with the run's tokenizer (`text.TextPreprocessor`): the
+  tokens per instance as training packs them ([CLS] and [SEP] counted:
+  `num_segments + 1` special tokens), their 50/90/95/99th percentiles and
+  maximum (the q-th percentile is the smallest length that at least q% of
+  the instances do not exceed), how many are longer than the preprocessor's
+  `seq_length` and will be truncated, the share of tokens that are the
+  vocabulary's `[UNK]`, and the empty or whitespace-only texts;
+* images: the raw images' height and width percentiles; for `image_folder`
+  with its `data_dir`, the image files left out when it was loaded
+  (`skip_bad_records`) and those that cannot be decoded, with the first few
+  paths;
+* numeric feature vectors (`tabular_files`): each feature's mean, standard
+  deviation, minimum and maximum per split, and the features constant in
+  train.
+
+The report's `warnings` say in plain words what deserves a look before
+training (thresholds: `FEW_TRAIN_INSTANCES`, `IMBALANCE_WARNING`,
+`UNKNOWN_WARNING`, `TRUNCATED_WARNING`; any duplicate, leaked instance,
+empty text, class missing from a split, undecodable image or constant
+feature), e.g. "12 test texts also appear in train (leakage)". They speak in
+argument terms (`max_seq_length`); a binary shows them as its flags.
+`summary(report)` is one screen of plain text; `write(report, output_dir)`
+writes `inspection.json` and the class-count bar chart `class_counts.png`,
+each atomically (`fileio`).
+
+Only per-instance numbers (token counts, image sizes, 16-byte digests of
+the instances, for duplicates) are kept while reading, never the instances
+themselves.
+"""
+
+import hashlib
+import io
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from rank4class_tf import catalog
+from rank4class_tf import fileio
+from rank4class_tf.data import datasets
+from rank4class_tf.data import text
+from rank4class_tf.data import user_datasets
+
+REPORT_FILE = "inspection.json"
+CHART_FILE = "class_counts.png"
+PERCENTILES = (50, 90, 95, 99)
+BATCH_SIZE = 1024
+UNKNOWN_TOKEN = "[UNK]"
+# Warnings: a class with fewer train instances than this; a split whose
+# largest class has this many times the smallest's instances; a share of
+# [UNK] tokens, of truncated texts above these.
+FEW_TRAIN_INSTANCES = 5
+IMBALANCE_WARNING = 10.0
+UNKNOWN_WARNING = 0.01
+TRUNCATED_WARNING = 0.05
+# Examples (and paths) kept per finding; characters of a text shown.
+EXAMPLES = 5
+TEXT_CHARS = 80
+# Lines of the per-class table in `summary` (more: the smallest and largest).
+CLASS_LINES = 20
+
+_NOUNS = {"text": "texts", "image": "images", "numeric": "rows"}
+
+
+def kind_of(data: datasets.ClassificationData) -> str:
+  """`text`, `image` or `numeric`: raw strings, images (rank-3 instances),
+  or feature vectors."""
+  if data.is_text:
+    return "text"
+  if len(data.instance_shape) == 1 and data.preprocessing is None:
+    return "numeric"
+  return "image"
+
+
+def percentiles(values: Sequence[int]) -> Dict[str, int]:
+  """`p50`, `p90`, `p95`, `p99` and `max` of integers: the q-th percentile
+  is the smallest value that at least q% of the values do not exceed.
+
+  >>> percentiles([3, 1, 2, 10])
+  {'p50': 2, 'p90': 10, 'p95': 10, 'p99': 10, 'max': 10}
+  """
+  ordered = np.sort(np.asarray(values))
+  if not len(ordered):
+    return {}
+  n = len(ordered)
+  out = {f"p{q}": int(ordered[max(0, -(-q * n // 100) - 1)])
+         for q in PERCENTILES}
+  out["max"] = int(ordered[-1])
+  return out
+
+
+def _clip(value: Optional[str], chars: int = TEXT_CHARS) -> Optional[str]:
+  """The text on one line, cut to `chars` characters (None stays None)."""
+  if value is None:
+    return None
+  value = " ".join(value.split())
+  return value if len(value) <= chars else value[:chars - 1] + "\u2026"
+
+
+def _share(part: int, whole: int) -> float:
+  return round(part / whole, 6) if whole else 0.0
+
+
+def _percent(share: float) -> str:
+  """38%, 4.2%, 0.05%: two significant digits below 10%."""
+  value = 100.0 * share
+  if value >= 10 or value == 0:
+    return f"{value:.0f}%"
+  return f"{value:.2g}%"
+
+
+def _unknown_id(vocab_file: str) -> Optional[int]:
+  """The line of `[UNK]` in a WordPiece vocabulary (its id), or None."""
+  with tf.io.gfile.GFile(vocab_file, "r") as f:
+    for number, line in enumerate(f):
+      if line.rstrip("\r\n") == UNKNOWN_TOKEN:
+        return number
+  return None
+
+
+def _token_counts(preprocessor: text.TextPreprocessor,
+                  unknown_id: Optional[int]):
+  """Map fn: batched (texts, labels) -> (texts, labels, tokens [batch],
+  unknown tokens [batch]); texts are [batch] or [batch, num_segments]."""
+  tokenizer = preprocessor.tokenizer
+
+  def counts(texts, labels):
+    segments = ([texts] if texts.shape.rank == 1 else
+                tf.unstack(texts, axis=1))
+    size = tf.shape(texts, out_type=tf.int64)[:1]
+    tokens = tf.fill(size, tf.constant(len(segments) + 1, tf.int64))
+    unknown = tf.zeros(size, tf.int64)
+    for segment in segments:
+      pieces = tokenizer(segment).merge_dims(1, 2)  # [batch, (tokens)]
+      tokens += pieces.row_lengths()
+      if unknown_id is not None:
+        unknown += tf.reduce_sum(
+            tf.cast(tf.equal(pieces, unknown_id), tf.int64), axis=1)
+    return texts, labels, tokens, unknown
+
+  return counts
+
+
+def _image_facts(image, label):
+  """(height, width, 8-byte fingerprint of the pixels, label): the pixels
+  stay in the pipeline."""
+  fingerprint = tf.fingerprint(tf.reshape(image, [1, -1]))[0]
+  shape = tf.shape(image)
+  return shape[0], shape[1], fingerprint, label
+
+
+def _digest(*parts: bytes) -> bytes:
+  h = hashlib.blake2b(digest_size=16)
+  for part in parts:
+    h.update(len(part).to_bytes(8, "little"))
+    h.update(part)
+  return h.digest()
+
+
+def _label_key(label: np.ndarray) -> Tuple[int, ...]:
+  return tuple(np.flatnonzero(label)) if label.ndim else (int(label),)
+
+
+class _Split:
+  """What one split's batches add up to.
+
+  Args:
+    name: the split.
+    num_classes: classes of the data set.
+    multi_label: labels are multi-hot vectors.
+    earlier: the splits read before, whose instances this one's are looked
+      up in (leakage), by name.
+  """
+
+  def __init__(self, name: str, num_classes: int, multi_label: bool,
+               earlier: Dict[str, "_Split"]):
+    self.name = name
+    self.size = 0
+    self.class_counts = np.zeros([num_classes], np.int64)
+    self.multi_label = multi_label
+    self.labels_per_instance: Dict[int, int] = {}
+    # Digest -> [first row, its label, rows]: the only per-instance state.
+    self.seen: Dict[bytes, list] = {}
+    self.duplicates = 0
+    self.conflicts = 0
+    self.duplicate_example = None
+    self.earlier = earlier
+    self.leaks = {split: {"count": 0, "distinct": 0, "example": None}
+                  for split in earlier}
+    self.lengths: List[np.ndarray] = []  # Tokens per text.
+    self.heights: List[np.ndarray] = []
+    self.widths: List[np.ndarray] = []
+    self.tokens = 0
+    self.unknown = 0
+    self.truncated = 0
+    self.truncated_example = None
+    self.empty: List[int] = []
+    self.empty_count = 0
+    # Feature vectors: count, mean, sum of squared deviations (merged batch
+    # by batch, Chan et al.'s update), minimum, maximum per feature.
+    self.moments: Optional[Dict[str, Any]] = None
+
+  def add_labels(self, labels: np.ndarray) -> None:
+    if self.multi_label:
+      self.class_counts += (labels > 0).sum(axis=0).astype(np.int64)
+      for count in (labels > 0).sum(axis=1):
+        count = int(count)
+        self.labels_per_instance[count] = (
+            self.labels_per_instance.get(count, 0) + 1)
+    else:
+      self.class_counts += np.bincount(labels.astype(np.int64),
+                                       minlength=len(self.class_counts))
+
+  def add_instance(self, key: bytes, label: np.ndarray,
+                   shown: Optional[str]) -> None:
+    """One instance, by its digest: a duplicate when this split has had it,
+    a leak for each earlier split that has; `shown`: its text, for the
+    examples (None for images and vectors: their row is shown)."""
+    row = self.size
+    self.size += 1
+    label_key = _label_key(label)
+    entry = self.seen.get(key)
+    for split, other in self.earlier.items():
+      if key in other.seen:
+        leak = self.leaks[split]
+        leak["count"] += 1
+        if entry is None:
+          leak["distinct"] += 1
+        if leak["example"] is None:
+          leak["example"] = {"row": row, "row_in": other.seen[key][0],
+                             "instance": _clip(shown)}
+    if entry is None:
+      self.seen[key] = [row, label_key, 1]
+      return
+    entry[2] += 1
+    self.duplicates += 1
+    if entry[1] != label_key:
+      self.conflicts += 1
+    if self.duplicate_example is None:
+      self.duplicate_example = {"row": row, "first_row": entry[0],
+                                "instance": _clip(shown)}
+
+
+def _read_split(data: datasets.ClassificationData, split: str, kind: str,
+                preprocessor: Optional[text.TextPreprocessor],
+                unknown_id: Optional[int], batch_size: int,
+                earlier: Dict[str, _Split]) -> _Split:
+  """Reads one split in batches into a `_Split` (`earlier`: the splits read
+  before it).
+
+  Raises:
+    ValueError: naming the split when tf.data cannot read it.
+  """
+  out = _Split(split, data.num_classes, data.multi_label, earlier)
+  ds = data.dataset(split)
+  if kind == "image":
+    ds = ds.map(_image_facts, num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=True)
+  ds = ds.batch(batch_size)
+  if kind == "text" and preprocessor is not None:
+    ds = ds.map(_token_counts(preprocessor, unknown_id),
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  ds = ds.prefetch(2)
+  seq_length = preprocessor.seq_length if preprocessor is not None else None
+  try:
+    for batch in ds.as_numpy_iterator():
+      if kind == "text":
+        _add_texts(out, batch, seq_length)
+      elif kind == "image":
+        _add_images(out, batch)
+      else:
+        _add_vectors(out, batch)
+  except tf.errors.OpError as e:
+    raise ValueError(f"{data.name}: the {split} split cannot be read "
+                     f"({e.message.splitlines()[0]}).") from None
+  return out
+
+
+def _add_texts(out: _Split, batch, seq_length: Optional[int]) -> None:
+  texts, labels = batch[0], batch[1]
+  out.add_labels(labels)
+  if len(batch) == 4:
+    tokens, unknown = batch[2], batch[3]
+    out.lengths.append(tokens.astype(np.int32))
+    out.tokens += int(tokens.sum())
+    out.unknown += int(unknown.sum())
+  for i, instance in enumerate(texts):
+    segments = [instance] if isinstance(instance, bytes) else list(instance)
+    row = out.size
+    decoded = [segment.decode("utf-8", "replace") for segment in segments]
+    shown = " | ".join(decoded)
+    if not any(segment.strip() for segment in decoded):
+      out.empty_count += 1
+      if len(out.empty) < EXAMPLES:
+        out.empty.append(row)
+    if len(batch) == 4 and tokens[i] > seq_length:
+      out.truncated += 1
+      if out.truncated_example is None:
+        out.truncated_example = {"row": row, "tokens": int(tokens[i]),
+                                 "instance": _clip(shown)}
+    out.add_instance(_digest(*segments), labels[i], shown)
+
+
+def _add_images(out: _Split, batch) -> None:
+  heights, widths, fingerprints, labels = batch
+  out.add_labels(labels)
+  out.heights.append(heights.astype(np.int32))
+  out.widths.append(widths.astype(np.int32))
+  for i in range(len(labels)):
+    key = _digest(fingerprints[i].tobytes(),
+                  np.array([heights[i], widths[i]], np.int64).tobytes())
+    out.add_instance(key, labels[i], None)
+
+
+def _add_vectors(out: _Split, batch) -> None:
+  vectors, labels = batch
+  out.add_labels(labels)
+  values = vectors.reshape([len(vectors), -1]).astype(np.float64)
+  mean = values.mean(axis=0)
+  squares = np.square(values - mean).sum(axis=0)
+  m = out.moments
+  if m is None:
+    out.moments = {"n": len(values), "mean": mean, "m2": squares,
+                   "min": values.min(axis=0), "max": values.max(axis=0)}
+  else:
+    n = m["n"] + len(values)
+    delta = mean - m["mean"]
+    m["mean"] = m["mean"] + delta * len(values) / n
+    m["m2"] = m["m2"] + squares + np.square(delta) * m["n"] * len(values) / n
+    m["n"] = n
+    m["min"] = np.minimum(m["min"], values.min(axis=0))
+    m["max"] = np.maximum(m["max"], values.max(axis=0))
+  for i, vector in enumerate(vectors):
+    out.add_instance(_digest(np.ascontiguousarray(vector).tobytes()),
+                     labels[i], None)
+
+
+def _split_report(split: _Split, data: datasets.ClassificationData,
+                  kind: str) -> Dict[str, Any]:
+  names = data.class_names
+  counts = {name: int(c) for name, c in zip(names, split.class_counts)}
+  present = [c for c in split.class_counts if c > 0]
+  report = {
+      "size": split.size,
+      "class_counts": counts,
+      "imbalance_ratio": (round(float(max(present)) / float(min(present)), 4)
+                          if present else None),
+      "missing_classes": [n for n, c in counts.items() if c == 0],
+      "duplicates": {
+          "rows": split.duplicates,
+          "distinct": sum(1 for e in split.seen.values() if e[2] > 1),
+          "conflicting_labels": split.conflicts,
+          "example": split.duplicate_example,
+      },
+  }
+  if split.multi_label:
+    per = split.labels_per_instance
+    report["labels_per_instance"] = {str(k): per[k] for k in sorted(per)}
+    report["mean_labels_per_instance"] = round(
+        sum(k * v for k, v in per.items()) / max(1, split.size), 6)
+  if kind == "text":
+    report["empty"] = {"count": split.empty_count, "rows": split.empty}
+    if split.lengths:
+      report["tokens"] = percentiles(np.concatenate(split.lengths))
+      report["total_tokens"] = split.tokens
+      report["unknown_tokens"] = split.unknown
+      report["unknown_share"] = _share(split.unknown, split.tokens)
+      report["truncated"] = {"count": split.truncated,
+                             "share": _share(split.truncated, split.size),
+                             "example": split.truncated_example}
+  elif kind == "image":
+    if split.heights:
+      report["image_height"] = percentiles(np.concatenate(split.heights))
+      report["image_width"] = percentiles(np.concatenate(split.widths))
+  elif split.moments is not None:
+    m = split.moments
+    mean, low, high = m["mean"], m["min"], m["max"]
+    std = np.sqrt(m["m2"] / m["n"])  # The population's, as training's.
+    feature_names = data.feature_names or tuple(
+        f"feature_{i}" for i in range(len(mean)))
+    report["features"] = {
+        name: {"mean": float(m), "std": float(s), "min": float(lo),
+               "max": float(hi)}
+        for name, m, s, lo, hi in zip(feature_names, mean, std, low, high)}
+    report["constant_features"] = [
+        name for name, lo, hi in zip(feature_names, low, high) if lo == hi]
+  return report
+
+
+def _leakage(read: Dict[str, _Split], data: datasets.ClassificationData
+            ) -> List[Dict[str, Any]]:
+  """For each split after the first, the rows whose instance occurs in each
+  earlier split (`count`), the distinct such instances, the first one."""
+  out = []
+  for split, s in read.items():
+    for earlier, leak in s.leaks.items():
+      if (data.name in catalog.VALIDATION_IS_TEST and
+          {split, earlier} == {"validation", "test"}):
+        continue
+      out.append(dict({"split": split, "in": earlier}, **leak))
+  return out
+
+
+def inspect(data: datasets.ClassificationData,
+            preprocessor: Optional[text.TextPreprocessor] = None,
+            data_dir: Optional[str] = None,
+            batch_size: int = BATCH_SIZE) -> Dict[str, Any]:
+  """The report of `data` (see the module doc).
+
+  Args:
+    data: the data set, as training reads it.
+    preprocessor: text data: the run's tokenizer and `seq_length`; None
+      leaves the token statistics out.
+    data_dir: `image_folder`: its folder, where the images left out when it
+      was loaded are looked for.
+    batch_size: instances read (and tokenized) at a time.
+
+  Returns:
+    A JSON-ready dict: `dataset`, `kind`, `multi_label`, `num_classes`,
+    `class_names`, `splits` ({split: counts, duplicates, and per kind
+    `tokens`, `image_height`, `features`, ...}), `leakage`, `tokenizer`,
+    `image_files` and `warnings`.
+
+  Raises:
+    ValueError: one line naming the split, or the file, that cannot be read.
+  """
+  kind = kind_of(data)
+  unknown_id = None
+  if kind == "text" and preprocessor is not None:
+    unknown_id = _unknown_id(preprocessor.vocab_file)
+  read: Dict[str, _Split] = {}
+  for split in data.split_names:
+    read[split] = _read_split(data, split, kind, preprocessor, unknown_id,
+                              batch_size, dict(read))
+  report = {
+      "dataset": data.name,
+      "kind": kind,
+      "multi_label": data.multi_label,
+      "num_classes": data.num_classes,
+      "class_names": list(data.class_names),
+      "splits": {split: _split_report(s, data, kind)
+                 for split, s in read.items()},
+      "leakage": _leakage(read, data),
+      "tokenizer": None,
+      "image_files": None,
+  }
+  if kind == "text" and preprocessor is not None:
+    report["tokenizer"] = {
+        "vocab_file": preprocessor.vocab_file,
+        "max_seq_length": preprocessor.seq_length,
+        "unknown_token": UNKNOWN_TOKEN if unknown_id is not None else None}
+  if data.name == "image_folder" and data_dir:
+    report["image_files"] = image_files(
+        data_dir, sum(s.size for s in read.values()))
+  report["warnings"] = warnings(report)
+  return report
+
+
+def image_files(data_dir: str, loaded: int) -> Dict[str, Any]:
+  """The image files of an `image_folder` and those loading left out.
+
+  Counts the files `user_datasets.load_image_folder` reads
+  (`<split>/<class>/*` with an image extension); when that is more than the
+  `loaded` images (`skip_bad_records` left some out), decodes every file to
+  find those that cannot be decoded. Nothing is decoded when none was left
+  out.
+
+  Returns:
+    {`files`, `loaded`, `skipped` (files - loaded: undecodable, or labelled
+    with a class train lacks), `undecodable`, `undecodable_paths` (the
+    first `EXAMPLES`), `first_problem` (why the first cannot be decoded)}.
+  """
+  paths = []
+  for split in datasets.SPLITS:
+    folder = os.path.join(data_dir, split)
+    if not os.path.isdir(folder):
+      continue
+    for name in sorted(os.listdir(folder)):
+      if not os.path.isdir(os.path.join(folder, name)):
+        continue
+      for file in sorted(os.listdir(os.path.join(folder, name))):
+        path = os.path.join(folder, name, file)
+        if (file.lower().endswith(user_datasets.IMAGE_EXTENSIONS) and
+            not os.path.isdir(path)):
+          paths.append(path)
+  bad, first_problem = [], None
+  if len(paths) > loaded:
+    for path in paths:
+      problem = user_datasets.undecodable(path)
+      if problem:
+        bad.append(path)
+        first_problem = first_problem or problem
+  return {"files": len(paths), "loaded": loaded,
+          "skipped": max(0, len(paths) - loaded), "undecodable": len(bad),
+          "undecodable_paths": bad[:EXAMPLES], "first_problem": first_problem}
+
+
+def _names(names: Sequence[str], limit: int = EXAMPLES) -> str:
+  shown = ", ".join(repr(n) for n in names[:limit])
+  return shown + (f" and {len(names) - limit} more" if len(names) > limit
+                  else "")
+
+
+def _count(count: int, noun: str) -> str:
+  """`1 text`, `2 texts` (`noun` is the plural)."""
+  return f"{count} {noun if count != 1 else noun[:-1]}"
+
+
+def _shown(example: Dict[str, Any]) -> str:
+  return "" if example["instance"] is None else f": {example['instance']!r}"
+
+
+def _verb(count: int, plural: str, singular: str) -> str:
+  return plural if count != 1 else singular
+
+
+def warnings(report: Dict[str, Any]) -> List[str]:
+  """What deserves a look before training, one plain sentence each (see
+  the module doc for the thresholds)."""
+  out = []
+  splits = report["splits"]
+  noun = _NOUNS[report["kind"]]
+  train = splits.get("train")
+  if train:
+    few = [(name, count) for name, count in train["class_counts"].items()
+           if 0 < count < FEW_TRAIN_INSTANCES]
+    for name, count in few[:3]:
+      out.append(f"class {name!r} has {count} train "
+                 f"instance{'s' if count != 1 else ''}.")
+    if len(few) > 3:
+      out.append(f"{len(few) - 3} more classes have fewer than "
+                 f"{FEW_TRAIN_INSTANCES} train instances: "
+                 f"{_names([n for n, _ in few[3:]])}.")
+  for split, s in splits.items():
+    missing = s["missing_classes"]
+    if missing:
+      out.append(f"{split} has no instance of "
+                 + (f"class {missing[0]!r}." if len(missing) == 1 else
+                    f"{len(missing)} classes: {_names(missing)}."))
+    ratio = s["imbalance_ratio"]
+    if ratio is not None and ratio >= IMBALANCE_WARNING:
+      present = {n: c for n, c in s["class_counts"].items() if c > 0}
+      largest = max(present, key=present.get)
+      smallest = min(present, key=present.get)
+      out.append(f"{split} is imbalanced: class {largest!r} has "
+                 f"{present[largest]} instances, {smallest!r} "
+                 f"{present[smallest]} ({ratio:.3g}x).")
+    dup = s["duplicates"]
+    if dup["rows"]:
+      example = dup["example"]
+      conflicts = dup["conflicting_labels"]
+      out.append(f"{_count(dup['rows'], f'{split} {noun}')} "
+                 f"{_verb(dup['rows'], 'repeat', 'repeats')} an earlier one "
+                 f"({dup['distinct']} distinct"
+                 + (f", {conflicts} with another label" if conflicts else "")
+                 + f"), e.g. {split} row {example['row']} (= row "
+                 f"{example['first_row']}){_shown(example)}.")
+    empty = s.get("empty", {}).get("count")
+    if empty:
+      out.append(f"{_count(empty, f'{split} {noun}')} "
+                 f"{_verb(empty, 'are', 'is')} empty or whitespace only "
+                 f"(rows {', '.join(map(str, s['empty']['rows']))}"
+                 f"{', ...' if empty > len(s['empty']['rows']) else ''}).")
+    unlabelled = s.get("labels_per_instance", {}).get("0")
+    if unlabelled:
+      out.append(f"{_count(unlabelled, f'{split} instances')} "
+                 f"{_verb(unlabelled, 'have', 'has')} no label.")
+  for leak in report["leakage"]:
+    count = leak["count"]
+    if count:
+      example = leak["example"]
+      out.append(f"{_count(count, leak['split'] + ' ' + noun)} also "
+                 f"{_verb(count, 'appear', 'appears')} in {leak['in']} "
+                 f"(leakage), e.g. {leak['split']} row {example['row']} (= "
+                 f"{leak['in']} row {example['row_in']}){_shown(example)}.")
+  tokenizer = report["tokenizer"]
+  if tokenizer:
+    tokens = sum(s["total_tokens"] for s in splits.values())
+    unknown = sum(s["unknown_tokens"] for s in splits.values())
+    if tokens and unknown / tokens > UNKNOWN_WARNING:
+      out.append(f"{_percent(unknown / tokens)} of tokens are "
+                 f"{UNKNOWN_TOKEN} for this vocabulary "
+                 f"({os.path.basename(tokenizer['vocab_file'])}).")
+    size = sum(s["size"] for s in splits.values())
+    truncated = sum(s["truncated"]["count"] for s in splits.values())
+    if size and truncated / size > TRUNCATED_WARNING:
+      out.append(f"{_percent(truncated / size)} of {noun} are longer than "
+                 f"`max_seq_length`={tokenizer['max_seq_length']} tokens and "
+                 "will be truncated.")
+  files = report["image_files"]
+  if files and files["undecodable"]:
+    bad = files["undecodable"]
+    out.append(f"{_count(bad, 'images')} cannot be decoded and "
+               f"{_verb(bad, 'were', 'was')} left out: "
+               f"{', '.join(files['undecodable_paths'])}"
+               f"{', ...' if bad > len(files['undecodable_paths']) else ''}.")
+  other = files["skipped"] - files["undecodable"] if files else 0
+  if other:
+    out.append(f"{_count(other, 'image files')} "
+               f"{_verb(other, 'were', 'was')} left out for their label.")
+  if train and train.get("constant_features"):
+    constant = train["constant_features"]
+    out.append(f"feature{'s' if len(constant) > 1 else ''} "
+               f"{_names(constant)} {_verb(len(constant), 'are', 'is')} "
+               "constant in train: no information for the model.")
+  return out
+
+
+def _table(rows: Sequence[Sequence[Any]]) -> List[str]:
+  """Left-aligned first column, right-aligned others."""
+  widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+  return ["  ".join(str(cell).ljust(w) if i == 0 else str(cell).rjust(w)
+                    for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+          for row in rows]
+
+
+def summary(report: Dict[str, Any]) -> str:
+  """One screen of plain text: splits, classes, tokens or sizes, leakage,
+  warnings."""
+  splits = report["splits"]
+  lines = []
+  kind = report["kind"]
+  total = sum(s["size"] for s in splits.values())
+  label = "multi-label" if report["multi_label"] else "single-label"
+  lines.append(f"{report['dataset']}: {_count(total, _NOUNS[kind])}, "
+               f"{report['num_classes']} classes ({label})")
+  tokenizer = report["tokenizer"]
+  if tokenizer:
+    lines.append(f"tokenizer: {tokenizer['vocab_file']}, `max_seq_length`="
+                 f"{tokenizer['max_seq_length']} ([CLS] and [SEP] counted)")
+  lines.append("")
+  rows = [("split", "instances", "smallest class", "largest class",
+           "imbalance", "missing classes")]
+  for split, s in splits.items():
+    present = {n: c for n, c in s["class_counts"].items() if c > 0}
+    smallest = min(present, key=present.get) if present else None
+    largest = max(present, key=present.get) if present else None
+    rows.append((split, s["size"],
+                 f"{_clip(smallest, 16)} {present[smallest]}" if present
+                 else "-",
+                 f"{_clip(largest, 16)} {present[largest]}" if present
+                 else "-",
+                 f"{s['imbalance_ratio']:.3g}" if s["imbalance_ratio"]
+                 else "-",
+                 len(s["missing_classes"])))
+  lines += _table(rows) + [""]
+  names = report["class_names"]
+  first = next(iter(splits.values()))["class_counts"]
+  shown = list(names)
+  note = ""
+  if len(names) > CLASS_LINES:
+    ordered = sorted(names, key=lambda n: first[n])
+    half = CLASS_LINES // 2
+    shown = ordered[:half] + ordered[-half:]
+    note = (f"({len(names) - len(shown)} more classes between them; every "
+            f"class in {REPORT_FILE})")
+  rows = [("class",) + tuple(splits)]
+  rows += [(_clip(n, 24),) + tuple(s["class_counts"][n] for s in
+                                   splits.values()) for n in shown]
+  lines += _table(rows)
+  if note:
+    lines.append(note)
+  lines.append("")
+  if report["multi_label"]:
+    rows = [("labels per instance", "mean", "0", "1", "2", "3+")]
+    for split, s in splits.items():
+      per = {int(k): v for k, v in s["labels_per_instance"].items()}
+      rows.append((split, f"{s['mean_labels_per_instance']:.2f}",
+                   per.get(0, 0), per.get(1, 0), per.get(2, 0),
+                   sum(v for k, v in per.items() if k >= 3)))
+    lines += _table(rows) + [""]
+  if kind == "text":
+    rows = [("tokens",) + tuple(f"p{q}" for q in PERCENTILES) +
+            ("max", "truncated", UNKNOWN_TOKEN, "empty", "duplicates")]
+    for split, s in splits.items():
+      t = s.get("tokens")
+      rows.append((split,) + (tuple(t[f"p{q}"] for q in PERCENTILES) +
+                              (t["max"], f"{s['truncated']['count']} ("
+                               f"{_percent(s['truncated']['share'])})",
+                               _percent(s["unknown_share"]))
+                              if t else ("-",) * 7) +
+                  (s["empty"]["count"], s["duplicates"]["rows"]))
+    lines += _table(rows) + [""]
+  elif kind == "image":
+    rows = [("image height x width",) + tuple(f"p{q}" for q in PERCENTILES) +
+            ("max", "duplicates")]
+    for split, s in splits.items():
+      h, w = s.get("image_height", {}), s.get("image_width", {})
+      rows.append((split,) + tuple(
+          f"{h.get(k, '-')}x{w.get(k, '-')}"
+          for k in [f"p{q}" for q in PERCENTILES] + ["max"]) +
+                  (s["duplicates"]["rows"],))
+    lines += _table(rows)
+    files = report["image_files"]
+    if files:
+      lines.append(f"image files: {files['files']}, loaded {files['loaded']},"
+                   f" undecodable {files['undecodable']}")
+    lines.append("")
+  elif "features" in next(iter(splits.values())):
+    features = next(iter(splits.values()))["features"]
+    rows = [(f"features ({next(iter(splits))})", "mean", "std", "min",
+             "max")]
+    for name, f in list(features.items())[:CLASS_LINES]:
+      rows.append((_clip(name, 24),) + tuple(
+          f"{f[k]:.4g}" for k in ("mean", "std", "min", "max")))
+    lines += _table(rows)
+    if len(features) > CLASS_LINES:
+      lines.append(f"({len(features) - CLASS_LINES} more features in "
+                   f"{REPORT_FILE})")
+    lines.append("duplicate rows: " + ", ".join(
+        f"{split} {s['duplicates']['rows']}" for split, s in splits.items()))
+    lines.append("")
+  leaks = [f"{leak['count']} of {splits[leak['split']]['size']} "
+           f"{leak['split']} in {leak['in']}"
+           for leak in report["leakage"]]
+  lines.append("leakage (exact duplicates across splits): " +
+               (", ".join(leaks) if leaks else "-"))
+  lines.append("")
+  if report["warnings"]:
+    lines.append("warnings:")
+    lines += [f"  - {w}" for w in report["warnings"]]
+  else:
+    lines.append("warnings: none")
+  return "\n".join(lines)
+
+
+def class_count_chart(report: Dict[str, Any]) -> bytes:
+  """The class-count bar chart as PNG bytes: one group of bars per class,
+  one bar per split (matplotlib, Agg; no date or version in the bytes)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  names = report["class_names"]
+  splits = report["splits"]
+  fig, ax = plt.subplots(figsize=(min(40.0, max(6.4, 0.35 * len(names) *
+                                                max(1, len(splits)) / 2)),
+                                  4.8))
+  try:
+    width = 0.8 / max(1, len(splits))
+    for j, (split, s) in enumerate(splits.items()):
+      ax.bar([i - 0.4 + width * (j + 0.5) for i in range(len(names))],
+             [s["class_counts"][n] for n in names], width, label=split)
+    if len(names) <= 100:
+      ax.set_xticks(range(len(names)))
+      ax.set_xticklabels([_clip(n, 20) for n in names], rotation=60,
+                         ha="right", fontsize=8)
+    ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.set_ylabel("instances" + (" with the class" if report["multi_label"]
+                                 else ""))
+    ax.set_title(f"{report['dataset']}: instances per class")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    return buffer.getvalue()
+  finally:
+    plt.close(fig)
+
+
+def write(report: Dict[str, Any], output_dir: str) -> Tuple[str, str]:
+  """Writes `inspection.json` and `class_counts.png` into `output_dir` (made
+  if missing), each atomically: the chart is drawn before either is written,
+  and a failed write leaves that file as it was.
+
+  Returns:
+    The two paths.
+
+  Raises:
+    ValueError: naming the folder or file that cannot be written.
+  """
+  chart = class_count_chart(report)
+  try:
+    os.makedirs(output_dir, exist_ok=True)
+  except OSError as e:
+    raise ValueError(f"`output_dir`={output_dir}: cannot be made "
+                     f"({e.strerror or e}).") from None
+  report_path = os.path.join(output_dir, REPORT_FILE)
+  chart_path = os.path.join(output_dir, CHART_FILE)
+  for path, write_file, binary in (
+      (report_path, lambda f: json.dump(report, f, indent=1, sort_keys=True),
+       False),
+      (chart_path, lambda f: f.write(chart), True)):
+    try:
+      fileio.write_atomically(path, write_file, binary=binary)
+    except OSError as e:
+      raise ValueError(f"{path}: cannot be written "
+                       f"({e.strerror or e}).") from None
+  return report_path, chart_path
