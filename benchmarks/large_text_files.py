@@ -1,7 +1,7 @@
 r"""A user's text file larger than memory: peak memory and time to train.
 
 Writes a CSV train file of --gigabytes (rows of 5 to 9 shipped GoEmotions
-comments joined, about 430 characters, labelled with the first comment's
+comments joined, about 490 characters, labelled with the first comment's
 emotion) and small validation and test files into --data_dir (kept there
 for the next call), then runs `pipelines.train` on it as a user would,
 twice: with the counting pass's cache empty (a new file), and again with
