@@ -35,6 +35,10 @@ SLOW_SCOPES = (
     "tests/test_feature_cache.py::ExportLaterTest",
     "tests/test_feature_cache.py::FrozenTrainingTest",
     "tests/test_faults.py::ResumeTest",
+    "tests/test_user_example.py::WalkthroughTest",
+    "tests/test_user_files.py::MirroredTest",
+    "tests/test_user_files.py::DownstreamTest",
+    "tests/test_user_datasets.py::EndToEndTest",
 )
 
 

@@ -295,7 +295,8 @@ class ImageConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(
       (dict(encoder="vgg16"), "`encoder`='vgg16' reads colour images; "
-       "choose `dataset` from: digits32, cifar10, imagenet2012"),
+       "choose `dataset` from: digits32, image_folder, cifar10, "
+       "imagenet2012"),
       (dict(download=True), "`download` reads TFDS datasets only"),
       (dict(dataset="cifar10", encoder="vgg16", image_size=64),
        "`image_size`=64: only imagenet2012"),

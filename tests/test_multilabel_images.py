@@ -357,8 +357,8 @@ class ConfigTest(tf.test.TestCase):
     checks.validate(good(dataset="voc2007", image_size=448, download=True))
     checks.validate(good(dataset="coco2017", encoder="resnet50", image_size=64))
     with self.assertRaisesRegex(
-        ValueError, "`image_size`=64: only imagenet2012, coco2017, voc2007 "
-        "images are resized"):
+        ValueError, "`image_size`=64: only imagenet2012, coco2017, voc2007, "
+        "image_folder, tfrecord and tfds:<name> images are resized"):
       checks.validate(good(dataset="cifar10", image_size=64))
 
 
