@@ -5,7 +5,11 @@ Example:
   .venv/bin/python -m pipelines.predict --model_dir=runs/goemotions_softmax \
       --text="Thank you so much, this made my day" --top_k=5
 
-prints one `name<TAB>score` line per class, best first.
+prints one `name<TAB>score<TAB>probability` line per class, best first:
+the probability is the export's calibrated one (fitted on the validation
+split when the run was exported, whatever the loss: docs/model.md,
+"Probabilities"); an export written before calibration existed prints
+`name<TAB>score` (`pipelines.calibrate` adds them).
 
 A run trained with --class_encoder=text also ranks classes it never saw:
 --classes=a,b,c ranks those class texts instead of the training classes
@@ -136,15 +140,16 @@ def read_images(lines, source, first_line=1):
 
 def rank_lines(ranker, lines, name, first, kind, num_segments):
   """Rankings of one batch of input lines (text, image paths or rows)."""
+  probabilities = ranker.has_probabilities
   if kind == "image":
     return [ranking for image in read_images(lines, name, first)
-            for ranking in ranker.rank(image, FLAGS.top_k)]
+            for ranking in ranker.rank(image, FLAGS.top_k, probabilities)]
   if kind == "vector":
     return ranker.rank(parse_vectors(lines, name, ranker.instance_shape[0],
-                                     first), FLAGS.top_k)
+                                     first), FLAGS.top_k, probabilities)
   instances = parse_instances(lines, name, num_segments, first)
   if FLAGS.classes is None:
-    return ranker.rank(instances, FLAGS.top_k)
+    return ranker.rank(instances, FLAGS.top_k, probabilities)
   return ranker.rank_class_list(instances, FLAGS.classes, FLAGS.top_k)
 
 
@@ -162,12 +167,14 @@ def input_kind(ranker):
 
 
 def print_rankings(rankings, first):
-  """`name<TAB>score` lines per instance, an empty line between instances."""
+  """`name<TAB>score[<TAB>probability]` lines per instance, an empty line
+  between instances."""
   for i, ranking in enumerate(rankings):
     if i or not first:
       print()
-    for name, score in ranking:
-      print(f"{name}\t{score:.4f}")
+    for name, score, *probability in ranking:
+      print("\t".join([name, f"{score:.4f}"] +
+                      [f"{p:.4f}" for p in probability]))
 
 
 def main(argv):

@@ -45,6 +45,11 @@ BEST_EXPORT = "best_model_by_metric"
 LATEST_EXPORT = "latest_model"
 EXPORTS = (BEST_EXPORT, LATEST_EXPORT)
 EXPORT_TMP_PREFIX = ".tmp-"  # An export being written: export/.tmp-XXXX.
+# In each export folder: its calibration and the validation metrics before
+# and after it (`serving.calibrate_on`).
+CALIBRATION_FILE = "calibration.json"
+# The best export's reliability diagram (`pipelines.calibrate`).
+RELIABILITY_DIAGRAM = "reliability.png"
 LOCK_FILE = ".lock"
 LOG_FILE = "log.txt"
 FEATURE_CACHE = "feature_cache"
@@ -169,6 +174,14 @@ class RunDir:
   def export(self, name: str) -> str:
     """`export/<name>`: BEST_EXPORT or LATEST_EXPORT."""
     return self.join(EXPORT, name)
+
+  def calibration_file(self, export: str) -> str:
+    """`export/<export>/calibration.json`."""
+    return self.join(EXPORT, export, CALIBRATION_FILE)
+
+  @property
+  def reliability_diagram(self) -> str:
+    return self.join(RELIABILITY_DIAGRAM)
 
   def checkpoint(self, epoch: int) -> str:
     """The per-validation checkpoint of a (1-based) epoch."""

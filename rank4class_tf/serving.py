@@ -27,6 +27,7 @@ readers change together whenever the serving contract does.
 """
 
 import json
+import logging
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -43,10 +44,13 @@ from rank4class_tf.modeling import class_encoders
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.multilabel import label_attention
 from rank4class_tf import ops
+from rank4class_tf.ranking import calibration as calibration_lib
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
 
 SERVING_KEY = "serving_default"
+# The export's calibrated probabilities output.
+PROBABILITIES = "probabilities"
 # A signature without input that returns the export's class names (index =
 # class id): clients name classes from the export itself, never from a file
 # beside it that may have been edited.
@@ -87,7 +91,9 @@ def store_class_features(model: tf.keras.Model) -> None:
 def signatures(model: tf.keras.Model,
                instance_inputs: features.InstanceInputs,
                class_names: Sequence[str],
-               top_k: int) -> Dict[str, Any]:
+               top_k: int,
+               calibration: Optional[calibration_lib.Calibration] = None
+              ) -> Dict[str, Any]:
   """The serving signatures: raw instances -> scores and ranked classes.
 
   `serving_default` ranks the training classes. A model with a text class
@@ -105,6 +111,10 @@ def signatures(model: tf.keras.Model,
       (`serving_assets`, e.g. the tokenizer).
     class_names: one name per class, index = class id.
     top_k: ranked classes returned.
+    calibration: when given, `serving_default` also returns
+      `probabilities` [batch_size, num_classes], the calibrated map of the
+      scores (`calibration.Calibration.apply`: single-label softmax(s / T),
+      summing to 1; multi-label sigmoid(a s + b) per class).
 
   Returns:
     {SERVING_KEY: tf.function, CLASS_NAMES_KEY: tf.function (no input ->
@@ -127,8 +137,11 @@ def signatures(model: tf.keras.Model,
                    training=False)
     top_scores, top_ids, top_names = ops.top_k_classes(
         scores, top_k, class_names)
-    return {"scores": scores, "top_k_ids": top_ids,
-            "top_k_names": top_names, "top_k_scores": top_scores}
+    outputs = {"scores": scores, "top_k_ids": top_ids,
+               "top_k_names": top_names, "top_k_scores": top_scores}
+    if calibration is not None:
+      outputs[PROBABILITIES] = calibration.apply(scores)
+    return outputs
 
   # The names travel as a signature, not as an attribute tracked on the
   # model: signatures are part of the SavedModel's MetaGraphDef, written and
@@ -198,17 +211,59 @@ def remove_stale_exports(model_dir: str) -> None:
 
 
 def export_saved_model(model: tf.keras.Model, export_to: str,
-                       signatures_: Dict[str, Any]) -> None:
+                       signatures_: Dict[str, Any],
+                       calibration: Optional[Dict[str, Any]] = None) -> None:
   """Writes the SavedModel to a temporary sibling folder, then renames it.
 
   The folder gets the permissions of any folder the user creates (0777 less
   the umask), not mkdtemp's private 0700, so others can serve it.
+  `calibration` (what `calibrate_on` returns) is written in it as
+  `run_dir.CALIBRATION_FILE`, so an export and its calibration are renamed into
+  place together.
   """
   with fileio.atomic_folder(export_to,
                             prefix=run_dir_lib.EXPORT_TMP_PREFIX) as tmp:
     # The optimizer is left out: a serving model needs none, and its slot
     # variables make `tf.saved_model.load` fail in a process that trained.
     model.save(tmp, include_optimizer=False, signatures=signatures_)
+    if calibration is not None:
+      fileio.write_json_atomically(
+          os.path.join(tmp, run_dir_lib.CALIBRATION_FILE), calibration)
+
+
+def calibrate_on(model: tf.keras.Model, dataset: tf.data.Dataset
+                ) -> Tuple[Optional[calibration_lib.Calibration],
+                           Dict[str, Any]]:
+  """Fits the calibration of `model`'s scores on a split.
+
+  Args:
+    model: the ranking model.
+    dataset: the split's batched (features, labels) ranking examples:
+      one-hot (single-label) or multi-hot labels [batch_size, num_classes],
+      -1 for masked classes (held-out classes read as 0).
+
+  Returns:
+    (the calibration, or None when the scores are not finite, and the
+    record written beside the export: its parameters, the number of
+    instances and the split's NLL, ECE and Brier score before and after).
+  """
+  scores, labels = [], []
+  for batch, batch_labels in dataset:
+    scores.append(model(batch, training=False).numpy())
+    labels.append(batch_labels.numpy())
+  scores = np.concatenate(scores).astype(np.float64)
+  labels = np.maximum(np.concatenate(labels), 0.0)
+  if (labels.sum(axis=1) == 1).all():
+    labels = labels.argmax(axis=1)  # Single-label.
+  record = {"split": "validation", "num_examples": int(len(scores))}
+  try:
+    calibration = calibration_lib.fit(scores, labels)
+  except ValueError as e:
+    logging.warning("No calibration: %s", e)
+    return None, dict(record, calibration=None, reason=str(e))
+  record.update(calibration=calibration.to_json(),
+                metrics=calibration_lib.report(scores, labels, calibration))
+  return calibration, record
 
 
 def write_run_files(model_dir: str, config: config_lib.TrainConfig,
@@ -353,6 +408,23 @@ class ExportedRanker:
       self.instance_key, self.instance_shape = key, tuple(spec.shape[1:])
     self.instance_dtype = spec.dtype
     self.class_names = self._class_names(model_dir, spec)
+    self.calibration = self._calibration(
+        run_dir_lib.RunDir(model_dir).calibration_file(export))
+
+  @staticmethod
+  def _calibration(path: str) -> Optional[calibration_lib.Calibration]:
+    """The export's calibration (`run_dir.CALIBRATION_FILE`); None for an
+    export without one (written before calibration existed, or a diverged
+    run's)."""
+    if not tf.io.gfile.exists(path):
+      return None
+    try:
+      with tf.io.gfile.GFile(path) as f:
+        value = json.load(f)["calibration"]
+      return (None if value is None else
+              calibration_lib.Calibration.from_json(value))
+    except (ValueError, KeyError, TypeError, tf.errors.OpError) as e:
+      raise ValueError(f"{path} cannot be read ({_first_line(e)}).") from None
 
   def _class_names(self, model_dir: str, spec: tf.TensorSpec) -> List[str]:
     """The export's class names: from its `class_names` signature.
@@ -427,18 +499,39 @@ class ExportedRanker:
     return [[(class_texts[i], float(row[i])) for i in idx]
             for row, idx in zip(scores, order)]
 
+  @property
+  def has_probabilities(self) -> bool:
+    """Whether the export returns calibrated `probabilities` (exports
+    written before calibration existed do not)."""
+    return PROBABILITIES in self._serve.structured_outputs
+
   def scores(self, instances) -> np.ndarray:
     """[batch_size, num_classes] scores of raw instances."""
     return self._serve(**{self.instance_key: tf.constant(instances)}
                       )["scores"].numpy()
 
-  def rank(self, instances, top_k: int = 5
-          ) -> List[List[Tuple[str, float]]]:
-    """Per instance, [(class name, score)] of the top_k classes, best first."""
-    scores = self.scores(instances)
+  def outputs(self, instances) -> Dict[str, np.ndarray]:
+    """Every output of `serving_default` for raw instances."""
+    return {k: v.numpy() for k, v in self._serve(
+        **{self.instance_key: tf.constant(instances)}).items()}
+
+  def rank(self, instances, top_k: int = 5, probabilities: bool = False
+          ) -> List[List[Tuple]]:
+    """Per instance, [(class name, score)] of the top_k classes, best first;
+    [(class name, score, probability)] with `probabilities` (an export
+    without them: ValueError)."""
+    outputs = self.outputs(instances)
+    scores = outputs["scores"]
     order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
-    return [[(self.class_names[i], float(row[i])) for i in idx]
-            for row, idx in zip(scores, order)]
+    if not probabilities:
+      return [[(self.class_names[i], float(row[i])) for i in idx]
+              for row, idx in zip(scores, order)]
+    if PROBABILITIES not in outputs:
+      raise ValueError("this export has no calibrated probabilities; "
+                       "write them with pipelines.calibrate.")
+    probs = outputs[PROBABILITIES]
+    return [[(self.class_names[i], float(row[i]), float(p[i])) for i in idx]
+            for row, p, idx in zip(scores, probs, order)]
 
 
 def split_scores(ranker: ExportedRanker, data, split: str,
@@ -501,7 +594,11 @@ def evaluate(model_dir: str, data, split: str = "test",
       sigmoid(score) >= threshold.
 
   Returns:
-    {metric name: value} for exactly those metrics, plus `num_examples`.
+    {metric name: value} for exactly those metrics, plus `num_examples`,
+    and the probabilities' NLL, ECE and Brier score (`calibration`): `nll`,
+    `ece`, `brier` of softmax (multi-label: sigmoid) of the raw scores and,
+    when the export is calibrated, `calibrated_nll`, `calibrated_ece`,
+    `calibrated_brier` of its probabilities.
   """
   config = load_config(model_dir)
   metric_names = tuple(metric_names or config.trainer.metrics)
@@ -526,4 +623,5 @@ def evaluate(model_dir: str, data, split: str = "test",
   results = metrics.evaluate_scores(labels, scores, metric_names,
                                     threshold=threshold)
   results["num_examples"] = int(scores.shape[0])
+  results.update(calibration_lib.report(scores, labels, ranker.calibration))
   return results

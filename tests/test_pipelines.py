@@ -136,7 +136,9 @@ class TrainEvaluateTest(tf.test.TestCase):
     results = json.loads(lines[0])
     self.assertEqual(set(results), {"top1_accuracy", "top5_accuracy",
                                     "ndcg@5", "mrr", "num_examples", "split",
-                                    "export"})
+                                    "export", "nll", "ece", "brier",
+                                    "calibrated_nll", "calibrated_ece",
+                                    "calibrated_brier"})
     self.assertEqual(results["num_examples"], 270)
     # The library function gives the same numbers.
     lib = helpers.evaluate(self.model_dir, "test")

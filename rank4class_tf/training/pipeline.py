@@ -119,10 +119,13 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
         self._data, "validation", self._batch_size, training=False,
         instance_inputs=self._inputs, length_sorted=True))
 
-  def build_signatures(self, model: tf.keras.Model) -> Dict[str, Any]:
-    """The serving signature (`serving.signatures`)."""
+  def build_signatures(self, model: tf.keras.Model,
+                       calibration=None) -> Dict[str, Any]:
+    """The serving signature (`serving.signatures`), with `probabilities`
+    when a calibration is given."""
     return serving.signatures(model, self._serving_inputs,
-                              self._data.class_names, self._top_k)
+                              self._data.class_names, self._top_k,
+                              calibration)
 
 
 KERAS_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16",
@@ -316,6 +319,11 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
       return
     if checkpoint:
       model.load_weights(checkpoint).expect_partial()
+    # Calibrated on the validation split by the model that trained (a
+    # frozen run's reads the cached features), before its weights go to the
+    # serving model.
+    calibration, record = serving.calibrate_on(
+        model, self._dataset_builder.build_valid_dataset())
     if self._serving_model_builder is not None:
       # Built once per run: the frozen encoder's weights never change.
       if self._serving_model is None:
@@ -324,4 +332,5 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
       model = self._serving_model
     serving.store_class_features(model)
     serving.export_saved_model(
-        model, export_to, self._dataset_builder.build_signatures(model))
+        model, export_to,
+        self._dataset_builder.build_signatures(model, calibration), record)

@@ -9,6 +9,7 @@ scores without an export (`checkpoint_scores`), its exports written later
 """
 
 import contextlib
+import json
 import os
 import re
 from typing import Any, Dict, Optional, Tuple
@@ -310,3 +311,40 @@ def export_run(model_dir: str) -> Tuple[str, str]:
     pipeline.export_only(final, force=True)
   return run.export(run_dir_lib.LATEST_EXPORT), run.export(
       run_dir_lib.BEST_EXPORT)
+
+
+def recalibrate(model_dir: str) -> Dict[str, Any]:
+  """Fits the calibration of a finished run's exports again, without
+  training: both exports are written anew from the final and best
+  checkpoints (`export_only`), each calibrated on the validation split
+  (`serving.calibrate_on`). A run trained before calibration existed gets
+  its `probabilities` this way.
+
+  Returns:
+    {export name: its calibration record (`run_dir.CALIBRATION_FILE`)}.
+
+  Raises:
+    ValueError: naming model_dir when it holds no finished run; naming the
+      export when its scores are not finite (a diverged run).
+  """
+  config = serving.load_config(model_dir)
+  config = config.replace(model_dir=model_dir)
+  run = run_dir_lib.RunDir(model_dir)
+  final = final_checkpoint(config)
+  if not final or run.has_backup():
+    raise ValueError(f"`model_dir`={model_dir} holds no finished run (its "
+                     "last checkpoint is missing or its backup remains); "
+                     "finish its training first.")
+  checks.validate(config)
+  data = builders.load_data(config)
+  pipeline = builders.build_pipeline(config, data)
+  with run_guard.RunLock(model_dir):
+    pipeline.export_only(final, force=True)
+  records = {}
+  for name in run_dir_lib.EXPORTS:
+    with tf.io.gfile.GFile(run.calibration_file(name)) as f:
+      records[name] = json.load(f)
+    if records[name]["calibration"] is None:
+      raise ValueError(f"{run.export(name)}: no calibration "
+                       f"({records[name]['reason'].rstrip('.')}).")
+  return records

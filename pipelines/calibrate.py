@@ -1,0 +1,66 @@
+r"""Fits the calibrated probabilities of a trained run again, without training.
+
+Example (a digits run trained with a ranking loss):
+
+  .venv/bin/python -m pipelines.calibrate --model_dir=runs/digits_approx_ndcg
+
+Both exports are written anew from the run's final and best checkpoints,
+each with the calibration fitted on the validation split (temperature
+scaling for single-label runs, shared Platt scaling for multi-label ones:
+docs/model.md, "Probabilities"), so that `serving_default` returns
+`probabilities`; a run trained before calibration existed gets them this
+way. Writes the best export's reliability diagram to
+<model_dir>/reliability.png and prints one JSON line: per export, the
+fitted parameters and the validation NLL, ECE and Brier score before and
+after, e.g.
+
+  {"best_model_by_metric": {"calibration": {"kind": "temperature",
+   "temperature": 0.31, ...}, "metrics": {"ece": 0.21,
+   "calibrated_ece": 0.03, ...}, ...}, "latest_model": {...}}
+
+A folder that holds no finished run, or a run whose scores are not finite
+(it diverged), exits with status 1 and one line.
+"""
+
+import json
+import sys
+
+from absl import app
+from absl import flags
+
+from pipelines import console
+from rank4class_tf import run_dir as run_dir_lib
+from rank4class_tf import serving
+from rank4class_tf.ranking import calibration
+from rank4class_tf.training import builders
+from rank4class_tf.training import trainer as training
+
+flags.DEFINE_string("model_dir", None, "Directory of a finished run.")
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit(f"calibrate: unexpected arguments: {' '.join(argv[1:])}")
+  if not FLAGS.model_dir:
+    sys.exit("calibrate: --model_dir must be set.")
+  console.quiet()
+  try:
+    records = training.recalibrate(FLAGS.model_dir)
+    run = run_dir_lib.RunDir(FLAGS.model_dir)
+    best = records[run_dir_lib.BEST_EXPORT]
+    data = builders.load_data(serving.load_config(FLAGS.model_dir))
+    labels, scores = serving.split_scores(
+        serving.ExportedRanker(FLAGS.model_dir), data, "validation")
+    calibration.reliability_diagram(
+        scores, labels, calibration.Calibration.from_json(
+            best["calibration"]), run.reliability_diagram,
+        title=f"{run_dir_lib.BEST_EXPORT}, validation")
+  except ValueError as e:
+    console.fail("calibrate", e)
+  print(json.dumps(records, sort_keys=True))
+
+
+if __name__ == "__main__":
+  app.run(main)
