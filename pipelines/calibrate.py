@@ -20,9 +20,19 @@ after, e.g.
 
 A folder that holds no finished run, or a run whose scores are not finite
 (it diverged), exits with status 1 and one line.
+
+A study trained before calibration existed (docs/study.md):
+
+  .venv/bin/python -m pipelines.calibrate --study_dir=runs/study_digits
+
+adds each finished run's calibration to its record, from its best
+checkpoint (no training, no export: a temperature fitted on validation, the
+test NLL, ECE and Brier before and after), then rewrites the report, whose
+tables.md gains the section "Calibration by loss".
 """
 
 import json
+import os
 import sys
 
 from absl import app
@@ -32,10 +42,16 @@ from pipelines import console
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.ranking import calibration
+from rank4class_tf.study import evaluation as study_evaluation
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import report as study_report
 from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 
 flags.DEFINE_string("model_dir", None, "Directory of a finished run.")
+flags.DEFINE_string("study_dir", None, "A study folder: calibrate every "
+                    "finished run's record that has no calibration, then "
+                    "rewrite its report.")
 
 FLAGS = flags.FLAGS
 
@@ -43,9 +59,21 @@ FLAGS = flags.FLAGS
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"calibrate: unexpected arguments: {' '.join(argv[1:])}")
-  if not FLAGS.model_dir:
-    sys.exit("calibrate: --model_dir must be set.")
+  if bool(FLAGS.model_dir) == bool(FLAGS.study_dir):
+    sys.exit("calibrate: set one of --model_dir and --study_dir.")
   console.quiet()
+  if FLAGS.study_dir:
+    try:
+      if not os.path.isfile(os.path.join(FLAGS.study_dir,
+                                         study_folder.STUDY_FILE)):
+        raise ValueError(f"--study_dir={FLAGS.study_dir} holds no study "
+                         f"({study_folder.STUDY_FILE} not found).")
+      done = study_evaluation.add_calibration(FLAGS.study_dir)
+      paths = study_report.write_report(FLAGS.study_dir)
+    except ValueError as e:
+      console.fail("calibrate", e)
+    print(f"Calibrated {done} run(s); wrote {paths['tables']}.")
+    return
   try:
     records = training.recalibrate(FLAGS.model_dir)
     run = run_dir_lib.RunDir(FLAGS.model_dir)

@@ -190,8 +190,49 @@ class ExportTest(tf.test.TestCase):
     self.assertEqual(os.listdir(empty), [])
     out = helpers.run_module("pipelines.calibrate", check=False)
     self.assertEqual(out.stderr.strip(),
-                     "calibrate: --model_dir must be set.")
+                     "calibrate: set one of --model_dir and --study_dir.")
 
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+@pytest.mark.slow
+class StudyTest(tf.test.TestCase):
+  """A study's records carry each run's calibration; `pipelines.calibrate
+  --study_dir` adds it to records without one; tables.md reports it."""
+
+  def test_study_records_and_report(self):
+    study_dir = os.path.join(tempfile.mkdtemp(), "study")
+    helpers.run_module(
+        "pipelines.study", f"--study_dir={study_dir}", "--dataset=digits",
+        "--losses=softmax,approx_ndcg", "--interactions=dot",
+        "--seeds=0,1", "--learning_rates=1e-2", "--train_steps=60",
+        "--eval_every=30", "--export=false", "--deterministic")
+    run = os.path.join(study_dir, "runs", "approx_ndcg.dot.lr0.01.seed0")
+    result = os.path.join(run, "study_result.json")
+    with open(result) as f:
+      record = json.load(f)
+    fitted = record["calibration"]
+    self.assertLess(fitted["calibrated_ece"], fitted["ece"])
+    with open(os.path.join(study_dir, "tables.md")) as f:
+      tables = f.read()
+    self.assertIn("## Calibration by loss", tables)
+    self.assertIn("| **approx_ndcg** (every interaction) | 2 |", tables)
+    with open(os.path.join(study_dir, "results.csv")) as f:
+      header = f.readline().strip().split(",")
+    self.assertContainsSubset(["test_ece", "test_calibrated_ece",
+                               "temperature"], header)
+    # A record from before calibration: added from the checkpoint.
+    del record["calibration"]
+    with open(result, "w") as f:
+      json.dump(record, f)
+    out = helpers.run_module("pipelines.calibrate",
+                             f"--study_dir={study_dir}")
+    self.assertIn("Calibrated 1 run(s)", out.stdout)
+    with open(result) as f:
+      again = json.load(f)["calibration"]
+    self.assertAllClose(again["temperature"], fitted["temperature"],
+                        rtol=1e-4)
+    self.assertAllClose(again["calibrated_ece"], fitted["calibrated_ece"],
+                        atol=1e-6)

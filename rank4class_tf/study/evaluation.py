@@ -1,16 +1,24 @@
 """One study run evaluated: its best checkpoint's validation and test metrics
 (the deterministic `metrics.evaluate_scores`), the per-instance test arrays
-the report's paired tests use, its softmax CE and validation curves."""
+the report's paired tests use, its softmax CE, its calibration (a
+temperature fitted on validation, the test NLL / ECE / Brier before and
+after) and validation curves."""
 
+import dataclasses
+import json
 import math
+import os
 from typing import Dict, List, Tuple
 
 import numpy as np
 
 from rank4class_tf import config as config_lib
+from rank4class_tf import fileio
+from rank4class_tf.ranking import calibration as calibration_lib
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
+from rank4class_tf.study import folder as study_folder
 from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 
@@ -74,6 +82,60 @@ def evaluate_run(config: config_lib.TrainConfig, data
   }
   record["ce_bound_holds"] = bool(record["test_softmax_ce"] >=
                                   record["test_neg_log_mrr"])
+  record["calibration"] = calibration_record(val_labels, val_scores, labels,
+                                             scores)
   arrays = {name: per[name] for name in names}
   arrays.update(softmax_ce=ce, labels=np.asarray(labels, np.int64))
   return record, arrays
+
+
+def calibration_record(val_labels: np.ndarray, val_scores: np.ndarray,
+                       labels: np.ndarray, scores: np.ndarray
+                      ) -> Dict[str, object]:
+  """The run's temperature, fitted on validation (`calibration.fit`), and
+  the test split's `nll`, `ece`, `brier` before it and `calibrated_...`
+  after it; {"temperature": None, "reason": ...} when the scores are not
+  finite."""
+  try:
+    fitted = calibration_lib.fit(val_scores, val_labels)
+  except ValueError as e:
+    return {"temperature": None, "reason": str(e)}
+  return dict(calibration_lib.report(scores, labels, fitted),
+              temperature=fitted.temperature)
+
+
+def add_calibration(study_dir: str, progress=print) -> int:
+  """Adds `calibration` to every finished run record of a study that has
+  none (runs trained before calibration existed), from the run's best
+  checkpoint (`training.checkpoint_scores`: no training, no export).
+
+  Returns:
+    How many records were updated.
+  """
+  runs = os.path.join(study_dir, study_folder.RUNS_DIR)
+  done, data_of = 0, {}
+  with study_folder.locked(study_dir):
+    for name in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
+      done += _calibrate_record(os.path.join(runs, name), data_of, progress)
+  return done
+
+
+def _calibrate_record(folder: str, data_of: Dict, progress) -> int:
+  """`add_calibration` for one run folder: 1 if its record was updated."""
+  path = os.path.join(folder, study_folder.RESULT_FILE)
+  if not os.path.exists(path):
+    return 0
+  record = study_folder.read_json(path)
+  if "calibration" in record:
+    return 0
+  config = serving.load_config(folder).replace(model_dir=folder)
+  key = json.dumps(dataclasses.asdict(config.data), sort_keys=True)
+  if key not in data_of:
+    data_of[key] = builders.load_data(config)
+  scored = training.checkpoint_scores(config, data_of[key])
+  record["calibration"] = calibration_record(*scored["validation"],
+                                             *scored["test"])
+  fileio.write_json_atomically(path, record)
+  progress(f"calibrated {os.path.basename(folder)}: temperature "
+           f"{record['calibration']['temperature']}")
+  return 1

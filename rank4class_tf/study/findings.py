@@ -35,6 +35,45 @@ def bound_lines(cells: Sequence[selection_lib.Cell]) -> List[str]:
   return lines
 
 
+def calibration_lines(cells: Sequence[selection_lib.Cell]) -> List[str]:
+  """Per cell and per loss: the temperature fitted on validation and the
+  test ECE and NLL of softmax(scores) before and softmax(scores / T) after
+  (means over the chosen runs; `evaluation.calibration_record`)."""
+  runs = [(cell, r) for cell in cells for r in cell.runs.values()
+          if (r.get("calibration") or {}).get("temperature") is not None]
+  if not runs:
+    return ["No chosen run records a calibration (records written before "
+            "it existed): `pipelines.calibrate --study_dir=...` adds it "
+            "from the runs' checkpoints."]
+  lines = [
+      "Probabilities are softmax(scores) before and softmax(scores / T) "
+      "after temperature scaling, T fitted by NLL on validation "
+      "(docs/model.md, \"Probabilities\"); ECE over "
+      "15 equal-width confidence bins; test split; means over the chosen "
+      "runs (seeds). Calibration never changes the ranking metrics.", "",
+      "| cell | runs | temperature | ECE before | ECE after | NLL before | "
+      "NLL after |", "|---|---|---|---|---|---|---|"]
+
+  def row(title, chosen):
+    values = {k: np.mean([r["calibration"][k] for r in chosen])
+              for k in ("temperature", "ece", "calibrated_ece", "nll",
+                        "calibrated_nll")}
+    return (f"| {title} | {len(chosen)} | {values['temperature']:.3g} | "
+            f"{values['ece']:.4f} | {values['calibrated_ece']:.4f} | "
+            f"{values['nll']:.4f} | {values['calibrated_nll']:.4f} |")
+
+  for cell in cells:
+    chosen = [r for c, r in runs if c is cell]
+    if chosen:
+      lines.append(row(common_lib.cell_title(cell.key), chosen))
+  losses = list(dict.fromkeys(cell.key[0] for cell in cells))
+  for loss in losses:
+    chosen = [r for c, r in runs if c.key[0] == loss]
+    if chosen:
+      lines.append(row(f"**{loss}** (every interaction)", chosen))
+  return lines
+
+
 def informativeness_lines(
     statistics: selection_lib.Statistics,
     metric_names: Sequence[str],

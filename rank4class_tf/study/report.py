@@ -53,6 +53,11 @@ TABLES_FILE = "tables.md"
 FIGURES_DIR = "figures"
 
 
+# A run's calibration (`evaluation.calibration_record`) in results.csv.
+CALIBRATION_COLUMNS = ("nll", "ece", "brier", "calibrated_nll",
+                       "calibrated_ece", "calibrated_brier")
+
+
 def write_results_csv(path: str, records: Sequence[Dict],
                       chosen: Dict[Tuple[str, str, int], Dict],
                       shared: Dict[str, object],
@@ -70,7 +75,8 @@ def write_results_csv(path: str, records: Sequence[Dict],
              [f"validation_{m}" for m in metric_names] +
              [f"test_{m}" for m in metric_names] +
              ["test_softmax_ce", "test_neg_log_mrr", "test_neg_log_ndcg",
-              "ce_bound_holds", "num_test", "train_seconds",
+              "ce_bound_holds"] + [f"test_{m}" for m in CALIBRATION_COLUMNS] +
+             ["temperature", "num_test", "train_seconds",
               "resumed_at_step", "git_commit", "git_dirty"] + sorted(shared))
   def write(f):
     writer = csv.writer(f)
@@ -86,6 +92,10 @@ def write_results_csv(path: str, records: Sequence[Dict],
       for m in metric_names:
         row[f"validation_{m}"] = r["validation"][m]
         row[f"test_{m}"] = r["test"][m]
+      calibrated = r.get("calibration") or {}  # Absent: an older record.
+      for m in CALIBRATION_COLUMNS:
+        row[f"test_{m}"] = calibrated.get(m)
+      row["temperature"] = calibrated.get("temperature")
       if r["train_seconds"] is not None:
         row["train_seconds"] = round(r["train_seconds"], 1)
       for k, v in shared.items():

@@ -293,6 +293,8 @@ def tables_markdown(
       "mean over a cell's chosen runs.", ""
   ]
   lines += findings_lib.bound_lines(cells)
+  lines += ["", "## Calibration by loss", ""]
+  lines += findings_lib.calibration_lines(cells)
   lines += [
       "", "## Chosen runs", "",
       "| cell | seed | learning rate | MLP width | validation "
