@@ -13,6 +13,12 @@ runs trained from one). Prints a markdown table: one row per group of runs
 equal but for their seed, named by the settings in which the groups differ;
 each metric as mean ± sample std [95% Student-t interval of the mean].
 
+Calibration (docs/model.md, "Probabilities"): `--metrics` also takes
+`nll`, `ece` and `brier` of softmax (multi-label: sigmoid) of the scores,
+and `calibrated_nll`, `calibrated_ece`, `calibrated_brier` after the map
+fitted on each run's validation split, e.g.
+--metrics=top1_accuracy,ece,calibrated_ece.
+
 Zero-shot runs (`--holdout_classes`): `--instances=holdout` scores only the
 instances of the held-out classes, every class still ranked (generalized
 zero-shot); `--instances=seen` the others.
@@ -66,6 +72,8 @@ def main(argv):
       from rank4class_tf import serving  # pylint: disable=g-import-not-at-top
       names = tuple(serving.load_config(model_dirs[0]).trainer.metrics)
     for name in names:
+      if name in compare.CALIBRATION_METRICS:
+        continue
       try:
         metrics.check_name(name)
       except ValueError as e:

@@ -12,16 +12,31 @@ Multi-label runs:
 
 Prints e.g. {"top1_accuracy": 0.98, "top5_accuracy": 1.0, "ndcg@5": 0.99,
 "mrr": 0.99, "num_examples": 270, "split": "test", ...}.
+
+A per-class report (`ranking/class_report.py`):
+
+  .venv/bin/python -m pipelines.evaluate --model_dir=runs/digits_approx_ndcg \
+      --split=test --report_dir=runs/digits_approx_ndcg/report_test
+
+writes per_class.csv, per_class.md, report.json and, for single-label runs,
+confusion_matrix.csv, confusion_matrix.png and confused_pairs.md into
+--report_dir, whole or not at all, and prints a second line naming it after
+the JSON line. An existing --report_dir is replaced only when it is empty or
+holds a previous report and nothing else; any other folder, a file, or a
+path that cannot be made exits with status 1 before anything is scored.
 """
 
 import json
+import os
 import sys
+from typing import Dict, List
 
 from absl import app
 from absl import flags
 
 from pipelines import console
 from rank4class_tf.data import datasets
+from rank4class_tf.ranking import class_report
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
@@ -37,6 +52,11 @@ flags.DEFINE_float("threshold", 0.5,
                    "Multi-label cp/cr/cf1/op/or/of1/macro_f1 and their "
                    "_top<k> forms: a class is predicted when sigmoid(score) "
                    ">= threshold (_top<k>: and it is among the k best).")
+flags.DEFINE_string("report_dir", None,
+                    "Folder for a per-class report of the split (per-class "
+                    "table, confusion matrix, most-confused pairs), written "
+                    "whole or not at all; an existing one is replaced only "
+                    "if it holds a previous report.")
 
 FLAGS = flags.FLAGS
 
@@ -47,17 +67,39 @@ def main(argv):
   if not FLAGS.model_dir:
     sys.exit("evaluate: --model_dir must be set.")
   console.quiet()
+  report_dir = FLAGS.report_dir
   try:
+    if report_dir is not None:  # Before anything is scored.
+      class_report.check_report_dir(report_dir)
     data = datasets.from_config(serving.load_config(FLAGS.model_dir).data)
     results = serving.evaluate(FLAGS.model_dir, data, FLAGS.split,
                                FLAGS.export, metric_names=FLAGS.metrics,
                                threshold=FLAGS.threshold)
+    written = [] if report_dir is None else write_report(
+        FLAGS.model_dir, data, FLAGS.split, FLAGS.export, FLAGS.threshold,
+        report_dir)
   except ValueError as e:
     console.fail("evaluate", e)
   results.update({"split": FLAGS.split, "export": FLAGS.export})
   if any(metrics.is_multilabel(name) for name in results):
     results["threshold"] = FLAGS.threshold
   print(json.dumps(results, sort_keys=True))
+  if written:
+    print(f"Wrote the per-class report to {report_dir} "
+          f"({', '.join(sorted(os.path.basename(p) for p in written))}).")
+
+
+def write_report(model_dir: str, data, split: str, export: str,
+                 threshold: float, report_dir: str) -> List[str]:
+  """Scores the split again (`serving.evaluate` keeps its scores to itself)
+  and writes its per-class report; returns the paths written."""
+  ranker = serving.ExportedRanker(model_dir, export)
+  labels, scores = serving.split_scores(ranker, data, split)
+  report = class_report.class_report(labels, scores, ranker.class_names,
+                                     threshold=threshold)
+  context: Dict[str, str] = {"model_dir": model_dir, "export": export,
+                             "split": split}
+  return class_report.write(report, report_dir, context)
 
 
 if __name__ == "__main__":

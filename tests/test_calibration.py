@@ -1,22 +1,15 @@
-"""Tests of calibrated probabilities: the maths against independent numpy,
-the exports' `probabilities`, `pipelines.calibrate`."""
+"""Tests of calibrated probabilities: the maths against independent numpy.
 
-import json
-import os
-import tempfile
+End to end (a run's export, `pipelines.calibrate`, a study's records and
+report) they are tested on the runs other modules already train:
+test_pipelines.TrainEvaluateTest (a digits ApproxNDCG run) and
+test_study_pipeline.StudyTest (a digits study)."""
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
-import helpers
-from rank4class_tf import config as config_lib
-from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
 from rank4class_tf.ranking import calibration
 from rank4class_tf.ranking import metrics
-from rank4class_tf.training import builders
-from rank4class_tf.training import trainer as training
 
 
 def sampled(n=20000, k=5, seed=0):
@@ -121,118 +114,5 @@ class MetricsTest(tf.test.TestCase):
     self.assertLess(report["calibrated_ece"], report["ece"])
 
 
-@pytest.mark.slow
-class ExportTest(tf.test.TestCase):
-  """A digits run with a ranking loss: its export's probabilities."""
-
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls.model_dir = os.path.join(tempfile.mkdtemp(), "digits_approx_ndcg")
-    cls.config = config_lib.TrainConfig.create(
-        dataset="digits", loss="approx_ndcg", train_steps=200,
-        eval_every=100, model_dir=cls.model_dir)
-    training.train(cls.config)
-
-  def record(self, export=run_dir_lib.BEST_EXPORT):
-    with open(run_dir_lib.RunDir(self.model_dir).calibration_file(export)) as f:
-      return json.load(f)
-
-  def test_validation_ece_drops_after_calibration(self):
-    record = self.record()
-    self.assertEqual(record["split"], "validation")
-    self.assertEqual(record["num_examples"], 270)
-    self.assertEqual(record["calibration"]["kind"], "temperature")
-    got = record["metrics"]
-    self.assertLess(got["calibrated_ece"], got["ece"])
-    self.assertLess(got["calibrated_nll"], got["nll"])
-
-  def test_probabilities_are_the_calibrated_softmax(self):
-    ranker = serving.ExportedRanker(self.model_dir)
-    self.assertTrue(ranker.has_probabilities)
-    images = builders.load_data(self.config).splits["test"][0][:16]
-    out = ranker.outputs(images)
-    t = self.record()["calibration"]["temperature"]
-    self.assertAllClose(out["probabilities"].sum(axis=1), np.ones(16),
-                        atol=1e-5)
-    self.assertAllClose(out["probabilities"],
-                        calibration.softmax(out["scores"] / t), atol=1e-5)
-    ranked = ranker.rank(images[:1], top_k=3, probabilities=True)[0]
-    self.assertAllClose([p for _, _, p in ranked],
-                        np.sort(out["probabilities"][0])[::-1][:3],
-                        atol=1e-6)
-    results = helpers.evaluate(self.model_dir, "test")
-    self.assertLess(results["calibrated_ece"], results["ece"])
-
-  def test_calibrate_binary_rewrites_exports_and_draws(self):
-    before = self.record()
-    out = helpers.run_module("pipelines.calibrate",
-                             f"--model_dir={self.model_dir}")
-    records = json.loads(out.stdout.strip().splitlines()[-1])
-    self.assertEqual(set(records), set(run_dir_lib.EXPORTS))
-    self.assertAllClose(records[run_dir_lib.BEST_EXPORT]["calibration"]
-                        ["temperature"], before["calibration"]["temperature"],
-                        rtol=1e-4)  # The same weights: the same fit.
-    with open(run_dir_lib.RunDir(self.model_dir).reliability_diagram,
-              "rb") as f:
-      self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-    predicted = helpers.run_module("pipelines.predict",
-                                   f"--model_dir={self.model_dir}",
-                                   "--features=1", check=False)
-    self.assertEqual(predicted.returncode, 1)
-
-  def test_bad_inputs(self):
-    empty = tempfile.mkdtemp()
-    out = helpers.run_module("pipelines.calibrate", f"--model_dir={empty}",
-                             check=False)
-    self.assertEqual(out.returncode, 1)
-    self.assertEqual(len(out.stderr.strip().splitlines()), 1)
-    self.assertEqual(os.listdir(empty), [])
-    out = helpers.run_module("pipelines.calibrate", check=False)
-    self.assertEqual(out.stderr.strip(),
-                     "calibrate: set one of --model_dir and --study_dir.")
-
-
 if __name__ == "__main__":
   tf.test.main()
-
-
-@pytest.mark.slow
-class StudyTest(tf.test.TestCase):
-  """A study's records carry each run's calibration; `pipelines.calibrate
-  --study_dir` adds it to records without one; tables.md reports it."""
-
-  def test_study_records_and_report(self):
-    study_dir = os.path.join(tempfile.mkdtemp(), "study")
-    helpers.run_module(
-        "pipelines.study", f"--study_dir={study_dir}", "--dataset=digits",
-        "--losses=softmax,approx_ndcg", "--interactions=dot",
-        "--seeds=0,1", "--learning_rates=1e-2", "--train_steps=60",
-        "--eval_every=30", "--export=false", "--deterministic")
-    run = os.path.join(study_dir, "runs", "approx_ndcg.dot.lr0.01.seed0")
-    result = os.path.join(run, "study_result.json")
-    with open(result) as f:
-      record = json.load(f)
-    fitted = record["calibration"]
-    self.assertLess(fitted["calibrated_ece"], fitted["ece"])
-    with open(os.path.join(study_dir, "tables.md")) as f:
-      tables = f.read()
-    self.assertIn("## Calibration by loss", tables)
-    self.assertIn("| **approx_ndcg** (every interaction) | 2 |", tables)
-    with open(os.path.join(study_dir, "results.csv")) as f:
-      header = f.readline().strip().split(",")
-    self.assertContainsSubset(["test_ece", "test_calibrated_ece",
-                               "temperature"], header)
-    # A record from before calibration: added from the checkpoint.
-    del record["calibration"]
-    with open(result, "w") as f:
-      json.dump(record, f)
-    out = helpers.run_module("pipelines.calibrate",
-                             f"--study_dir={study_dir}")
-    self.assertIn("Calibrated 1 run(s)", out.stdout)
-    with open(result) as f:
-      again = json.load(f)["calibration"]
-    self.assertAllClose(again["temperature"], fitted["temperature"],
-                        rtol=1e-4)
-    self.assertAllClose(again["calibrated_ece"], fitted["calibrated_ece"],
-                        atol=1e-6)

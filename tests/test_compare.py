@@ -12,6 +12,7 @@ from scipy import stats as scipy_stats
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
+from rank4class_tf.ranking import calibration
 from rank4class_tf.study import compare
 from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
@@ -91,9 +92,11 @@ class CompareRunsBinaryTest(tf.test.TestCase):
       dirs.append(config.trainer.model_dir)
     result = helpers.run_module("pipelines.compare_runs",
                                 f"--runs={root}/run*",
-                                "--metrics=top1_accuracy,mrr")
+                                "--metrics=top1_accuracy,mrr,ece,"
+                                "calibrated_ece")
     lines = result.stdout.strip().splitlines()
-    self.assertEqual(lines[0], "| runs | seeds | top1_accuracy | mrr |")
+    self.assertEqual(lines[0], "| runs | seeds | top1_accuracy | mrr | ece | "
+                     "calibrated_ece |")
     self.assertTrue(lines[2].startswith("| all runs | 0,1 | "), lines[2])
     # The row's means are those of each run's best checkpoint.
     data = builders.load_data(config)
@@ -103,6 +106,18 @@ class CompareRunsBinaryTest(tf.test.TestCase):
           serving.load_config(model_dir), data, ("test",))["test"]
       top1.append(np.mean(np.argmax(scores, 1) == labels))
     self.assertIn(f"{np.mean(top1):.4f} ± ", lines[2])
+    # ECE before and after each run's temperature, fitted on validation.
+    ece, calibrated = [], []
+    for model_dir in dirs:
+      scored = training.checkpoint_scores(serving.load_config(model_dir),
+                                          data, ("validation", "test"))
+      fitted = calibration.fit(scored["validation"][1],
+                               scored["validation"][0])
+      labels, scores = scored["test"]
+      ece.append(calibration.ece(calibration.softmax(scores), labels))
+      calibrated.append(calibration.ece(fitted.probabilities(scores), labels))
+    self.assertIn(f"| {np.mean(ece):.4f} ± ", lines[2])
+    self.assertIn(f"| {np.mean(calibrated):.4f} ± ", lines[2])
     bad = helpers.run_module("pipelines.compare_runs",
                              f"--runs={root}/none*", check=False)
     self.assertEqual(bad.returncode, 1)

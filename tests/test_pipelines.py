@@ -7,6 +7,7 @@ subprocess on digits for a few steps.
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,7 @@ from absl.testing import parameterized
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features as features_lib
 from rank4class_tf import serving
+from rank4class_tf.ranking import calibration
 from rank4class_tf.training import builders
 import helpers
 
@@ -127,6 +129,57 @@ class TrainEvaluateTest(tf.test.TestCase):
       serve(image=tf.zeros([2, 8, 8]))
     with self.assertRaises(errors):  # Wrong dtype.
       serve(image=tf.zeros([2, 8, 8, 1], tf.int32))
+
+  def calibration_record(self, export="best_model_by_metric"):
+    with open(os.path.join(self.model_dir, "export", export,
+                           "calibration.json")) as f:
+      return json.load(f)
+
+  def test_export_is_calibrated_on_validation(self):
+    record = self.calibration_record()
+    self.assertEqual((record["split"], record["num_examples"]),
+                     ("validation", 270))
+    self.assertEqual(record["calibration"]["kind"], "temperature")
+    got = record["metrics"]
+    # ApproxNDCG's scores are not logits: the temperature repairs them.
+    self.assertLess(got["calibrated_ece"], got["ece"])
+    self.assertLess(got["calibrated_nll"], got["nll"])
+
+  def test_probabilities_are_the_calibrated_softmax(self):
+    ranker = serving.ExportedRanker(self.model_dir)
+    self.assertTrue(ranker.has_probabilities)
+    images = datasets.get("digits").splits["test"][0][:16]
+    out = ranker.outputs(images)
+    t = self.calibration_record()["calibration"]["temperature"]
+    self.assertAllClose(out["probabilities"].sum(axis=1), np.ones(16),
+                        atol=1e-5)
+    self.assertAllClose(out["probabilities"],
+                        calibration.softmax(out["scores"] / t), atol=1e-5)
+    ranked = ranker.rank(images[:1], top_k=3, probabilities=True)[0]
+    self.assertAllClose([p for _, _, p in ranked],
+                        np.sort(out["probabilities"][0])[::-1][:3],
+                        atol=1e-6)
+
+  def test_calibrate_binary_on_a_copy(self):
+    copy = os.path.join(tempfile.mkdtemp(), "run")
+    shutil.copytree(self.model_dir, copy)
+    before = self.calibration_record()
+    out = run("pipelines.calibrate", f"--model_dir={copy}")
+    records = json.loads(out.stdout.strip().splitlines()[-1])
+    self.assertEqual(set(records), {"best_model_by_metric", "latest_model"})
+    self.assertAllClose(  # The same weights: the same fit.
+        records["best_model_by_metric"]["calibration"]["temperature"],
+        before["calibration"]["temperature"], rtol=1e-4)
+    with open(os.path.join(copy, "reliability.png"), "rb") as f:
+      self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+    empty = tempfile.mkdtemp()
+    bad = run("pipelines.calibrate", f"--model_dir={empty}", check=False)
+    self.assertEqual(bad.returncode, 1)
+    self.assertLen(bad.stderr.strip().splitlines(), 1)
+    self.assertEqual(os.listdir(empty), [])
+    both = run("pipelines.calibrate", check=False)
+    self.assertEqual(both.stderr.strip(),
+                     "calibrate: set one of --model_dir and --study_dir.")
 
   def test_evaluate_prints_one_json_line(self):
     proc = run("pipelines.evaluate", f"--model_dir={self.model_dir}",

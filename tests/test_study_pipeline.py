@@ -7,6 +7,7 @@ with few steps: docs/study.md's command with a smaller grid.
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,6 +123,35 @@ class StudyTest(tf.test.TestCase):
       self.assertEqual(r["ce_bound_holds"], "True")
       self.assertGreaterEqual(float(r["test_softmax_ce"]),
                               float(r["test_neg_log_mrr"]))
+
+  def test_calibration_in_records_and_report(self):
+    row = self.rows["approx_ndcg.dot.lr0.01.seed0"]
+    for name in ("test_ece", "test_calibrated_ece", "test_nll",
+                 "test_calibrated_nll", "calibration_temperature"):
+      self.assertTrue(np.isfinite(float(row[name])), name)
+    self.assertLess(float(row["test_calibrated_nll"]), float(row["test_nll"]))
+    self.assertIn("## Calibration by loss", self.tables)
+    self.assertIn("| **approx_ndcg** (every interaction) | 4 |", self.tables)
+    # A record written before calibration existed, in a copy of the study:
+    # `pipelines.calibrate --study_dir` adds it from the checkpoint.
+    copy = os.path.join(tempfile.mkdtemp(), "study")
+    shutil.copytree(self.dir, copy)
+    result = os.path.join(copy, "runs", "approx_ndcg.dot.lr0.01.seed0",
+                          study_folder.RESULT_FILE)
+    with open(result) as f:
+      record = json.load(f)
+    fitted = record.pop("calibration")
+    with open(result, "w") as f:
+      json.dump(record, f)
+    out = run([sys.executable, "-m", "pipelines.calibrate",
+               f"--study_dir={copy}"])
+    self.assertIn("Calibrated 1 run(s)", out.stdout)
+    with open(result) as f:
+      again = json.load(f)["calibration"]
+    self.assertAllClose(again["temperature"], fitted["temperature"],
+                        rtol=1e-4)
+    self.assertAllClose(again["calibrated_ece"], fitted["calibrated_ece"],
+                        atol=1e-6)
 
   def test_rerun_skips_everything_and_report_only_repeats(self):
     results = [os.path.join(self.dir, "runs", name, study_folder.RESULT_FILE)

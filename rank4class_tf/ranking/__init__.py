@@ -6,6 +6,10 @@
   fast_loss_ops  their maths, pure tf functions
   metrics        ranking metrics (Top-k, NDCG, MRR, ...) by name, and the
                  deterministic `evaluate_scores`
+  calibration    probabilities from any loss's scores (temperature / Platt
+                 scaling) and their NLL, ECE, Brier score, reliability diagram
+  class_report   per-class precision, recall, F1, Top-k, MRR, AP; the
+                 confusion matrix and the most-confused pairs
 
 May import the foundation modules, `sorting` and `multilabel`; not `data`,
 `modeling`, `training`, `serving` or `study`.

@@ -25,6 +25,7 @@ import numpy as np
 
 from rank4class_tf.data import classes as classes_lib
 from rank4class_tf import lookup
+from rank4class_tf.ranking import calibration as calibration_lib
 from rank4class_tf.ranking import metrics
 from rank4class_tf import serving
 from rank4class_tf.training import builders
@@ -102,6 +103,11 @@ def _value(value) -> str:
   return str(value)
 
 
+# Calibration metrics (`calibration.report`): of softmax / sigmoid of the
+# scores, and `calibrated_` of the map fitted on the validation split.
+CALIBRATION_METRICS = ("nll", "ece", "brier", "calibrated_nll",
+                       "calibrated_ece", "calibrated_brier")
+
 # Which instances of the split are scored (zero-shot runs).
 INSTANCES = ("all", "holdout", "seen")
 
@@ -131,8 +137,15 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
     for model_dir in group.model_dirs:
       config = serving.load_config(model_dir).replace(model_dir=model_dir)
       data = builders.load_data(config)
-      labels, scores = training.checkpoint_scores(
-          config, data, (split,))[split]
+      calibrated = [m for m in metric_names if m in CALIBRATION_METRICS]
+      splits = (split,) + (("validation",) if calibrated and
+                           split != "validation" else ())
+      scored = training.checkpoint_scores(config, data, splits)
+      labels, scores = scored[split]
+      fitted = None
+      if any(m.startswith("calibrated_") for m in calibrated):
+        val_labels, val_scores = scored["validation"]
+        fitted = calibration_lib.fit(val_scores, val_labels)
       if instances != "all":
         names = holdout_classes or config.data.holdout_classes
         if not names:
@@ -143,8 +156,11 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
         if instances == "seen":
           chosen = ~chosen
         labels, scores = labels[chosen], scores[chosen]
-      results = metrics.evaluate_scores(labels, scores, metric_names,
+      ranking = [m for m in metric_names if m not in CALIBRATION_METRICS]
+      results = metrics.evaluate_scores(labels, scores, ranking,
                                         threshold=threshold)
+      if calibrated:
+        results.update(calibration_lib.report(scores, labels, fitted))
       for name in metric_names:
         group.values.setdefault(name, []).append(float(results[name]))
 

@@ -76,7 +76,7 @@ def write_results_csv(path: str, records: Sequence[Dict],
              [f"test_{m}" for m in metric_names] +
              ["test_softmax_ce", "test_neg_log_mrr", "test_neg_log_ndcg",
               "ce_bound_holds"] + [f"test_{m}" for m in CALIBRATION_COLUMNS] +
-             ["temperature", "num_test", "train_seconds",
+             ["calibration_temperature", "num_test", "train_seconds",
               "resumed_at_step", "git_commit", "git_dirty"] + sorted(shared))
   def write(f):
     writer = csv.writer(f)
@@ -95,7 +95,8 @@ def write_results_csv(path: str, records: Sequence[Dict],
       calibrated = r.get("calibration") or {}  # Absent: an older record.
       for m in CALIBRATION_COLUMNS:
         row[f"test_{m}"] = calibrated.get(m)
-      row["temperature"] = calibrated.get("temperature")
+      # Not `temperature`: that is a loss setting among the shared ones.
+      row["calibration_temperature"] = calibrated.get("temperature")
       if r["train_seconds"] is not None:
         row["train_seconds"] = round(r["train_seconds"], 1)
       for k, v in shared.items():
