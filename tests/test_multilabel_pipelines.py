@@ -93,8 +93,11 @@ class MulConRunTest(tf.test.TestCase):
                f"--metrics={ML_METRICS},cf1_top3,precision@2",
                "--threshold=0.3")
     results = json.loads(proc.stdout.strip().split("\n")[-1])
+    calibration_keys = {"nll", "ece", "brier", "calibrated_nll",
+                        "calibrated_ece", "calibrated_brier"}
     self.assertEqual(
-        set(results) - {"num_examples", "split", "export", "threshold"},
+        set(results) - {"num_examples", "split", "export", "threshold"} -
+        calibration_keys,
         set(ML_METRICS.split(",")) | {"cf1_top3", "precision@2"})
     # The exported model's scores give the same numbers through the
     # library's metrics.
@@ -136,10 +139,18 @@ class TwoWayRunTest(tf.test.TestCase):
     self.assertEqual(losses.config_kwargs(config.loss, 4, 0),
                      {"positive_temperature": 2.0,
                       "negative_temperature": 1.0})
-    scores = serving.ExportedRanker(model_dir).scores(
-        np.array(["so happy", "awful"], object))
+    ranker = serving.ExportedRanker(model_dir)
+    out = ranker.outputs(np.array(["so happy", "awful"], object))
+    scores = out["scores"]
     self.assertEqual(scores.shape, (2, 4))
     self.assertTrue(np.all(np.isfinite(scores)))
+    # Multi-label probabilities: per class, sigmoid(a s + b), in [0, 1].
+    fitted = ranker.calibration
+    self.assertEqual(fitted.kind, "platt")
+    probabilities = out["probabilities"]
+    self.assertTrue(np.all((probabilities >= 0) & (probabilities <= 1)))
+    self.assertAllClose(probabilities, 1 / (1 + np.exp(
+        -(fitted.scale * scores + fitted.shift))), atol=1e-5)
 
 
 class MultiLabelFaultsTest(tf.test.TestCase):
