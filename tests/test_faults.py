@@ -64,12 +64,12 @@ CRASH_IN_BEST_EXPORT = textwrap.dedent("""
     os.umask(int(sys.argv[1], 8))
     crash = "--crash=no" not in sys.argv
     write = serving.export_saved_model
-    def export(model, export_to, signatures):
+    def export(model, export_to, *args):
       if crash and export_to.endswith("best_model_by_metric"):
         os.makedirs(os.path.join(os.path.dirname(export_to), ".tmp-killed",
                                  "variables"))
         os._exit(9)
-      write(model, export_to, signatures)
+      write(model, export_to, *args)
     serving.export_saved_model = export
     sys.argv = ["pipelines.train"] + [a for a in sys.argv[2:]
                                       if a != "--crash=no"]
