@@ -76,10 +76,11 @@ demo: $(STAMP)
 
 # Two pytest-xdist workers, one test class (or module) each at a time, so a
 # class's shared run (setUpClass) is trained once. TESTS narrows the run
-# (.ci/run: the current stack's core and pipeline modules).
+# (.ci/run: the current stack's core and pipeline modules). The 15 slowest
+# tests are listed at the end, to keep the CI budget in view.
 TESTS ?= tests
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadscope $(TESTS)
+	$(PY) -m pytest -q -n 2 --dist loadscope --durations=15 $(TESTS)
 
 # The PyTorch + Hugging Face peer of benchmarks.text_step_time, in its own
 # env (never a dependency of the package): torch 2.13.0 is the CPU build.

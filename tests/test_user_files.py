@@ -296,7 +296,7 @@ class MirroredTest(tf.test.TestCase):
     helpers.run_module(
         "pipelines.train", "--dataset=text_files",
         f"--data_dir={emotions_csv()}", "--text_column=comment",
-        "--label_column=feeling", "--encoder=bert", "--init_checkpoint=minilm",
+        "--label_column=feeling", "--encoder=bert", "--encoder_size=tiny",
         "--max_seq_length=12", "--batch_size=4", "--train_steps=2",
         "--eval_every=1", "--learning_rate=1e-4", "--strategy=mirrored",
         "--cpu_devices=2", f"--model_dir={model_dir}")
