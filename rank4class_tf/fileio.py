@@ -19,6 +19,7 @@ Imports nothing from TensorFlow: `rank4class_tf.config`-level code may use it.
 """
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -117,3 +118,12 @@ def write_json_atomically(path: str, value: Any) -> None:
   """Writes `value` as indented, key-sorted JSON to `path` atomically."""
   write_atomically(path, lambda f: json.dump(value, f, indent=1,
                                              sort_keys=True))
+
+
+def file_sha256(path: str) -> str:
+  """SHA-256 of a file's bytes, read in 1 MiB blocks."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()

@@ -173,14 +173,6 @@ def bucket(index: tf.Tensor, seed: int) -> tf.Tensor:
   return tf.strings.to_hash_bucket_fast(key, BUCKETS)
 
 
-def file_sha256(path: str) -> str:
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 22), b""):
-      digest.update(chunk)
-  return digest.hexdigest()
-
-
 # Why a row is bad, as the pass's per-row code (0: a good row).
 _PROBLEMS = {
     1: "not valid UTF-8.",
@@ -290,7 +282,7 @@ def cached_count(src: Source, options: user_files.Options,
                  held_out: int) -> Dict[str, object]:
   """`count`, cached by the file's SHA-256 and the options it depends on."""
   key = hashlib.sha256(json.dumps({
-      "sha256": file_sha256(src.path), "source": dataclasses.asdict(src),
+      "sha256": fileio.file_sha256(src.path), "source": dataclasses.asdict(src),
       "text": options.text, "label": options.label,
       "separator": options.label_separator, "skip": options.skip_bad_records,
       "split_seed": options.split_seed, "held_out": held_out, "version": 1,

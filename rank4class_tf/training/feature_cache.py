@@ -62,13 +62,8 @@ ENCODED_MASK = "encoded_mask"
 BUILD_BATCH = 128
 
 
-def file_sha256(path: str) -> str:
-  """SHA-256 of a file's bytes."""
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+# The one file hash (`fileio`), by its old name here.
+file_sha256 = fileio.file_sha256
 
 
 def split_sha256(instances: np.ndarray, labels: np.ndarray) -> str:

@@ -283,6 +283,24 @@ def checkpoint_scores(config: config_lib.TrainConfig,
   return results
 
 
+def _finished_run(model_dir: str):
+  """(config, RunDir, final checkpoint) of a finished run.
+
+  Raises:
+    ValueError: naming model_dir when its last checkpoint is missing or its
+      backup remains (training unfinished).
+  """
+  config = serving.load_config(model_dir)
+  config = config.replace(model_dir=model_dir)
+  run = run_dir_lib.RunDir(model_dir)
+  final = final_checkpoint(config)
+  if not final or run.has_backup():
+    raise ValueError(f"`model_dir`={model_dir} holds no finished run (its "
+                     "last checkpoint is missing or its backup remains); "
+                     "finish its training first.")
+  return config, run, final
+
+
 def export_run(model_dir: str) -> Tuple[str, str]:
   """Writes the SavedModels of a finished run that has none
   (`--export=false`), from its final and best checkpoints.
@@ -294,14 +312,7 @@ def export_run(model_dir: str) -> Tuple[str, str]:
     ValueError: naming model_dir when the run is unfinished or already
       exported.
   """
-  config = serving.load_config(model_dir)
-  config = config.replace(model_dir=model_dir)
-  run = run_dir_lib.RunDir(model_dir)
-  final = final_checkpoint(config)
-  if not final or run.has_backup():
-    raise ValueError(f"`model_dir`={model_dir} holds no finished run (its "
-                     "last checkpoint is missing or its backup remains); "
-                     "finish its training first.")
+  config, run, final = _finished_run(model_dir)
   if run.has_exports():
     raise ValueError(f"`model_dir`={model_dir} already holds an export.")
   checks.validate(config)
@@ -327,14 +338,7 @@ def recalibrate(model_dir: str) -> Dict[str, Any]:
     ValueError: naming model_dir when it holds no finished run; naming the
       export when its scores are not finite (a diverged run).
   """
-  config = serving.load_config(model_dir)
-  config = config.replace(model_dir=model_dir)
-  run = run_dir_lib.RunDir(model_dir)
-  final = final_checkpoint(config)
-  if not final or run.has_backup():
-    raise ValueError(f"`model_dir`={model_dir} holds no finished run (its "
-                     "last checkpoint is missing or its backup remains); "
-                     "finish its training first.")
+  config, run, final = _finished_run(model_dir)
   checks.validate(config)
   data = builders.load_data(config)
   pipeline = builders.build_pipeline(config, data)
