@@ -11,7 +11,10 @@ validation/), checkpoints/, best_checkpoint/ and export/{best_model_by_metric,
 latest_model} SavedModels whose `serving_default` signature takes the raw
 instance and returns `scores`, `top_k_ids`, `top_k_names`, `top_k_scores`.
 Bad flags exit with status 1 and one line naming the flag, before anything is
-written.
+written. The same command started again resumes an unfinished run; on a
+finished one it prints one line (`already finished: ...`) and exits 0,
+touching nothing, so a scheduler may restart the job safely. Only other
+settings need --overwrite, which deletes the run and starts afresh.
 """
 
 import sys
@@ -37,10 +40,13 @@ def main(argv):
   console.quiet(model_dir, started_by=model_dir and run_dir_lib.RunDir(
       model_dir).config_file)
   try:
-    export_dir = training.train(config, verbose=2)
+    finished = training.already_finished(config)
+    export_dir = None if finished else training.train(config, verbose=2)
   except ValueError as e:
     console.fail("train", e)
-  if config.trainer.export:
+  if finished:
+    console.say(finished)
+  elif config.trainer.export:
     print(f"Exported the best model to {export_dir}")
   else:
     print(f"Trained; no export (--export=false): write them with "

@@ -375,7 +375,9 @@ class TrainerConfig:
       False, "Deterministic ops: repeatable runs and exact resumes "
       "(slower).")
   overwrite: bool = field(
-      False, "Replace the export of a model_dir that already has one.")
+      False, "Delete the run in model_dir and train afresh: needed only to "
+      "change its settings (the same flags resume an unfinished run and "
+      "leave a finished one as it is; more --train_steps extend it).")
   feature_cache: bool = field(
       True, "With --freeze_encoder: train from the encoder's outputs, "
       "computed once per split and stored under --feature_cache_dir (false: "

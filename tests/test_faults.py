@@ -37,6 +37,7 @@ from rank4class_tf import serving
 from rank4class_tf.training import builders
 from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import trainer as training
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
@@ -91,6 +92,41 @@ FULL_DISK_AT_EPOCH_2 = textwrap.dedent("""
     sys.argv = ["pipelines.train"] + sys.argv[1:]
     runpy.run_module("pipelines.train", run_name="__main__", alter_sys=True)
 """)
+
+
+# `python -c KILLED_AFTER_BACKUP EPOCH TRAIN_FLAGS...`: the train binary that
+# dies (os._exit(9), no clean-up) once Keras' BackupAndRestore has backed up
+# its (1-based) epoch EPOCH, the last callback of the epoch.
+KILLED_AFTER_BACKUP = textwrap.dedent("""
+    import os, runpy, sys
+    import tensorflow as tf
+    last = int(sys.argv[1])
+    backup = tf.keras.callbacks.BackupAndRestore.on_epoch_end
+    def on_epoch_end(self, epoch, logs=None):
+      backup(self, epoch, logs)
+      if epoch + 1 == last:
+        os._exit(9)
+    tf.keras.callbacks.BackupAndRestore.on_epoch_end = on_epoch_end
+    sys.argv = ["pipelines.train"] + sys.argv[2:]
+    runpy.run_module("pipelines.train", run_name="__main__", alter_sys=True)
+""")
+
+
+def tree_state(folder):
+  """{relative path: (sha256 or "folder", mtime, ctime)} of every file and
+  folder under folder, itself included: a file written, even with the same
+  bytes, renamed, or created and removed again changes it."""
+  state = {}
+  for root, _, files in os.walk(folder):
+    for path in [root] + [os.path.join(root, name) for name in files]:
+      digest = "folder"
+      if path != root:
+        with open(path, "rb") as f:
+          digest = hashlib.sha256(f.read()).hexdigest()
+      info = os.stat(path)
+      state[os.path.relpath(path, folder)] = (digest, info.st_mtime_ns,
+                                             info.st_ctime_ns)
+  return state
 
 
 def tree_digest(folder):
@@ -231,8 +267,8 @@ class RunIntegrityTest(tf.test.TestCase):
         proc.stderr.strip().splitlines()[-1],
         f"train: --model_dir={model_dir} holds a run with other settings: "
         "--interaction='lc_mlp' (was 'dot'); --loss='approx_ndcg' (was "
-        "'softmax'). Pass the run's own flags to resume it, or --overwrite "
-        "to start it afresh.")
+        "'softmax'). Its own flags resume it (or, finished, leave it as it "
+        "is); --overwrite deletes it and starts afresh under these.")
     self.assertEqual(tree_digest(model_dir), before)  # Nothing touched.
     # --overwrite: the old run's state goes, not half of it.
     run(train_cmd(model_dir, *self.STEPS, "--loss=approx_ndcg",
@@ -292,24 +328,82 @@ class RunIntegrityTest(tf.test.TestCase):
     self.assertFalse(os.path.exists(os.path.join(model_dir, "export")))
 
 
-class ExportTest(tf.test.TestCase):
+class FinishedRunTest(tf.test.TestCase):
+  """A scheduler may start a job again after it ended: the same command on
+  a finished run exits 0 and changes nothing; only other settings need
+  --overwrite; more --train_steps extend the run, and an interrupted
+  extension resumes."""
 
-  def test_refuses_existing_export_unless_overwrite(self):
-    model_dir = os.path.join(tempfile.mkdtemp(), "run")
-    steps = ["--train_steps=20", "--eval_every=10"]
-    run(train_cmd(model_dir, *steps))
-    pb = os.path.join(model_dir, "export", "best_model_by_metric",
-                      "saved_model.pb")
-    stamp = os.path.getmtime(pb)
-    proc = run(train_cmd(model_dir, *steps), check=False)
+  STEPS = ("--train_steps=20", "--eval_every=10")
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.finished = os.path.join(tempfile.mkdtemp(), "finished")  # Read only.
+    run(train_cmd(cls.finished, *cls.STEPS))
+
+  def copy(self, folder=None):
+    copy = os.path.join(tempfile.mkdtemp(), "run")
+    shutil.copytree(folder or self.finished, copy)
+    return copy
+
+  def test_same_command_exits_0_and_touches_nothing(self):
+    before = tree_state(self.finished)
+    proc = run(train_cmd(self.finished, *self.STEPS))
+    with open(os.path.join(self.finished, "best_checkpoint",
+                           "best.json")) as f:
+      best = json.load(f)
+    self.assertEqual(proc.stdout.splitlines(), [
+        f"already finished: --model_dir={self.finished} trained its 20 "
+        f"steps (best top1_accuracy {best['value']:.4f} at step "
+        f"{best['epoch'] * 10}, exported to {self.finished}/export/"
+        "best_model_by_metric); nothing changed."])
+    # No file written, renamed or removed: not config.json, log.txt, the
+    # events, nor a `.lock` made and removed again.
+    self.assertEqual(tree_state(self.finished), before)
+
+  def test_other_settings_are_refused_naming_them(self):
+    before = tree_state(self.finished)
+    proc = run(train_cmd(self.finished, *self.STEPS, "--learning_rate=0.5"),
+               check=False)
     self.assertEqual(proc.returncode, 1)
-    self.assertEqual(proc.stderr.strip().splitlines()[-1],
-                     f"train: --model_dir={model_dir} already holds an export; "
-                     "pass --overwrite to replace it.")
-    self.assertEqual(os.path.getmtime(pb), stamp)
-    proc = run(train_cmd(model_dir, *steps, "--overwrite"))
-    self.assertIn("Epoch 2/2", proc.stdout)  # Trained again.
-    self.assertGreater(os.path.getmtime(pb), stamp)
+    self.assertEqual(
+        proc.stderr.strip().splitlines()[-1],
+        f"train: --model_dir={self.finished} holds a run with other "
+        "settings: --learning_rate=0.5 (was 0.001). Its own flags resume it "
+        "(or, finished, leave it as it is); --overwrite deletes it and "
+        "starts afresh under these.")
+    self.assertEqual(tree_state(self.finished), before)
+
+  def test_more_steps_extend_and_an_interrupted_extension_resumes(self):
+    steps = ("--train_steps=40", "--eval_every=10")
+    # The extension (as before), killed after its first validation's backup.
+    killed = self.copy()
+    proc = run([sys.executable, "-c", KILLED_AFTER_BACKUP, "3",
+                *train_cmd(killed, *steps)[3:]], check=False)
+    self.assertEqual(proc.returncode, 9, proc.stderr[-2000:])
+    self.assertIn(f"Extending the finished run from {killed}/checkpoints/"
+                  "ckpt-0002 (epoch 2) to 40 steps.", proc.stderr)
+    # Killed after that epoch's checkpoint, before its backup (the first of
+    # an extension): config.json says 40 steps, the exports are the 20-step
+    # run's and no backup is there; it goes on from the newest checkpoint.
+    unbacked = self.copy(killed)
+    shutil.rmtree(os.path.join(unbacked, "backup"))
+    config = serving.load_config(unbacked).replace(model_dir=unbacked)
+    self.assertEqual(training.extension_start(config),
+                     (os.path.join(unbacked, "checkpoints", "ckpt-0003"), 3))
+    # The same command resumes the killed extension (it used to be refused).
+    proc = run(train_cmd(killed, *steps))
+    self.assertIn("resuming after epoch 3.", proc.stderr)
+    self.assertIn("Epoch 4/4", proc.stdout)
+    self.assertNotIn("Epoch 3/4", proc.stdout)
+    self.assertFalse(os.path.exists(os.path.join(killed, "backup")))
+    self.assertEqual(serving.load_config(killed).trainer.train_steps, 40)
+    self.assertStartsWith(training.already_finished(
+        serving.load_config(killed)), "already finished: ")
+
+
+class ExportTest(tf.test.TestCase):
 
   def test_killed_during_export_rerun_finishes_without_training(self):
     model_dir = os.path.join(tempfile.mkdtemp(), "run")

@@ -395,8 +395,9 @@ class ServingTest(tf.test.TestCase):
     before = tree_digest(folder)
     with self.assertRaisesRegex(
         ValueError, r"^.*/config.json cannot be read as a run's config "
-        r"\(Unterminated string starting at: .*\); pass `overwrite` to "
-        r"start the run afresh\.$"):
+        r"\(Unterminated string starting at: .*\); restore it to resume or "
+        r"keep the run, or pass `overwrite` to delete the run and start "
+        r"afresh\.$"):
       training.train(digits_config(folder))
     self.assertEqual(tree_digest(folder), before)
     training.train(digits_config(folder, overwrite=True))

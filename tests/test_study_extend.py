@@ -331,8 +331,9 @@ class TrainOnTest(tf.test.TestCase):
           dataset="digits", train_steps=steps, eval_every=10, dropout=0.0,
           deterministic=True, model_dir=os.path.join(root, folder))
     training.train(config("extended", 20))
-    with self.assertRaisesRegex(ValueError, "already holds an export"):
-      training.train(config("extended", 20))  # Not more steps.
+    with self.assertRaisesRegex(ValueError, "finished run with other "
+                                "settings: `train_steps`=10 \\(was 20\\)"):
+      training.train(config("extended", 10))  # Fewer steps: another run.
     training.train(config("extended", 40))
     training.train(config("straight", 40))
     data = builders.load_data(config("straight", 40))

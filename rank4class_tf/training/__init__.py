@@ -1,7 +1,8 @@
 """Training: one run from a config to a model_dir of checkpoints and exports.
 
-  trainer        `train`: checks, resume, extension, exports; what the
-                 study asks of a run (`is_trained`, `checkpoint_scores`)
+  trainer        `train`: checks, resume, extension, exports, a finished
+                 run left as it is (`already_finished`); what the study
+                 asks of a run (`is_trained`, `checkpoint_scores`)
   pipeline       TF-Ranking's `ModelFitPipeline` subclass and dataset builder
   builders       a `TrainConfig` mapped onto the pipeline
   callbacks      the best validation's checkpoint and record

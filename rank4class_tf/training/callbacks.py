@@ -73,8 +73,9 @@ def read_best(path: str, monitor: str, model_dir: str,
   values = [v for epoch, v in curve.items() if epoch < resume_after]
   if not values:
     raise ValueError(f"{path} is missing or unreadable and the validation "
-                     f"logs hold no {monitor} to rebuild it from; start "
-                     "again with `overwrite`.")
+                     f"logs hold no {monitor} to rebuild it from: the run "
+                     "cannot be resumed; `overwrite` deletes it and trains "
+                     "afresh.")
   logging.warning("%s was missing or unreadable: rebuilt from the "
                   "validation logs (best %s %g).", path, monitor, max(values))
   return max(values)

@@ -307,8 +307,9 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
           checkpoint=final_checkpoint)
       best = run.best_checkpoint()
       if not best:
-        raise ValueError(f"{run.best_checkpoints} holds no checkpoint; "
-                         "start again with `overwrite`.")
+        raise ValueError(f"{run.best_checkpoints} holds no checkpoint: the "
+                         "run cannot be exported; `overwrite` deletes it and "
+                         "trains afresh.")
       self.export_saved_model(
           model, run.export(run_dir_lib.BEST_EXPORT), checkpoint=best)
 

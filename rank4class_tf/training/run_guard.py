@@ -5,7 +5,9 @@
   that changes the model, the data or the optimisation stops before touching
   anything, naming the differing flags (`check_identity`), unless
   `--overwrite`, which removes the old run's state first (`clear_state`).
-  Settings that only extend or observe a run may differ (`MAY_DIFFER`).
+  Settings that only extend or observe a run may differ (`MAY_DIFFER`). The
+  run's own settings never need `--overwrite`: they resume an unfinished
+  run and leave a finished one as it is (`trainer.already_finished`).
 * **Exclusivity.** One training per model_dir at a time (`RunLock`): an
   advisory `fcntl` lock on `model_dir/.lock`, which the kernel releases when
   the process ends however it ends, so a crashed run never leaves a stale
@@ -36,15 +38,27 @@ from rank4class_tf import run_dir as run_dir_lib
 
 # Flags that may differ between the runs that write one model_dir: they
 # extend a run (`train_steps`: resuming an unfinished run with more or fewer
-# steps), change only its serving output (`top_k`) or how it is started.
+# steps, or a finished one with more), change only its serving output
+# (`top_k`) or how it is started. A finished run is finished only for its
+# own `train_steps` and `top_k` (`trainer.already_finished`).
 MAY_DIFFER = ("model_dir", "overwrite", "train_steps", "top_k")
+# Of those, the flags that only say how a run is started.
+STARTED_BY = ("model_dir", "overwrite")
 
-def differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
-  """`--flag=new (was old)` for each setting outside `MAY_DIFFER` that
-  differs between two flat configs, in flag order."""
+def differences(old: Dict[str, Any], new: Dict[str, Any],
+                may_differ: Tuple[str, ...] = MAY_DIFFER) -> List[str]:
+  """`--flag=new (was old)` for each setting outside `may_differ` that
+  differs between two flat configs, in flag order.
+
+  >>> differences({"loss": "softmax", "train_steps": 20},
+  ...             {"loss": "approx_ndcg", "train_steps": 40})
+  ["`loss`='approx_ndcg' (was 'softmax')"]
+  >>> differences({"train_steps": 20}, {"train_steps": 40}, may_differ=())
+  ['`train_steps`=40 (was 20)']
+  """
   out = []
   for flag, value in new.items():
-    if flag in MAY_DIFFER or flag not in old:
+    if flag in may_differ or flag not in old:
       continue
     was = old[flag]
     if isinstance(value, tuple):
@@ -79,8 +93,9 @@ def check_identity(model_dir: str, old: Optional[Dict[str, Any]],
   if diff:
     raise ValueError(
         f"`model_dir`={model_dir} holds a run with other settings: "
-        f"{'; '.join(diff)}. Pass the run's own flags to resume it, or "
-        "`overwrite` to start it afresh.")
+        f"{'; '.join(diff)}. Its own flags resume it (or, finished, leave "
+        "it as it is); `overwrite` deletes it and starts afresh under "
+        "these.")
 
 
 def _matches(name: str, patterns) -> bool:

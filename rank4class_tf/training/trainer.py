@@ -3,9 +3,9 @@
 `train` checks everything, then trains (or resumes, or extends) the run
 through `pipeline.Rank4ClassPipeline` and writes its exports; the functions
 beside it answer what the study and the binaries ask of a run: is it
-trained (`is_trained`), where does an extension start, its checkpoint's
-scores without an export (`checkpoint_scores`), its exports written later
-(`export_run`).
+trained (`is_trained`), is there nothing to do (`already_finished`), where
+does an extension start, its checkpoint's scores without an export
+(`checkpoint_scores`), its exports written later (`export_run`).
 """
 
 import contextlib
@@ -36,24 +36,37 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   memory, `checks.check_batch_size`) and model_dir (a folder that can be
   written and holds nothing a run did not write, `run_guard.
   check_model_dir`) are checked before anything is written: each refusal
-  is a one-line ValueError that leaves model_dir untouched. A finished run
-  started again with more `train_steps` goes on from its final checkpoint
-  (`extension_start`); otherwise a model_dir that already holds both
-  exports is refused unless `overwrite`, which removes the old run's own
-  files only. A full disk or lost permission mid-run is a one-line
-  ValueError naming the file too, and leaves no half-written checkpoint. A
-  run interrupted mid-training (a backup in
-  model_dir/backup) resumes from its last completed validation, with the
-  data stream realigned, when started again with the same config. The
-  backup is deleted only once both exports are written: a run interrupted
-  during its exports trains no step when started again and writes the
-  missing export (from the final checkpoint if the backup is gone).
+  is a one-line ValueError that leaves model_dir untouched.
+
+  Started again with the same config (a scheduler restarting the job), a
+  run goes on where it stopped and a finished one is left as it is:
+  * finished (`already_finished`): nothing is read but the run's small
+    files and nothing is written, not even the log or the lock; the best
+    export's path is returned;
+  * interrupted mid-training (a backup in model_dir/backup): it resumes
+    from its last completed validation, with the data stream realigned;
+  * interrupted during its exports (the backup is deleted only once both
+    are written): it trains no step and writes them (from the final
+    checkpoint if the backup is gone).
+  A finished run started with more `train_steps` goes on from its final
+  checkpoint (`extension_start`), and an interrupted extension resumes like
+  any run. Other settings are refused, naming them (with fewer
+  `train_steps` or another `top_k`, a finished run is another run), unless
+  `overwrite`, which removes the old run's own files and starts afresh.
+
+  A full disk or lost permission mid-run is a one-line ValueError naming
+  the file too, and leaves no half-written checkpoint.
   """
   trainer = config.trainer
   distribute.configure_devices(trainer.cpu_devices)  # Before any TF op.
-  checks.validate(config)
-  config = builders.resolve_defaults(config)
-  run_guard.check_model_dir(trainer.model_dir, trainer.overwrite)
+  config = _checked(config)
+  run = run_dir_lib.RunDir(trainer.model_dir)
+  finished = _finished_line(config)
+  if finished:
+    # Every task of a cluster reads this and returns: none starts the
+    # strategy's collectives.
+    logging.info("%s", finished)
+    return run.export(run_dir_lib.BEST_EXPORT)
   # Also before any op: a multi-worker strategy's collectives.
   strategy = distribute.get_strategy(trainer.strategy, trainer.tpu)
   if trainer.deterministic:
@@ -61,18 +74,19 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   data = builders.load_data(config)
   checks.check_files(config, data)
   model_dir = trainer.model_dir
-  run = run_dir_lib.RunDir(model_dir)
   chief = distribute.is_chief(strategy)
   if chief and not trainer.overwrite:
     # `--overwrite` replaces the run there, readable or not.
     run_guard.check_identity(model_dir, previous_config(model_dir),
                              config.flat(), trainer.overwrite)
   extend_from = None
-  if run.has_exports() and not trainer.overwrite:
+  if run.has_exports() and not run.has_backup() and not trainer.overwrite:
+    # A run that finished (with a backup: one interrupted in an extension
+    # or before deleting its backup, resumed below), yet not under these
+    # settings: more `train_steps` extend it, anything else is another run.
     extend_from = extension_start(config)
     if extend_from is None:
-      raise ValueError(f"`model_dir`={model_dir} already holds an "
-                       "export; pass `overwrite` to replace it.")
+      raise ValueError(_finished_otherwise(config))
   tf.keras.utils.set_random_seed(trainer.seed)
   pipeline = builders.build_pipeline(config, data, strategy)  # Reads vocab, ckpts.
   replicas = distribute.num_replicas(strategy)
@@ -86,8 +100,9 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
       run_guard.clear_state(model_dir)
     elif chief and extend_from:
       # A finished run given more steps: it goes on from its final
-      # checkpoint (weights and optimizer state), the data stream
-      # realigned, as one uninterrupted run of the new length would.
+      # checkpoint (weights and optimizer state; an extension killed before
+      # its first backup: from its newest), the data stream realigned, as
+      # one uninterrupted run of the new length would.
       logging.info("Extending the finished run from %s (epoch %d) to %d "
                    "steps.", extend_from[0], extend_from[1],
                    trainer.train_steps)
@@ -185,6 +200,89 @@ def _train_and_export(config: config_lib.TrainConfig, data,
     tf.io.gfile.rmtree(run.backup)  # Both exports are written.
 
 
+def _checked(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
+  """The config validated, with the defaults that depend on other settings
+  filled in (as config.json records them), once its model_dir is known to
+  be writable and to hold nothing a run did not write
+  (`run_guard.check_model_dir`). Writes nothing.
+
+  Raises:
+    ValueError: one line naming the setting or the folder.
+  """
+  checks.validate(config)
+  config = builders.resolve_defaults(config)
+  run_guard.check_model_dir(config.trainer.model_dir, config.trainer.overwrite)
+  return config
+
+
+def already_finished(config: config_lib.TrainConfig) -> Optional[str]:
+  """One line saying that the run of `config` finished, or None when
+  training it would do something.
+
+  Finished: config.json holds `config`'s settings (its `train_steps` and
+  `top_k` too; only `model_dir` and `overwrite` may differ), the last
+  step's checkpoint is written, the backup is gone and, with `export`, both
+  exports are written. Then `train` has nothing to do, so the same command
+  started again (a scheduler restarting a job that ended) changes nothing:
+  `pipelines.train` prints this line and exits 0. Not finished: no run in
+  model_dir, an unfinished one (`train` resumes it), more `train_steps`
+  (it extends it), other settings (it refuses them) or `overwrite` (it
+  starts afresh).
+
+  Reads the run's small files and writes nothing in model_dir: not
+  config.json, not the log, not the lock.
+
+  Raises:
+    ValueError: `config` is invalid, model_dir cannot hold a run
+      (`run_guard.check_model_dir`) or its config.json cannot be read.
+  """
+  return _finished_line(_checked(config))
+
+
+def _finished_line(config: config_lib.TrainConfig) -> Optional[str]:
+  """`already_finished` of a `_checked` config."""
+  trainer = config.trainer
+  if trainer.overwrite:
+    return None
+  model_dir = trainer.model_dir
+  run = run_dir_lib.RunDir(model_dir)
+  old = previous_config(model_dir)
+  if (old is None or run_guard.differences(old, config.flat(),
+                                           run_guard.STARTED_BY) or
+      run.has_backup() or not final_checkpoint(config) or
+      (trainer.export and not run.has_exports())):
+    return None
+  try:
+    best = run.best()
+    best = (f"best {best['monitor'].replace('val_', '', 1)} "
+            f"{float(best['value']):.4f} at step "
+            f"{int(best['epoch']) * trainer.eval_every}, ")
+  except (ValueError, KeyError, TypeError, tf.errors.OpError):
+    best = ""  # best.json is missing or unreadable: the line goes without.
+  # With `export`=False, `export_run` may have written them since.
+  exported = (f"exported to {run.export(run_dir_lib.BEST_EXPORT)}"
+              if run.has_exports() else "not exported (`export`=False)")
+  return (f"already finished: `model_dir`={model_dir} trained its "
+          f"{trainer.train_steps} steps ({best}{exported}); nothing "
+          "changed.")
+
+
+def _finished_otherwise(config: config_lib.TrainConfig) -> str:
+  """Why a finished run that `config` neither leaves as it is nor extends
+  is refused: the settings it finished under, or what it lacks."""
+  model_dir = config.trainer.model_dir
+  diff = run_guard.differences(previous_config(model_dir) or {},
+                               config.flat(), run_guard.STARTED_BY)
+  if diff:
+    return (f"`model_dir`={model_dir} holds a finished run with other "
+            f"settings: {'; '.join(diff)}. Its own settings leave it as it "
+            "is and more `train_steps` extend it; `overwrite` deletes it "
+            "and trains afresh under these.")
+  return (f"`model_dir`={model_dir} holds the exports of a run without its "
+          "config.json or checkpoints: it can be neither resumed nor "
+          "extended; `overwrite` deletes it and trains afresh.")
+
+
 def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
   """The flat config of the run already in model_dir (None: no run).
 
@@ -196,22 +294,31 @@ def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
   try:
     return serving.load_config(model_dir).flat()
   except ValueError as e:  # `load_config`'s line, which names the file.
-    raise ValueError(f"{str(e).rstrip('.')}; pass `overwrite` to start the "
-                     "run afresh.") from None
+    raise ValueError(f"{str(e).rstrip('.')}; restore it to resume or keep "
+                     "the run, or pass `overwrite` to delete the run and "
+                     "start afresh.") from None
 
 
 def extension_start(config: config_lib.TrainConfig
                    ) -> Optional[Tuple[str, int]]:
-  """(final checkpoint, its epoch) of the finished run in config's
-  model_dir when `config` gives it more steps than it trained (the same
-  settings otherwise, `run_guard.check_identity`): training goes on from
-  there. None: not a finished run, or not more steps."""
+  """(checkpoint, its epoch) from which the finished run in config's
+  model_dir goes on when `config` gives it more steps than it trained (the
+  same settings otherwise, `run_guard.check_identity`): its final
+  checkpoint; or, for an extension killed before its first backup
+  (config.json already holds `config`'s steps, its exports the shorter
+  run's), its newest checkpoint. None: not a finished run, or not more
+  steps."""
   model_dir, trainer = config.trainer.model_dir, config.trainer
   run = run_dir_lib.RunDir(model_dir)
   old = previous_config(model_dir)
   if not old or run.has_backup():
     return None
   old_steps = int(old.get("train_steps", 0))
+  epochs = trainer.train_steps // trainer.eval_every
+  if (old_steps == trainer.train_steps and run.has_exports() and
+      not run.has_checkpoint(epochs)):
+    earlier = [e for e in run.checkpoint_epochs() if e < epochs]
+    return (run.checkpoint(earlier[-1]), earlier[-1]) if earlier else None
   if not 0 < old_steps < trainer.train_steps or old_steps % trainer.eval_every:
     return None
   epoch = old_steps // trainer.eval_every
