@@ -27,6 +27,15 @@ cells; `--choose_on_seed=0` tunes on seed 0 only and runs the other seeds at
 its choices (docs/study.md). `--summary_dir` copies a summary small enough
 to commit; `--from_summary` starts a study folder from it on another machine
 and goes on where it stopped.
+
+Any number of workers may run the same command on one --study_dir, on one
+machine or many (a shared folder, or any file system TensorFlow reads:
+`gs://...`): each takes the next run nobody holds (a claim with a
+heartbeat; a dead worker's run is taken over after --claim_timeout and
+resumed), and exits 0 when nothing is left. --num_shards / --shard_index
+(default: a Slurm array's SLURM_ARRAY_TASK_COUNT / SLURM_ARRAY_TASK_ID, or a
+Kubernetes Indexed Job's JOB_COMPLETION_INDEX) give each worker a fixed part
+of the grid instead (docs/distributed.md).
 """
 
 import sys
@@ -35,6 +44,7 @@ from absl import app
 from absl import flags
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
@@ -108,6 +118,23 @@ flags.DEFINE_float(
     "Chosen runs whose best validation is their last (still improving) go "
     "on to this many times their --train_steps, once (0: no extension; "
     "else > 1).", lower_bound=0.)
+# Workers.
+flags.DEFINE_integer("num_shards", None,
+                     "Split the grid into this many fixed parts, one per "
+                     "worker (default: SLURM_ARRAY_TASK_COUNT, else 1: the "
+                     "workers share every run by claims).")
+flags.DEFINE_integer("shard_index", None,
+                     "This worker's part, in [0, --num_shards) (default: "
+                     "SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, or "
+                     "JOB_COMPLETION_INDEX, else 0).")
+flags.DEFINE_float("claim_timeout", study_claims.DEFAULT_TIMEOUT,
+                   "Seconds without a heartbeat after which another "
+                   "worker's claim on a run is taken over (the run resumes "
+                   "from its backup).")
+flags.DEFINE_string("worker_name", None,
+                    "This worker's name in claims, records and progress "
+                    "lines (default: host:pid, with the Slurm or Kubernetes "
+                    "task).")
 flags.DEFINE_bool("report_only", False,
                   "Write the report from the finished runs; train nothing.")
 
@@ -156,6 +183,14 @@ def grid_from_flags() -> study_grid.Grid:
       mlp_units=_numbers("mlp_units", int, study_grid.PAPER_MLP_UNITS))
 
 
+def worker_from_flags() -> study_claims.Worker:
+  num_shards, shard_index = study_claims.shard_from_environment(
+      FLAGS.num_shards, FLAGS.shard_index)
+  kwargs = {"name": FLAGS.worker_name} if FLAGS.worker_name else {}
+  return study_claims.Worker(num_shards=num_shards, shard_index=shard_index,
+                             timeout=FLAGS.claim_timeout, **kwargs)
+
+
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"study: unexpected arguments: {' '.join(argv[1:])}")
@@ -178,15 +213,31 @@ def main(argv):
           base.trainer.metrics,
           FLAGS.select_metric or base.trainer.best_metric,
           FLAGS.bootstrap_samples, FLAGS.paper_table, base.data.dataset)
-      study_lib.run_study(FLAGS.study_dir, base, grid_from_flags(),
-                          progress=console.say,
-                          extend_grid=FLAGS.extend_grid,
-                          extend_steps=FLAGS.extend_steps)
+      worker = worker_from_flags()
+      runs = study_lib.run_study(FLAGS.study_dir, base, grid_from_flags(),
+                                 progress=console.say,
+                                 extend_grid=FLAGS.extend_grid,
+                                 extend_steps=FLAGS.extend_steps,
+                                 worker=worker)
+      left = (study_lib.unfinished(FLAGS.study_dir, base, runs)
+              if worker.num_shards > 1 else [])
+      if left:
+        # Other shards' runs: the worker that finishes the last run
+        # writes the report (--report_only writes one now).
+        print(f"Shard {worker.shard_index} of {worker.num_shards} is "
+              f"finished; {len(left)} run(s) of other shards are not: the "
+              "last worker to finish writes the report.")
+        return
     paths = study_report.write_report(
         FLAGS.study_dir, FLAGS.select_metric, FLAGS.bootstrap_samples,
-        FLAGS.paper_table, progress=console.say)
-    print(f"Wrote {paths['results']}, {paths['tables']} and "
-          f"{paths['figures']}/.")
+        FLAGS.paper_table, progress=console.say,
+        unless_current=not FLAGS.report_only)
+    if paths.get("current"):
+      print(f"{paths['results']}, {paths['tables']} and {paths['figures']}/ "
+            "are current: another worker wrote them from the same runs.")
+    else:
+      print(f"Wrote {paths['results']}, {paths['tables']} and "
+            f"{paths['figures']}/.")
     if FLAGS.summary_dir:
       count = study_summary.write_summary(FLAGS.study_dir,
                                           FLAGS.summary_dir,

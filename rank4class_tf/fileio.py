@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from typing import Any, Callable, IO, Iterator, Optional
 
 TMP_MARK = ".tmp-"
@@ -50,6 +51,10 @@ def write_atomically(path: str, write: Callable[[IO], None],
     OSError: the write or the rename failed (full disk, permissions); the
       temporary file is gone and `path` is as it was.
   """
+  if not is_local(path):
+    _write_remote(path, write, binary)
+    return
+  path = _local(path)
   folder = os.path.dirname(path) or "."
   fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK,
                              dir=folder)
@@ -89,6 +94,11 @@ def atomic_folder(path: str, prefix: Optional[str] = None,
   less the umask, not mkdtemp's 0700, so others can read it) and is removed
   on any error.
   """
+  if not is_local(path):
+    with _remote_folder(path, prefix, replace) as tmp:
+      yield tmp
+    return
+  path = _local(path)
   parent = os.path.dirname(path) or "."
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(
@@ -109,6 +119,53 @@ def atomic_folder(path: str, prefix: Optional[str] = None,
       shutil.rmtree(tmp)
 
 
+def _write_remote(path: str, write: Callable[[IO], None],
+                  binary: bool) -> None:
+  """`write_atomically` through `tf.io.gfile`: a uniquely named temporary
+  sibling, then a rename (atomic where the file system's rename is; on a
+  bucket a copy, after which readers see the whole new object)."""
+  gfile = _gfile()
+  folder, name = path.rsplit("/", 1)
+  tmp = f"{folder}/.{name}{TMP_MARK}{uuid.uuid4().hex[:8]}"
+  try:
+    with gfile.GFile(tmp, "wb" if binary else "w") as f:
+      write(f)
+    rename(tmp, path)
+    tmp = None
+  finally:
+    if tmp is not None and gfile.exists(tmp):
+      gfile.remove(tmp)
+
+
+@contextlib.contextmanager
+def _remote_folder(path: str, prefix: Optional[str],
+                   replace: bool) -> Iterator[str]:
+  """`atomic_folder` through `tf.io.gfile`. Folder renames are not atomic
+  there (a bucket has no folders; TensorFlow's `ram://` renames the entry
+  only), so the filled temporary folder is copied file by file into place
+  and removed: a reader may see a partly copied folder for that moment,
+  which the readers of this package never meet while its writer holds the
+  run (a claim or the run lock)."""
+  gfile = _gfile()
+  parent, name = path.rstrip("/").rsplit("/", 1)
+  tmp = f"{parent}/{prefix or '.' + name + TMP_MARK}{uuid.uuid4().hex[:8]}"
+  gfile.makedirs(tmp)
+  try:
+    yield tmp
+    if gfile.exists(path):
+      if not replace:
+        return
+      gfile.rmtree(path)
+    for folder, _, files in gfile.walk(tmp):
+      target = path + folder[len(tmp):]
+      gfile.makedirs(target)
+      for file in files:
+        gfile.copy(f"{folder}/{file}", f"{target}/{file}", overwrite=True)
+  finally:
+    if gfile.exists(tmp):
+      gfile.rmtree(tmp)
+
+
 def write_text_atomically(path: str, text: str) -> None:
   """Writes `text` (UTF-8) to `path` atomically."""
   write_atomically(path, lambda f: f.write(text))
@@ -123,7 +180,188 @@ def write_json_atomically(path: str, value: Any) -> None:
 def file_sha256(path: str) -> str:
   """SHA-256 of a file's bytes, read in 1 MiB blocks."""
   digest = hashlib.sha256()
-  with open(path, "rb") as f:
+  with open_file(path, "rb") as f:
     for block in iter(lambda: f.read(1 << 20), b""):
       digest.update(block)
   return digest.hexdigest()
+
+
+# Storage: local paths through `os` (atomic rename, exclusive create, fsync),
+# any other file system TensorFlow has (`gs://`, `ram://`, `hdfs://`, `s3://`
+# with its plugin) through `tf.io.gfile`, imported only then.
+
+
+def is_local(path: str) -> bool:
+  """True for a local path (no `scheme://`, or `file://`)."""
+  return "://" not in path or path.startswith("file://")
+
+
+def _local(path: str) -> str:
+  return path[len("file://"):] if path.startswith("file://") else path
+
+
+def _gfile():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def exists(path: str) -> bool:
+  if is_local(path):
+    return os.path.exists(_local(path))
+  gfile = _gfile()
+  if not gfile.exists(path):
+    return False
+  if path.startswith("ram://"):
+    # TensorFlow's in-memory file system says a path exists when any file
+    # name starts with it (`a.json` when only `a.json.damaged` is there).
+    parent, name = path.rstrip("/").rsplit("/", 1)
+    return parent.endswith(":/") or name in {
+        n.rstrip("/") for n in gfile.listdir(parent)}
+  return True
+
+
+def isdir(path: str) -> bool:
+  return (os.path.isdir(_local(path)) if is_local(path)
+          else _gfile().isdir(path))
+
+
+def listdir(path: str) -> list:
+  """The names in a folder (no trailing `/`, as `os.listdir`)."""
+  if is_local(path):
+    return os.listdir(_local(path))
+  return [name.rstrip("/") for name in _gfile().listdir(path)]
+
+
+def makedirs(path: str) -> None:
+  if is_local(path):
+    os.makedirs(_local(path), exist_ok=True)
+  else:
+    _gfile().makedirs(path)
+
+
+def remove(path: str) -> None:
+  if is_local(path):
+    os.remove(_local(path))
+  else:
+    _gfile().remove(path)
+
+
+def rmtree(path: str) -> None:
+  if is_local(path):
+    shutil.rmtree(_local(path))
+  else:
+    _gfile().rmtree(path)
+
+
+def rename(source: str, target: str) -> None:
+  """Renames `source` to `target`, replacing it. Atomic on a local file
+  system; elsewhere what the file system gives (a copy and a delete on a
+  bucket). Raises OSError (FileNotFoundError if `source` is gone)."""
+  if is_local(source):
+    os.replace(_local(source), _local(target))
+    return
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    tf.io.gfile.rename(source, target, overwrite=True)
+  except tf.errors.NotFoundError as e:
+    raise FileNotFoundError(2, str(e).split("\n")[0], source) from None
+  except tf.errors.OpError as e:
+    raise OSError(str(e).split("\n")[0]) from None
+
+
+def open_file(path: str, mode: str = "r"):
+  """`open` for local paths, `tf.io.gfile.GFile` elsewhere (UTF-8 text)."""
+  if is_local(path):
+    if "b" in mode:
+      return open(_local(path), mode)
+    return open(_local(path), mode, encoding="utf-8")
+  return _gfile().GFile(path, mode)
+
+
+def read_text(path: str) -> str:
+  """A file's text; FileNotFoundError when it is absent, on any storage."""
+  if is_local(path):
+    with open_file(path) as f:
+      return f.read()
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      return f.read()
+  except tf.errors.NotFoundError:
+    raise FileNotFoundError(2, "No such file or directory", path) from None
+
+
+def read_json(path: str):
+  return json.loads(read_text(path))
+
+
+def create_exclusively(path: str, text: str) -> bool:
+  """Creates `path` holding `text` unless it exists; True if this call
+  created it.
+
+  Local: `O_CREAT | O_EXCL`, atomic (also on NFS v3 and later): of writers
+  racing, exactly one gets True. Elsewhere (`tf.io.gfile` has no exclusive
+  create): the file is written only if absent and then read back; a racing
+  writer within the same moment may also get True (the last write wins the
+  file), so callers that need a guarantee there use a fixed partition.
+  """
+  if is_local(path):
+    try:
+      fd = os.open(_local(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except FileExistsError:
+      return False
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    return True
+  gfile = _gfile()
+  if exists(path):
+    return False
+  with gfile.GFile(path, "w") as f:
+    f.write(text)
+  with gfile.GFile(path) as f:
+    return f.read() == text
+
+
+def copy(source: str, target: str) -> None:
+  """Copies a file, replacing `target`; either path may be local or not
+  (a local feature cache's file into a bucket). Not atomic."""
+  if is_local(source) and is_local(target):
+    shutil.copyfile(_local(source), _local(target))
+  else:
+    _gfile().copy(source, target, overwrite=True)
+
+
+def move_folder(source: str, target: str) -> None:
+  """Moves the folder `source` to `target` (absent). Local: one rename,
+  atomic. Elsewhere every file is copied, then `source` removed: a folder
+  rename there is not atomic (a bucket has no folders) or, on TensorFlow's
+  `ram://`, renames the folder's entry and leaves its files behind."""
+  if is_local(source):
+    os.replace(_local(source), _local(target))
+    return
+  gfile = _gfile()
+  for folder, _, files in gfile.walk(source):
+    inner = target + folder[len(source):]
+    gfile.makedirs(inner)
+    for name in files:
+      gfile.copy(f"{folder}/{name}", f"{inner}/{name}", overwrite=True)
+  gfile.rmtree(source)
+
+
+def modified_time(path: str) -> Optional[float]:
+  """A file's modification time (seconds since the epoch); None where the
+  file system keeps none (TensorFlow's `ram://`).
+
+  Raises:
+    FileNotFoundError: `path` does not exist.
+  """
+  if is_local(path):
+    return os.path.getmtime(_local(path))
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    nanoseconds = tf.io.gfile.stat(path).mtime_nsec
+  except tf.errors.NotFoundError:
+    raise FileNotFoundError(2, "No such file or directory", path) from None
+  return nanoseconds / 1e9 if nanoseconds else None

@@ -47,8 +47,8 @@ def stand_in(value):
   calls = []
 
   def execute_run(base, run, study_dir, data, earlier=None, extension=None,
-                  train_steps=None, follows=None):
-    del base, data, earlier
+                  train_steps=None, follows=None, worker=None):
+    del base, data, earlier, worker
     calls.append(run.name if train_steps is None else
                  f"{run.name}->{train_steps}")
     folder = study_folder.run_dir(study_dir, run)
@@ -171,8 +171,9 @@ class RunStudyTest(StandInStudyCase):
     _, calls, lines = self.run_study(peak_at(3e-3), 0, extend_steps=2)
     self.assertEqual(calls[6:], ["softmax.dot.lr0.003.seed0->20",
                                  "softmax.dot.lr0.003.seed1->20"])
-    self.assertTrue(any(line.startswith("`extend_steps`: 2 chosen run(s)")
-                        for line in lines), lines)
+    # Decided per seed, as soon as that seed's runs are finished.
+    self.assertLen([line for line in lines if line.startswith(
+        "`extend_steps`: 1 chosen run(s)")], 2, lines)
     with open(os.path.join(self.dir, study_folder.STUDY_FILE)) as f:
       self.assertEqual(json.load(f)["extended_steps"],
                        {"softmax.dot.lr0.003.seed0": 20,
@@ -417,8 +418,9 @@ class ChooseOnSeedTest(tf.test.TestCase):
         "softmax.dot.lr0.003.seed0->20", "mse.lc_mlp.lr0.003.u64.seed0->20",
         "softmax.dot.lr0.003.seed1->20", "softmax.dot.lr0.003.seed2->20",
         "mse.lc_mlp.lr0.003.u64.seed1->20", "mse.lc_mlp.lr0.003.u64.seed2->20"])
-    self.assertIn("`choose_on_seed`=0: 4 run(s) of the other seeds at each "
-                  "cell's choice.", lines)
+    # Decided per cell, as soon as its seed 0 is settled.
+    self.assertEqual(lines.count("`choose_on_seed`=0: 2 run(s) of the other "
+                                 "seeds at each cell's choice."), 2, lines)
     with open(os.path.join(self.dir, study_folder.STUDY_FILE)) as f:
       saved = json.load(f)
     self.assertEqual(saved["followers"]["mse.lc_mlp.lr0.003.u64.seed2"],

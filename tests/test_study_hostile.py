@@ -26,6 +26,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import hparams as study_hparams
@@ -226,6 +227,37 @@ class DamagedReportTest(tf.test.TestCase):
         r"another `study_dir`\.$"):
       self.report()
     self.assertEqual(hashes(self.dir), before)
+
+  def test_report_in_progress_names_the_claimed_runs(self):
+    # A study in progress: two runs unfinished, one of them claimed.
+    for name in ("softmax.dot.lr0.001.seed0", "mse.dot.lr0.01.seed1"):
+      shutil.rmtree(os.path.join(self.dir, study_folder.RUNS_DIR, name))
+    claims = study_claims.Claims(self.dir,
+                                 study_claims.Worker(name="node7:42"))
+    self.assertTrue(claims.claim("mse.dot.lr0.01.seed1"))
+    _, rows = self.report()
+    self.assertLen(rows, 6)
+    self.assertEqual(self.lines, [
+        "2 of the grid's 8 runs have no result and are reported as missing: "
+        "softmax.dot.lr0.001.seed0, mse.dot.lr0.01.seed1.",
+        "1 of them are being trained (claimed by a worker, with its "
+        "heartbeat count): mse.dot.lr0.01.seed1 (node7:42, heartbeat 0)."])
+
+  def test_report_from_the_same_runs_is_written_once(self):
+    paths = study_report.write_report(self.dir, num_samples=SAMPLES,
+                                      progress=self.lines.append)
+    self.assertNotIn("current", paths)
+    before = hashes(self.dir)
+    again = study_report.write_report(self.dir, num_samples=SAMPLES,
+                                      progress=self.lines.append,
+                                      unless_current=True)
+    self.assertTrue(again["current"])
+    self.assertEqual(hashes(self.dir), before)  # Nothing written.
+    # Another option (or another record) is another report.
+    other = study_report.write_report(self.dir, num_samples=SAMPLES + 1,
+                                      progress=self.lines.append,
+                                      unless_current=True)
+    self.assertNotIn("current", other)
 
   def test_runs_the_grid_no_longer_names(self):
     self.report()  # Every run folder gets its HParams session.
@@ -542,15 +574,23 @@ class TrainedStudyTest(tf.test.TestCase):
       study.run_study(self.dir, self.base, self.grid, progress=print)
     self.assertEqual(hashes(self.dir), before)
 
-  def test_run_in_use_names_the_run(self):
+  def test_run_in_use_waits_for_its_process(self):
     shutil.rmtree(self.folder)  # Not trained yet: the study trains it.
-    with run_guard.RunLock(self.folder):
-      with self.assertRaisesRegex(
-          ValueError, rf"^run {self.study_run.name} of `study_dir`={self.dir} is "
-          rf"being trained by another process \(pid {os.getpid()}\); wait "
-          r"for it to end, or give this command a grid without it"):
-        study.run_study(self.dir, self.base, self.grid,
-                        progress=lambda l: None)
+    lock = run_guard.RunLock(self.folder).__enter__()
+    lines, slept = [], []
+
+    def sleep(seconds):  # The other process ends while this worker waits.
+      slept.append(seconds)
+      lock.__exit__(None, None, None)
+
+    study.run_study(self.dir, self.base, self.grid, progress=lines.append,
+                    sleep=sleep)
+    self.assertEqual(lines[0], (
+        f"run {self.study_run.name} of `study_dir`={self.dir} is being "
+        f"trained by another process (pid {os.getpid()}) that holds no "
+        "claim on it; this worker waits for it to end."))
+    self.assertLen(slept, 1)
+    self.assertIsNotNone(self.record())  # Then trained by this worker.
 
   def test_report_only_binary_names_the_damaged_file(self):
     path = os.path.join(self.folder, study_folder.RESULT_FILE)

@@ -115,7 +115,7 @@ def add_calibration(study_dir: str, progress=print) -> int:
   runs = os.path.join(study_dir, study_folder.RUNS_DIR)
   done, data_of = 0, {}
   with study_folder.locked(study_dir):
-    for name in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
+    for name in sorted(fileio.listdir(runs)) if fileio.isdir(runs) else []:
       done += _calibrate_record(os.path.join(runs, name), data_of, progress)
   return done
 
@@ -123,7 +123,7 @@ def add_calibration(study_dir: str, progress=print) -> int:
 def _calibrate_record(folder: str, data_of: Dict, progress) -> int:
   """`add_calibration` for one run folder: 1 if its record was updated."""
   path = os.path.join(folder, study_folder.RESULT_FILE)
-  if not os.path.exists(path):
+  if not fileio.exists(path):
     return 0
   record = study_folder.read_json(path)
   if "calibration" in record:

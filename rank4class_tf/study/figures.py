@@ -7,6 +7,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from rank4class_tf import fileio
 from rank4class_tf.ranking import metrics
 from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import grid as study_grid
@@ -39,7 +40,7 @@ def write_figures(
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
   try:
-    os.makedirs(folder, exist_ok=True)
+    fileio.makedirs(folder)
   except OSError as e:
     raise ValueError(f"cannot write {folder}: {e.strerror or e}.") from None
   paths = []

@@ -26,8 +26,8 @@ or a record that names another run, is `DamagedFile`: moved aside
 import contextlib
 import dataclasses
 import fcntl
-import json
 import os
+import time
 from typing import (Callable, Collection, Dict, Iterator, List, Optional,
                     Sequence, Tuple)
 
@@ -64,8 +64,7 @@ def run_dir(study_dir: str, run: study_grid.Run) -> str:
 
 
 def read_json(path: str):
-  with open(path) as f:
-    return json.load(f)
+  return fileio.read_json(path)
 
 
 class DamagedFile(ValueError):
@@ -97,13 +96,34 @@ def locked(study_dir: str) -> Iterator[None]:
   advisory `fcntl.flock` on the folder itself: no file is added, and the
   kernel releases it when the process ends, however it ends. Waits for the
   lock (a report takes seconds).
+
+  On storage other than a local path (`gs://`, `ram://`) it is a claim
+  (`study_claims.Claims`) on `claims/study-lock.json`, beaten while held
+  and taken over after `timeout` seconds without a beat.
   """
+  if not fileio.is_local(study_dir):
+    with _claimed_lock(study_dir):
+      yield
+    return
   fd = os.open(study_dir, os.O_RDONLY | os.O_DIRECTORY)
   try:
     fcntl.flock(fd, fcntl.LOCK_EX)
     yield
   finally:
     os.close(fd)  # Releases the lock.
+
+
+LOCK_CLAIM = "study-lock"
+
+
+@contextlib.contextmanager
+def _claimed_lock(study_dir: str, poll: float = 0.2) -> Iterator[None]:
+  from rank4class_tf.study import claims as study_claims  # pylint: disable=g-import-not-at-top
+  claims = study_claims.Claims(study_dir, study_claims.Worker())
+  while not claims.claim(LOCK_CLAIM, lambda _: None):
+    time.sleep(poll)
+  with claims.held(LOCK_CLAIM, lambda _: None):
+    yield
 
 
 def load_study(study_dir: str) -> Tuple[Dict[str, object], study_grid.Grid]:
@@ -113,7 +133,7 @@ def load_study(study_dir: str) -> Tuple[Dict[str, object], study_grid.Grid]:
     ValueError: no study.json, or one that cannot be read (naming it).
   """
   path = os.path.join(study_dir, STUDY_FILE)
-  if not os.path.exists(path):
+  if not fileio.exists(path):
     raise ValueError(f"`study_dir`={study_dir} holds no study ({STUDY_FILE} "
                      "not found).")
   try:
@@ -255,7 +275,7 @@ def read_record(study_dir: str, run: study_grid.Run,
       (`RECORD_KEYS`, a metric of `metric_names`) or names another run.
   """
   path = os.path.join(run_dir(study_dir, run), RESULT_FILE)
-  if not os.path.exists(path):
+  if not fileio.exists(path):
     return None
   try:
     record = read_json(path)
@@ -277,9 +297,9 @@ def read_test_arrays(study_dir: str, run_name: str,
       `metric_names`, `softmax_ce` or `labels` of `num_test` values.
   """
   path = os.path.join(study_dir, RUNS_DIR, run_name, TEST_FILE)
-  if not os.path.exists(path):
+  if not fileio.exists(path):
     return None
-  with open(path, "rb") as f:
+  with fileio.open_file(path, "rb") as f:
     try:
       with np.load(f, allow_pickle=False) as data:
         arrays = {name: data[name] for name in data.files}
@@ -300,11 +320,11 @@ def move_aside(path: str) -> str:
   """Renames a damaged file to `<path>.damaged` (`.damaged.1`, ... when
   taken) and returns the new path: kept for inspection, never read."""
   target, i = path + DAMAGED_SUFFIX, 0
-  while os.path.exists(target):
+  while fileio.exists(target):
     i += 1
     target = f"{path}{DAMAGED_SUFFIX}.{i}"
   try:
-    os.rename(path, target)
+    fileio.rename(path, target)
   except OSError as e:
     raise cannot_write(target, e) from None
   return target
@@ -314,7 +334,7 @@ def load_summarized(study_dir: str) -> frozenset:
   """The runs whose test arrays a summary left out (`SUMMARY_FILE`): none
   unless the study was started from a summary."""
   path = os.path.join(study_dir, SUMMARY_FILE)
-  if not os.path.exists(path):
+  if not fileio.exists(path):
     return frozenset()
   try:
     names = read_json(path)["runs_without_arrays"]
@@ -423,9 +443,9 @@ def contents(study_dir: str, runs: Sequence[study_grid.Run],
       records.append(record)
   folder = os.path.join(study_dir, RUNS_DIR)
   names = {run.name for run in runs}
-  strays = sorted(n for n in (os.listdir(folder) if os.path.isdir(folder)
+  strays = sorted(n for n in (fileio.listdir(folder) if fileio.isdir(folder)
                               else ()) if n not in names and
-                  os.path.isdir(os.path.join(folder, n)))
+                  fileio.isdir(os.path.join(folder, n)))
   return Contents(records, missing, damaged, strays)
 
 
@@ -444,5 +464,5 @@ def load_test_arrays(study_dir: str, run_name: str) -> Dict[str, np.ndarray]:
   """The per-instance test arrays `execute_run` saved for a run (read as
   they are; `read_test_arrays` checks them)."""
   path = os.path.join(study_dir, RUNS_DIR, run_name, TEST_FILE)
-  with np.load(path) as arrays:
+  with fileio.open_file(path, "rb") as f, np.load(f) as arrays:
     return {name: arrays[name] for name in arrays.files}

@@ -7,6 +7,7 @@ from typing import Dict, Sequence
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hp
 
+from rank4class_tf import fileio
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
 
@@ -43,7 +44,7 @@ def write_hparams(study_dir: str, records: Sequence[Dict],
   runs_dir = os.path.join(study_dir, study_folder.RUNS_DIR)
   # Every run folder, so that runs no longer reported lose theirs too.
   folders = [study_dir] + [os.path.join(runs_dir, n) for n in sorted(
-      os.listdir(runs_dir) if os.path.isdir(runs_dir) else ())]
+      fileio.listdir(runs_dir) if fileio.isdir(runs_dir) else ())]
   earlier = [path for folder in folders for path in tf.io.gfile.glob(
       os.path.join(folder, "*" + HPARAMS_SUFFIX))]
   try:

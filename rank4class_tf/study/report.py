@@ -28,6 +28,7 @@ the files written before it are whole.
 
 import csv
 import dataclasses
+import hashlib
 import json
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -35,11 +36,13 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf import fileio
 from rank4class_tf import catalog
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import figures as figures_lib
+from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import hparams as hparams_lib
@@ -49,6 +52,8 @@ from rank4class_tf.study import stats
 from rank4class_tf.study import tables as tables_lib
 
 RESULTS_FILE = "results.csv"
+# What the last report was made from (`fingerprint`).
+STAMP_FILE = "report.json"
 TABLES_FILE = "tables.md"
 FIGURES_DIR = "figures"
 
@@ -223,6 +228,13 @@ def read_inputs(study_dir: str, grid: study_grid.Grid,
   if missing:
     progress(f"{len(missing)} of the grid's {len(runs)} runs have no result "
              f"and are reported as missing: {', '.join(missing)}.")
+    claims = study_claims.Claims(study_dir, study_claims.Worker()).all()
+    held = [f"{name} ({claims[name].get('worker')}, heartbeat "
+            f"{claims[name].get('beat')})" for name in missing
+            if name in claims]
+    if held:
+      progress(f"{len(held)} of them are being trained (claimed by a worker, "
+               f"with its heartbeat count): {', '.join(held)}.")
   if found.strays:
     progress(f"{os.path.join(study_dir, study_folder.RUNS_DIR)} holds "
              f"{len(found.strays)} folders that name no run of the grid in "
@@ -234,11 +246,16 @@ def read_inputs(study_dir: str, grid: study_grid.Grid,
 def write_report(study_dir: str, select_metric: Optional[str] = None,
                  num_samples: int = stats.DEFAULT_SAMPLES,
                  paper_table: Optional[str] = None,
-                 progress: Callable[[str], None] = print) -> Dict[str, str]:
+                 progress: Callable[[str], None] = print,
+                 unless_current: bool = False) -> Dict[str, object]:
   """Writes results.csv, tables.md, figures/ and the HParams logs.
 
   Holds `study.locked(study_dir)` throughout: reports started together take
-  turns, and each is whole.
+  turns, and each is whole. Each report leaves `report.json`, the
+  fingerprint of what it was made from (every finished record, the
+  options); with `unless_current`, a report whose fingerprint is already
+  there is not written again: workers that finish a study together write
+  its report once.
 
   Args:
     study_dir: the study's folder.
@@ -251,7 +268,8 @@ def write_report(study_dir: str, select_metric: Optional[str] = None,
       missing runs and one the stray run folders (`read_inputs`).
 
   Returns:
-    {"results": path, "tables": path, "figures": folder}.
+    {"results": path, "tables": path, "figures": folder}, with
+    "current": True where `unless_current` found the report current.
 
   Raises:
     ValueError: a bad argument (one line naming the flag), a study without
@@ -260,11 +278,19 @@ def write_report(study_dir: str, select_metric: Optional[str] = None,
   """
   with study_folder.locked(study_dir):
     return _write_report(study_dir, select_metric, num_samples, paper_table,
-                         progress)
+                         progress, unless_current)
+
+
+def fingerprint(records: Sequence[Dict], options) -> str:
+  """SHA-256 of the finished records and the report's options."""
+  digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
+  for record in sorted(records, key=lambda r: r["run"]):
+    digest.update(json.dumps(record, sort_keys=True).encode())
+  return digest.hexdigest()
 
 
 def _write_report(study_dir, select_metric, num_samples, paper_table,
-                  progress) -> Dict[str, str]:
+                  progress, unless_current=False) -> Dict[str, object]:
   """`write_report`, its lock held."""
   shared, grid = study_folder.load_study(study_dir)
   metric_names = tuple(shared["metrics"])
@@ -275,17 +301,27 @@ def _write_report(study_dir, select_metric, num_samples, paper_table,
   records, chosen = inputs.records, inputs.chosen
   if not records:
     raise ValueError(f"`study_dir`={study_dir} has no finished run yet.")
+  paths = {"results": os.path.join(study_dir, RESULTS_FILE),
+           "tables": os.path.join(study_dir, TABLES_FILE),
+           "figures": os.path.join(study_dir, FIGURES_DIR)}
+  stamp_path = os.path.join(study_dir, STAMP_FILE)
+  stamp = fingerprint(inputs.records,
+                      [select_metric, num_samples, paper_table,
+                       sorted(inputs.missing), sorted(inputs.unreadable)])
+  if unless_current and fileio.exists(stamp_path):
+    try:
+      if fileio.read_json(stamp_path).get("fingerprint") == stamp and all(
+          fileio.exists(path) for path in paths.values()):
+        return dict(paths, current=True)
+    except (ValueError, AttributeError):
+      pass  # A damaged stamp: the report is written again.
   order = common_lib.axis((r["loss"], r["interaction"]) for r in records)
   cells = selection_lib.build_cells(study_dir, chosen, metric_names, order,
                                     inputs.arrays)
   statistics = selection_lib.compute_statistics(cells, metric_names,
                                                 num_samples)
-  paths = {"results": os.path.join(study_dir, RESULTS_FILE),
-           "tables": os.path.join(study_dir, TABLES_FILE),
-           "figures": os.path.join(study_dir, FIGURES_DIR)}
   fair = selection_lib.fairness_marks(records, shared["train_steps"])
-  with open(os.path.join(study_dir, study_folder.STUDY_FILE)) as f:
-    study = json.load(f)
+  study = fileio.read_json(os.path.join(study_dir, study_folder.STUDY_FILE))
   labels = None
   if inputs.arrays:
     labels = next(iter(inputs.arrays.values())).get("labels")
@@ -300,6 +336,8 @@ def _write_report(study_dir, select_metric, num_samples, paper_table,
   figures_lib.write_figures(paths["figures"], cells, records, chosen,
                             metric_names, statistics, select_metric, paper)
   hparams_lib.write_hparams(study_dir, records, grid, metric_names, chosen)
+  common_lib.write(stamp_path, lambda f: json.dump(
+      {"fingerprint": stamp, "runs": len(records)}, f))
   return paths
 
 
@@ -309,7 +347,7 @@ def class_names_of(study_dir: str, shared: Dict[str, object]) -> List[str]:
   for path in sorted(tf.io.gfile.glob(os.path.join(
       study_dir, study_folder.RUNS_DIR, "*", run_dir_lib.CLASSES_FILE)))[:1]:
     try:
-      with open(path) as f:
+      with fileio.open_file(path) as f:
         return list(json.load(f))
     except (OSError, ValueError):
       break

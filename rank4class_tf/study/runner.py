@@ -46,10 +46,9 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import os
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -62,10 +61,12 @@ from rank4class_tf import provenance
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
+from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import evaluation as study_evaluation
 from rank4class_tf.study import extend as study_extend
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
+from rank4class_tf.study import schedule as study_schedule
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import run_guard
@@ -130,9 +131,9 @@ def check_settings(base: config_lib.TrainConfig, grid: study_grid.Grid) -> None:
 def _check_folder(study_dir: str) -> None:
   """Refuses a folder that holds files but no study (a study.json being
   written by another study, `.study.json.tmp-*`, counts as a study)."""
-  if not os.path.isdir(study_dir):
+  if not fileio.isdir(study_dir):
     return
-  entries = os.listdir(study_dir)
+  entries = fileio.listdir(study_dir)
   writing = [e for e in entries
              if e.startswith("." + study_folder.STUDY_FILE + fileio.TMP_MARK)]
   if entries and study_folder.STUDY_FILE not in entries and len(writing) < len(
@@ -164,14 +165,14 @@ def open_study(study_dir: str, base: config_lib.TrainConfig,
   path = os.path.join(study_dir, study_folder.STUDY_FILE)
   _check_folder(study_dir)
   try:
-    os.makedirs(study_dir, exist_ok=True)
+    fileio.makedirs(study_dir)
   except OSError as e:
     raise study_folder.cannot_write(study_dir, e) from None
   with study_folder.locked(study_dir):
     # Again: another study may have written study.json meanwhile.
     _check_folder(study_dir)
     kept = {"provenance": provenance.collect()}
-    if os.path.exists(path):
+    if fileio.exists(path):
       grid = _merge(study_dir, shared, grid)
       # What earlier commands recorded (extensions, the creator's code).
       kept = {k: v for k, v in study_folder.read_json(path).items()
@@ -179,7 +180,7 @@ def open_study(study_dir: str, base: config_lib.TrainConfig,
     try:
       fileio.write_json_atomically(path, dict(
           kept, shared=shared, grid=dataclasses.asdict(grid)))
-      os.makedirs(os.path.join(study_dir, study_folder.RUNS_DIR), exist_ok=True)
+      fileio.makedirs(os.path.join(study_dir, study_folder.RUNS_DIR))
     except OSError as e:
       raise study_folder.cannot_write(path, e) from None
   return grid
@@ -221,7 +222,7 @@ def check_run_folder(base: config_lib.TrainConfig, run: study_grid.Run,
   """
   folder = study_folder.run_dir(study_dir, run)
   path = run_dir_lib.RunDir(folder).config_file
-  if not os.path.exists(path):
+  if not fileio.exists(path):
     return
   try:
     old = serving.load_config(folder).flat()
@@ -251,7 +252,8 @@ def _log_to(path: str) -> Iterator[None]:
   root, tf_logger = logging.getLogger(), tf.get_logger()
   saved = (root.handlers[:], root.level, tf_logger.handlers[:],
            tf_logger.propagate)
-  handler = logging.FileHandler(path)
+  handler = (logging.FileHandler(path) if fileio.is_local(path) else
+             logging.StreamHandler(fileio.open_file(path, "a")))
   handler.setFormatter(logging.Formatter(
       "%(asctime)s %(levelname)s %(name)s: %(message)s"))
   root.handlers = [handler]
@@ -268,6 +270,11 @@ def _log_to(path: str) -> Iterator[None]:
     handler.close()
 
 
+class RunBusy(ValueError):
+  """A run being trained by a process that holds no claim on it (a
+  `pipelines.train` started by hand, a worker whose claim was taken over)."""
+
+
 def execute_run(base: config_lib.TrainConfig,
                 run: study_grid.Run,
                 study_dir: str,
@@ -275,12 +282,14 @@ def execute_run(base: config_lib.TrainConfig,
                 earlier: Optional[Dict[str, object]] = None,
                 extension: Optional[study_extend.Extension] = None,
                 train_steps: Optional[int] = None,
-                follows: Optional[str] = None) -> Dict[str, object]:
+                follows: Optional[str] = None,
+                worker: Optional[str] = None) -> Dict[str, object]:
   """Trains (or resumes) and evaluates one run; returns its record.
 
   A run whose training finished before is only evaluated; its record keeps
   the training time of `earlier` (its previous record), if given. The
-  record names the code that made it (`provenance`) and, for a run that
+  record names the code and the worker that made it (`provenance`,
+  `worker`: also logged in the run's study.log) and, for a run that
   `--extend_grid` added, its round and reason (`extension`); for one that
   `--choose_on_seed` added, the run whose choice it follows (`follows`).
   """
@@ -297,21 +306,23 @@ def execute_run(base: config_lib.TrainConfig,
   if earlier is not None:
     resumed_at = earlier["resumed_at_step"]
     train_seconds = earlier["train_seconds"]
-  os.makedirs(folder, exist_ok=True)
+  fileio.makedirs(folder)
   with _log_to(os.path.join(folder, study_folder.LOG_FILE)):
     if not training.is_trained(config):
       # Unfinished, or killed during its exports: `train` resumes from the
       # backup (kept until both exports are written) or finishes them.
       resumed_at = run_dir_lib.RunDir(folder).resume_epoch() * eval_every
+      logging.info("study: worker %s %s %s", worker or "-",
+                   f"resumes at step {resumed_at}" if resumed_at else "trains",
+                   run.name)
       start = time.time()
       try:
         training.train(config)
       except run_guard.RunInUse as e:
-        raise ValueError(
+        raise RunBusy(
             f"run {run.name} of `study_dir`={study_dir} is being trained by "
-            f"another process (pid {e.pid}); wait for it to end, or give "
-            "this command a grid without it (other `seeds`, `losses`, ...)."
-        ) from None
+            f"another process (pid {e.pid}) that holds no claim on it; this "
+            "worker waits for it to end.") from None
       train_seconds = time.time() - start
     record, arrays = study_evaluation.evaluate_run(config, data)
     record.update(dataclasses.asdict(run),
@@ -327,7 +338,8 @@ def execute_run(base: config_lib.TrainConfig,
                       "reason": extension.reason
                   }),
                   extended_steps=extended,
-                  follows=follows)
+                  follows=follows,
+                  worker=worker)
   # The arrays first: a record is written last, and only over whole arrays.
   path = os.path.join(folder, study_folder.TEST_FILE)
   try:
@@ -346,8 +358,12 @@ def run_study(study_dir: str,
               grid: study_grid.Grid,
               progress: Callable[[str], None] = print,
               extend_grid: int = 0,
-              extend_steps: float = 0.) -> List[study_grid.Run]:
-  """Runs every unfinished run of `grid`; returns the runs of the whole study.
+              extend_steps: float = 0.,
+              worker: Optional[study_claims.Worker] = None,
+              sleep: Callable[[float], None] = time.sleep
+             ) -> List[study_grid.Run]:
+  """Runs the study's unfinished runs as one worker; returns the runs of the
+  whole study.
 
   The grid, every run's config, the data, the files the runs read and the
   run folders already there (`check_run_folder`) are checked first: a bad
@@ -355,27 +371,37 @@ def run_study(study_dir: str,
 
   A run is finished when its record and test arrays are whole and name it
   (`finished_record`); damaged ones are moved aside and the run evaluated
-  again. Prints one line per finished run (through `progress`): its place
-  in the grid, name, validation and test metrics, time, and the estimated
-  time left (the mean time of the runs trained so far in this call, times
-  the runs left).
+  again. The worker then takes, again and again, the first unfinished run
+  (grid runs first, then extensions, lengthened runs, followers) that no
+  other live worker has claimed (`study_claims`), in its shard where
+  `worker` has several, trains and evaluates it, and prints one line
+  (through `progress`): the study's finished count, the run, the worker,
+  validation and test metrics, time, and the estimated time left (this
+  worker's mean time per run times the unclaimed runs left). Runs that
+  other workers hold are waited for (`sleep(worker.poll_seconds)`): their
+  records may call for more runs, and a dead worker's claim goes stale and
+  is taken over. It returns when no run of its shard is unfinished. Any
+  number of workers may run the same command on one `study_dir`; each run
+  is trained once.
 
-  With `extend_grid` > 0, the grid is then extended where a choice is on
-  its edge (`study_extend`), round by round, up to `extend_grid` rounds per
-  (loss, interaction, seed); the extensions made before (study.json) are
-  trained first.
+  The decisions that add runs (`schedule.plan`) are made per (loss,
+  interaction, seed) from its finished runs, by whichever worker gets
+  there, and recorded in study.json:
 
-  With `extend_steps` = F > 1, each chosen run whose best validation is its
-  last one (still improving) then goes on to F times its steps (rounded up
-  to a multiple of eval_every), once (`training.extension_start`); the
-  steps are recorded in study.json (`extended_steps`) and in the run's
-  record, and the choice is made again.
+  * `extend_grid` = N > 0: a choice on the edge of its grid adds the run
+    one step beyond (`study_extend`), up to N rounds per group;
+  * `extend_steps` = F > 1: a settled group's chosen run whose best
+    validation is its last goes on to F times its steps (up to a
+    validation), once; recorded in study.json (`extended_steps`) and in the
+    run's record;
+  * `grid.choose_on_seed`: the other seeds run the chosen seed's choice.
   """
   if extend_grid < 0:
     raise ValueError(f"`extend_grid`={extend_grid} must be >= 0.")
   if extend_steps and not extend_steps > 1:
     raise ValueError(f"`extend_steps`={extend_steps:g} must be 0 (no "
                      "extension) or > 1.")
+  worker = worker or study_claims.Worker()
   # Everything a run reads is checked before the study writes anything.
   check_settings(base, grid)
   data = builders.load_data(base)
@@ -387,34 +413,18 @@ def run_study(study_dir: str,
   for run in grid.runs():
     check_run_folder(base, run, study_dir)
   whole = open_study(study_dir, base, grid)
-  extensions = {e.run.name: e for e in study_folder.load_extensions(study_dir)}
-  followers = study_folder.load_followers(study_dir)
-  cells = {r.cell for r in grid.runs()}
-  runs = grid.runs() + [e.run for e in extensions.values()
-                        if e.run.cell in cells and e.run.seed in grid.seeds]
-  runs += [run for run in map(study_grid.parse_run_name, followers)
-           if run.cell in cells and run.seed in grid.seeds and
-           run not in runs]
-  names = base.trainer.metrics
-  steps = study_folder.load_extended_steps(study_dir)
-  summarized = study_folder.load_summarized(study_dir)
-  records = {}
-  todo, earlier = [], {}
-  for run in runs:
-    record, earlier[run] = study_folder.finished_record(study_dir, run, names,
-                                                        progress, summarized)
-    if record is not None and run.name in steps and (
-        record.get("extended_steps") or {}).get("to") != steps[run.name]:
-      # Its extension was interrupted: the record is the shorter run's.
-      earlier[run], record = None, None
-    if record is None:
-      todo.append(run)
-    else:
-      records[run.name] = record
-  if todo and builders.uses_feature_cache(base):
+  work = _Work(study_dir, base, grid, data, worker, progress, extend_grid,
+               extend_steps)
+  plan = work.plan()
+  done = len(plan.runs) - len(plan.pending)
+  if done:
+    progress(f"{done} of {len(plan.runs)} runs already finished in "
+             f"{study_dir}: skipped.")
+  mine = [run for run in plan.pending if work.in_shard(plan, run)]
+  if mine and builders.uses_feature_cache(base):
     # Built once, before the first run, for every frozen run to share.
     start = time.time()
-    config = run_config(base, todo[0], study_dir)
+    config = run_config(base, mine[0], study_dir)
     cache = feature_cache.load(feature_cache_dir(base, study_dir),
                                builders.cache_spec(
                                    builders.resolve_defaults(config)), data,
@@ -422,150 +432,152 @@ def run_study(study_dir: str,
                                length_bucketing=base.trainer.length_bucketing)
     progress(f"feature cache {cache.folder}: ready in "
              f"{time.time() - start:.0f} s.")
-  done = len(runs) - len(todo)
-  if done:
-    progress(f"{done} of {len(runs)} runs already finished in "
-             f"{study_dir}: skipped.")
-  _train_runs(base, study_dir, data, todo, earlier, extensions, records,
-              done, len(runs), progress, steps, followers)
-  select = base.trainer.best_metric
-  for round_ in range(1, extend_grid + 1):
-    new = study_extend.plan(runs, list(extensions.values()), records,
-                            select, extend_grid, dataclasses.replace)
-    if not new:
+  waiting = False
+  while True:
+    plan = work.plan()
+    if plan.decided:
+      work.record_decisions(plan)
+      continue
+    mine = [run for run in plan.pending if work.in_shard(plan, run)]
+    if not mine:
       break
-    study_folder.add_extensions(study_dir, new)
-    progress(f"`extend_grid`: {len(new)} run(s) beyond a chosen value on "
-             f"the edge of its grid (round {round_} of at most "
-             f"{extend_grid}).")
-    for extension in new:
-      extensions[extension.run.name] = extension
-      check_run_folder(base, extension.run, study_dir)
-    runs += [e.run for e in new]
-    _train_runs(base, study_dir, data, [e.run for e in new],
-                {e.run: None for e in new}, extensions, records,
-                len(runs) - len(new), len(runs), progress, steps, followers)
+    held = {run.name: work.claims.holder(run.name) for run in mine}
+    free = [run for run in mine if held[run.name] is None]
+    if any(work.train(plan, run, len(free)) for run in free):
+      waiting = False
+      continue
+    # Held by other workers: wait for them to finish (their runs may call
+    # for more), or to die (their claims then go stale and are taken over).
+    if not waiting:
+      progress(f"{len(mine)} run(s) left, held by "
+               f"{', '.join(sorted(set(filter(None, held.values()))))}: "
+               "waiting for them.")
+    waiting = True
+    sleep(worker.poll_seconds)
+  records = work.records
   for (loss, interaction, seed), found in sorted(study_extend.still_on_edge(
-      runs, records, select).items()):
+      plan.runs, records, base.trainer.best_metric).items()):
     if extend_grid and any(e.run.cell == (loss, interaction) and
                            e.run.seed == seed and e.round >= extend_grid
-                           for e in extensions.values()):
+                           for e in work.extensions):
       progress(f"{loss}.{interaction} seed {seed}: the choice is still on "
                f"the {', '.join(f'{s} {f}' for f, s in found)} edge after "
                f"`extend_grid`={extend_grid} rounds (the limit).")
-  if extend_steps:
-    _extend_steps(base, study_dir, data, runs, records, steps, extensions,
-                  extend_steps, progress, followers)
-  if grid.choose_on_seed is not None:
-    new = _follow(base, study_dir, grid, runs, records, steps, followers,
-                  progress)
-    runs += [run for run in new if run not in runs]
-    _train_runs(base, study_dir, data, new, {run: None for run in new},
-                extensions, records, 0, len(new), progress, steps, followers)
-    if extend_steps:
-      _extend_steps(base, study_dir, data, runs, records, steps, extensions,
-                    extend_steps, progress, followers)
-  return whole.runs() + [run for run in runs if run not in whole.runs()]
+  return whole.runs() + [run for run in plan.runs if run not in whole.runs()]
 
 
-def _follow(base, study_dir, grid, runs, records, steps, followers,
-            progress) -> List[study_grid.Run]:
-  """`--choose_on_seed`: the runs of the other seeds at each cell's choice
-  on the chosen seed (with its steps, where `--extend_steps` lengthened
-  it), recorded in study.json; returns those not finished yet."""
-  select = base.trainer.best_metric
-  new, new_steps = {}, {}
-  for loss, interaction in grid.cell_keys():
-    tried = [run for run in runs if run.cell == (loss, interaction) and
-             run.seed == grid.choose_on_seed]
-    chosen = study_extend.choose(tried, records, select)
-    if chosen is None:
-      progress(f"`choose_on_seed`: {loss}.{interaction} has unfinished runs "
-               f"on seed {grid.choose_on_seed}; its other seeds wait.")
-      continue
-    for seed in grid.seeds:
-      if seed == grid.choose_on_seed:
-        continue
-      run = dataclasses.replace(chosen, seed=seed)
-      if followers.get(run.name, chosen.name) != chosen.name:
-        raise ValueError(
-            f"run {run.name} of `study_dir`={study_dir} follows "
-            f"{followers[run.name]}, but seed {grid.choose_on_seed} now "
-            f"chooses {chosen.name}: the study changed under it; start "
-            "another `study_dir`.")
-      new[run.name] = chosen.name
-      if chosen.name in steps:
-        new_steps[run.name] = steps[chosen.name]
-  added = {k: v for k, v in new.items() if k not in followers}
-  if added:
-    study_folder.add_followers(study_dir, added)
-    followers.update(added)
-  lengthened = {k: v for k, v in new_steps.items() if k not in steps}
-  if lengthened:
-    study_folder.add_extended_steps(study_dir, lengthened)
-    steps.update(lengthened)
-  todo = [study_grid.parse_run_name(name) for name in new
-          if name not in records]
-  if todo:
-    progress(f"`choose_on_seed`={grid.choose_on_seed}: {len(todo)} run(s) "
-             "of the other seeds at each cell's choice.")
-  for run in todo:
-    check_run_folder(base, run, study_dir)
-  return todo
+class _Work:
+  """One worker's view of a study: its finished records (read once each),
+  study.json's decisions, its claims (see `run_study`)."""
 
+  def __init__(self, study_dir, base, grid, data, worker, progress,
+               extend_grid, extend_steps):
+    self.study_dir, self.base, self.grid, self.data = (study_dir, base, grid,
+                                                       data)
+    self.worker, self.progress = worker, progress
+    self.extend_grid, self.extend_steps = extend_grid, extend_steps
+    self.claims = study_claims.Claims(study_dir, worker)
+    self.records: Dict[str, Dict[str, object]] = {}
+    self.earlier: Dict[str, Optional[Dict[str, object]]] = {}
+    self.summarized = study_folder.load_summarized(study_dir)
+    self.extensions: List[study_extend.Extension] = []
+    self.followers: Dict[str, str] = {}
+    self.durations: List[float] = []
 
-def _extend_steps(base, study_dir, data, runs, records, steps, extensions,
-                  factor, progress, followers=None) -> None:
-  """`--extend_steps`: chosen runs still improving go on, once."""
-  eval_every = base.trainer.eval_every
-  select = base.trainer.best_metric
-  groups: Dict[Tuple[str, str, int], List[study_grid.Run]] = {}
-  for run in runs:
-    groups.setdefault(study_extend.group_key(run), []).append(run)
-  todo = []
-  for tried in groups.values():
-    chosen = study_extend.choose(tried, records, select)
-    if chosen is None or chosen.name in steps:
-      continue
-    record = records[chosen.name]
-    trained = base.trainer.train_steps
-    if record.get("best_step") == trained:
-      steps[chosen.name] = int(math.ceil(factor * trained / eval_every)
-                               * eval_every)
-      todo.append(chosen)
-  if not todo:
-    return
-  study_folder.add_extended_steps(study_dir,
-                                  {run.name: steps[run.name] for run in todo})
-  progress(f"`extend_steps`: {len(todo)} chosen run(s) peaked at their "
-           f"last validation: trained on to {factor:g} x "
-           f"{base.trainer.train_steps} steps.")
-  _train_runs(base, study_dir, data, todo, {run: None for run in todo},
-              extensions, records, 0, len(todo), progress, steps, followers)
+  def plan(self) -> study_schedule.Plan:
+    """Reads study.json's decisions and the records of the runs not
+    finished when last looked at, and plans (`schedule.plan`)."""
+    self.extensions = study_folder.load_extensions(self.study_dir)
+    self.followers = study_folder.load_followers(self.study_dir)
+    steps = study_folder.load_extended_steps(self.study_dir)
+    trainer = self.base.trainer
+    while True:
+      plan = study_schedule.plan(self.grid, self.records, self.extensions,
+                                 steps, self.followers, trainer.best_metric,
+                                 trainer.train_steps, trainer.eval_every,
+                                 self.extend_grid, self.extend_steps)
+      read = False
+      for run in plan.pending:
+        record, earlier = study_folder.finished_record(
+            self.study_dir, run, trainer.metrics, self.progress,
+            self.summarized)
+        if record is not None and not study_schedule.is_done(
+            run, {run.name: record}, plan.all_steps):
+          # Its extension was interrupted: the record is the shorter run's.
+          record, earlier = None, None
+        self.earlier[run.name] = earlier
+        if record is not None:
+          self.records[run.name] = record
+          read = True
+      if not read:
+        return plan
 
+  def record_decisions(self, plan: study_schedule.Plan) -> None:
+    """Writes a plan's decisions to study.json, one progress line each."""
+    if plan.extensions:
+      study_folder.add_extensions(self.study_dir, plan.extensions)
+      self.progress(
+          f"`extend_grid`: {len(plan.extensions)} run(s) beyond a chosen "
+          "value on the edge of its grid (round "
+          f"{max(e.round for e in plan.extensions)} of at most "
+          f"{self.extend_grid}).")
+    if plan.followers:
+      study_folder.add_followers(self.study_dir, plan.followers)
+      self.progress(f"`choose_on_seed`={self.grid.choose_on_seed}: "
+                    f"{len(plan.followers)} run(s) of the other seeds at "
+                    "each cell's choice.")
+    lengthened = {k: v for k, v in plan.steps.items()
+                  if k not in plan.followers}
+    if plan.steps:
+      study_folder.add_extended_steps(self.study_dir, plan.steps)
+    if lengthened:
+      self.progress(
+          f"`extend_steps`: {len(lengthened)} chosen run(s) peaked at their "
+          f"last validation: trained on to {self.extend_steps:g} x "
+          f"{self.base.trainer.train_steps} steps.")
 
-def _train_runs(base, study_dir, data, todo, earlier, extensions, records,
-                done, total, progress, steps=None, followers=None) -> None:
-  """Trains and evaluates `todo`, one progress line each (see run_study)."""
-  select = base.trainer.best_metric
-  durations = []
-  for i, run in enumerate(todo):
+  def in_shard(self, plan: study_schedule.Plan, run: study_grid.Run) -> bool:
+    return study_claims.shard_of(plan.units[run.name],
+                                 self.worker.num_shards) == (
+                                     self.worker.shard_index)
+
+  def train(self, plan: study_schedule.Plan, run: study_grid.Run,
+            free: int) -> bool:
+    """Claims, trains and evaluates `run`; False if another worker claimed
+    it first."""
+    if not self.claims.claim(run.name, self.progress):
+      return False
+    extension = next((e for e in self.extensions if e.run == run), None)
+    follows = self.followers.get(run.name)
+    check_run_folder(self.base, run, self.study_dir)
     start = time.time()
-    extension = extensions.get(run.name)
-    record = execute_run(base, run, study_dir, data, earlier.get(run),
-                         extension, (steps or {}).get(run.name),
-                         (followers or {}).get(run.name))
-    records[run.name] = record
-    durations.append(time.time() - start)
-    left = np.mean(durations) * (len(todo) - i - 1)
+    try:
+      with self.claims.held(run.name, self.progress):
+        record = execute_run(self.base, run, self.study_dir, self.data,
+                             self.earlier.get(run.name), extension,
+                             plan.all_steps.get(run.name), follows,
+                             self.worker.label)
+    except RunBusy as e:
+      self.progress(str(e))
+      return False
+    self.records[run.name] = record
+    self.durations.append(time.time() - start)
+    finished = sum(study_schedule.is_done(r, self.records, plan.all_steps)
+                   for r in plan.runs)
+    left = np.mean(self.durations) * max(free - 1, 0)
+    select = self.base.trainer.best_metric
     test = " ".join(f"{name} {record['test'][name]:.4f}"
-                    for name in base.trainer.metrics)
-    note = "" if extension is None else f" (extension, round {extension.round})"
-    if (followers or {}).get(run.name):
-      note = f" (at the choice of {followers[run.name]})"
-    progress(f"[{done + i + 1}/{total}] {run.name}{note}: validation "
-             f"{select} {record['validation'][select]:.4f}; test {test}; "
-             f"{durations[-1]:.0f} s; about {_duration(left)} left")
+                    for name in self.base.trainer.metrics)
+    note = ("" if extension is None else
+            f" (extension, round {extension.round})")
+    if follows:
+      note = f" (at the choice of {follows})"
+    self.progress(f"[{finished}/{len(plan.runs)}] {run.name}{note} "
+                  f"(worker {self.worker.label}): validation {select} "
+                  f"{record['validation'][select]:.4f}; test {test}; "
+                  f"{self.durations[-1]:.0f} s; about {_duration(left)} "
+                  "left")
+    return True
 
 
 def _duration(seconds: float) -> str:
@@ -575,3 +587,9 @@ def _duration(seconds: float) -> str:
   if seconds < 3600:
     return f"{seconds // 60} min {seconds % 60:02d} s"
   return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def unfinished(study_dir: str, base: config_lib.TrainConfig,
+               runs: List[study_grid.Run]) -> List[study_grid.Run]:
+  """The runs among `runs` without a whole record (reads only)."""
+  return study_folder.contents(study_dir, runs, base.trainer.metrics).missing

@@ -1,0 +1,293 @@
+"""Tests of rank4class_tf.study.claims and study.schedule: claims, heartbeats,
+take-overs, shards and the decisions made per group, without training."""
+
+import dataclasses
+import tempfile
+import threading
+import uuid
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from rank4class_tf import fileio
+from rank4class_tf.study import claims as study_claims
+from rank4class_tf.study import extend as study_extend
+from rank4class_tf.study import grid as study_grid
+from rank4class_tf.study import schedule
+
+Run = study_grid.Run
+
+
+def study_dir(storage):
+  if storage == "ram":
+    return f"ram://claims-test-{uuid.uuid4().hex[:8]}"
+  return tempfile.mkdtemp()
+
+
+class FakeClock:
+
+  def __init__(self):
+    self.now = 0.
+
+  def __call__(self):
+    return self.now
+
+
+class ShardFromEnvironmentTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("none", None, None, {}, (1, 0)),
+      ("flags", 4, 3, {}, (4, 3)),
+      ("slurm", None, None, {"SLURM_ARRAY_TASK_COUNT": "3",
+                             "SLURM_ARRAY_TASK_ID": "2"}, (3, 2)),
+      ("slurm_from_1", None, None, {"SLURM_ARRAY_TASK_COUNT": "3",
+                                    "SLURM_ARRAY_TASK_ID": "3",
+                                    "SLURM_ARRAY_TASK_MIN": "1"}, (3, 2)),
+      ("flags_win", 2, 0, {"SLURM_ARRAY_TASK_COUNT": "3",
+                           "SLURM_ARRAY_TASK_ID": "2"}, (2, 0)),
+      ("k8s", 5, None, {"JOB_COMPLETION_INDEX": "4"}, (5, 4)))
+  def test_shards(self, num_shards, shard_index, env, want):
+    self.assertEqual(study_claims.shard_from_environment(num_shards,
+                                                         shard_index, env),
+                     want)
+
+  @parameterized.named_parameters(
+      ("k8s_without_count", None, None, {"JOB_COMPLETION_INDEX": "1"},
+       r"^JOB_COMPLETION_INDEX is set .* give `num_shards`"),
+      ("index_out_of_range", 3, 3, {},
+       r"^`shard_index`=3 must be in \[0, 3\) \(`num_shards`=3\)\.$"),
+      ("zero_shards", 0, None, {}, r"^`num_shards`=0 must be >= 1\.$"),
+      ("bad_variable", None, None, {"SLURM_ARRAY_TASK_COUNT": "x"},
+       r"^environment variable SLURM_ARRAY_TASK_COUNT='x' is not an "
+       r"integer\.$"))
+  def test_refused(self, num_shards, shard_index, env, message):
+    with self.assertRaisesRegex(ValueError, message):
+      study_claims.shard_from_environment(num_shards, shard_index, env)
+
+
+class ClaimsTest(parameterized.TestCase):
+
+  @parameterized.parameters("local", "ram")
+  def test_racing_workers_each_get_a_run_once(self, storage):
+    folder = study_dir(storage)
+    names = [f"run{i}" for i in range(30)]
+    won = {}
+    lock = threading.Lock()
+    start = threading.Barrier(6)
+
+    def worker(i):
+      claims = study_claims.Claims(folder, study_claims.Worker(name=f"w{i}"))
+      start.wait()
+      for name in names:
+        if claims.claim(name, progress=lambda _: None):
+          with lock:
+            won.setdefault(name, []).append(i)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join()
+    if storage == "local":
+      # Exclusive create: every run won exactly once.
+      self.assertEqual(sorted(won), sorted(names))
+      self.assertTrue(all(len(v) == 1 for v in won.values()), won)
+    else:
+      # Written if absent and read back: at least one winner each, and the
+      # file names one of them (no exclusive create there: module doc).
+      self.assertEqual(sorted(won), sorted(names))
+    on_disk = study_claims.Claims(folder, study_claims.Worker()).all()
+    self.assertEqual(sorted(on_disk), sorted(names))
+    for name, claim in on_disk.items():
+      self.assertIn(int(claim["worker"][1:]), won[name])
+
+  @parameterized.parameters("local", "ram")
+  def test_dead_claim_is_taken_over_after_timeout(self, storage):
+    folder = study_dir(storage)
+    dead = study_claims.Claims(folder, study_claims.Worker(name="dead",
+                                                           timeout=10))
+    self.assertTrue(dead.claim("r"))
+    clock = FakeClock()
+    alive = study_claims.Claims(folder, study_claims.Worker(name="alive",
+                                                            timeout=10),
+                                clock=clock)
+    lines = []
+    self.assertEqual(alive.holder("r"), "dead")
+    self.assertFalse(alive.claim("r", lines.append))
+    clock.now = 9.9
+    self.assertEqual(alive.holder("r"), "dead")
+    clock.now = 10.
+    self.assertIsNone(alive.holder("r"))  # Stale.
+    self.assertTrue(alive.claim("r", lines.append))
+    self.assertEqual(lines, ["r: took over the claim of worker dead (no "
+                             "heartbeat for 10 s); the run resumes from its "
+                             "backup."])
+    self.assertEqual(alive.read("r")["worker"], "alive")
+    aside = [n for n in fileio.listdir(alive.folder)
+             if study_claims.STALE_MARK in n]
+    self.assertLen(aside, 1)  # Kept for inspection.
+    # The dead worker, back, holds nothing: its release leaves the claim.
+    dead.release("r")
+    self.assertEqual(alive.read("r")["worker"], "alive")
+
+  def test_a_beat_resets_the_watch(self):
+    folder = study_dir("local")
+    holder = study_claims.Claims(folder, study_claims.Worker(name="h",
+                                                             timeout=10))
+    self.assertTrue(holder.claim("r"))
+    clock = FakeClock()
+    other = study_claims.Claims(folder, study_claims.Worker(timeout=10),
+                                clock=clock)
+    self.assertEqual(other.holder("r"), "h")
+    clock.now = 8.
+    claim = holder.read("r")
+    fileio.write_json_atomically(holder.path("r"), dict(claim, beat=1))
+    self.assertEqual(other.holder("r"), "h")  # A new beat: watched afresh.
+    clock.now = 17.
+    self.assertEqual(other.holder("r"), "h")
+    clock.now = 18.
+    self.assertIsNone(other.holder("r"))
+
+  def test_held_claim_beats_and_is_released(self):
+    folder = study_dir("local")
+    claims = study_claims.Claims(folder, study_claims.Worker(name="h",
+                                                             timeout=0.3))
+    self.assertTrue(claims.claim("r"))
+    with claims.held("r"):
+      event = threading.Event()
+      event.wait(0.25)  # About 5 beats of 0.05 s.
+      self.assertGreaterEqual(claims.read("r")["beat"], 2)
+    self.assertIsNone(claims.read("r"))
+
+  def test_lost_claim_is_said_and_not_beaten(self):
+    folder = study_dir("local")
+    claims = study_claims.Claims(folder, study_claims.Worker(name="slow",
+                                                             timeout=0.3))
+    self.assertTrue(claims.claim("r"))
+    lines = []
+    with claims.held("r", lines.append):
+      other = dict(claims.read("r"), worker="thief", token="t")
+      fileio.write_json_atomically(claims.path("r"), other)
+      threading.Event().wait(0.2)
+    self.assertEqual(lines, ["r: this worker's claim was taken over by "
+                             "thief; it finishes the run all the same."])
+    self.assertEqual(claims.read("r"), other)  # Neither beaten nor removed.
+
+  def test_bad_timeout(self):
+    with self.assertRaisesRegex(ValueError,
+                                r"^`claim_timeout`=0 must be > 0\.$"):
+      study_claims.Worker(timeout=0)
+
+
+def record(run, value, best_step=10, steps=None):
+  out = {"run": run.name, "validation": {"top1_accuracy": value},
+         "best_step": best_step}
+  if steps:
+    out["extended_steps"] = {"from": 10, "to": steps}
+  return out
+
+
+def peak(rate):
+  return lambda run: 0.9 - abs(run.learning_rate - rate)
+
+
+class ScheduleTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.grid = study_grid.Grid(losses=("softmax", "mse"),
+                                interactions=("dot",), seeds=(0, 1),
+                                learning_rates=(1e-3, 3e-3))
+
+  def plan(self, records, **kwargs):
+    args = dict(extensions=[], steps={}, followers={})
+    args.update(kwargs)
+    return schedule.plan(self.grid, records, args.pop("extensions"),
+                         args.pop("steps"), args.pop("followers"),
+                         "top1_accuracy", 10, 5, **args)
+
+  def test_grid_only(self):
+    plan = self.plan({})
+    self.assertLen(plan.runs, 8)
+    self.assertEqual(plan.pending, plan.runs)
+    self.assertFalse(plan.decided)
+    # Units: (loss, interaction, seed), in grid order.
+    self.assertEqual([plan.units[r.name] for r in plan.runs],
+                     [0, 0, 1, 1, 2, 2, 3, 3])
+
+  def test_extension_waits_for_its_group_only(self):
+    runs = self.grid.runs()
+    value = peak(3e-3)  # Chosen on the high edge.
+    # softmax seed 0 finished; mse seed 0 half.
+    records = {r.name: record(r, value(r)) for r in runs[:3]}
+    plan = self.plan(records, extend_grid=2)
+    self.assertEqual([e.run.name for e in plan.extensions],
+                     ["softmax.dot.lr0.01.seed0"])
+    self.assertEqual(plan.extensions[0].round, 1)
+    # Recorded, the extension is pending after the grid's runs.
+    plan = self.plan(records, extend_grid=2, extensions=plan.extensions)
+    self.assertFalse(plan.decided)
+    self.assertEqual(plan.pending[-1].name, "softmax.dot.lr0.01.seed0")
+    self.assertEqual(plan.units["softmax.dot.lr0.01.seed0"], 0)
+
+  def test_steps_then_followers_with_their_steps(self):
+    self.grid = dataclasses.replace(self.grid, seeds=(0, 1, 2),
+                                    choose_on_seed=0)
+    runs = self.grid.runs()  # Seed 0 only: 2 cells x 2 rates.
+    self.assertLen(runs, 4)
+    records = {r.name: record(r, peak(1e-3)(r)) for r in runs}
+    plan = self.plan(records, extend_steps=2.)
+    self.assertEqual(plan.steps, {"softmax.dot.lr0.001.seed0": 20,
+                                  "mse.dot.lr0.001.seed0": 20})
+    self.assertEqual(plan.followers, {})  # They wait for the longer runs.
+    self.assertEqual([r.name for r in plan.pending],
+                     ["softmax.dot.lr0.001.seed0", "mse.dot.lr0.001.seed0"])
+    chosen = runs[0]
+    records[chosen.name] = record(chosen, 0.95, best_step=15, steps=20)
+    plan = self.plan(records, extend_steps=2., steps=plan.steps)
+    self.assertEqual(plan.followers, {
+        "softmax.dot.lr0.001.seed1": "softmax.dot.lr0.001.seed0",
+        "softmax.dot.lr0.001.seed2": "softmax.dot.lr0.001.seed0"})
+    self.assertEqual(plan.steps, {"softmax.dot.lr0.001.seed1": 20,
+                                  "softmax.dot.lr0.001.seed2": 20})
+    # A cell's followers share its unit: a shard never waits for another.
+    self.assertEqual(plan.units["softmax.dot.lr0.001.seed2"],
+                     plan.units["softmax.dot.lr0.001.seed0"])
+
+  def test_changed_choice_under_a_follower_is_refused(self):
+    self.grid = dataclasses.replace(self.grid, choose_on_seed=0)
+    records = {r.name: record(r, peak(1e-3)(r)) for r in self.grid.runs()}
+    with self.assertRaisesRegex(ValueError, r"^run softmax\.dot\.lr0\.001\."
+                                r"seed1 follows softmax\.dot\.lr0\.003\.seed0, "
+                                r"but seed 0 now chooses"):
+      self.plan(records, followers={
+          "softmax.dot.lr0.001.seed1": "softmax.dot.lr0.003.seed0"})
+
+  @parameterized.parameters(1, 2, 3, 5)
+  def test_shards_partition_the_units(self, num_shards):
+    plan = self.plan({})
+    shards = [{r.name for r in plan.runs
+               if study_claims.shard_of(plan.units[r.name], num_shards) == i}
+              for i in range(num_shards)]
+    self.assertEqual(set().union(*shards), {r.name for r in plan.runs})
+    self.assertEqual(sum(map(len, shards)), len(plan.runs))
+    sizes = sorted(len(s) for s in shards)
+    self.assertLessEqual(sizes[-1] - sizes[0], 2)  # 2 runs per unit.
+
+  def test_same_decisions_in_any_order(self):
+    # Two orders of finishing give the same extensions once all are done.
+    runs = self.grid.runs()
+    value = peak(1e-3)
+    records = {r.name: record(r, value(r)) for r in runs}
+    forward = self.plan(records, extend_grid=1).extensions
+    backward = self.plan(dict(reversed(list(records.items()))),
+                         extend_grid=1).extensions
+    self.assertEqual(forward, backward)
+    self.assertLen(forward, 4)
+    self.assertTrue(all(isinstance(e, study_extend.Extension)
+                        for e in forward))
+    self.assertEqual({e.run.learning_rate for e in forward}, {3e-4})
+
+
+if __name__ == "__main__":
+  absltest.main()
