@@ -90,11 +90,13 @@ class RecipesTest(absltest.TestCase):
                  SLURM_ARRAY_TASK_COUNT=str(last - first + 1))
       runs.append((cmd, env))
     outputs = run_all(runs)
+    count = last - first + 1
     self.check_study(study_dir, outputs,
-                     [f"slurm 881_{task}" for task in range(first, last + 1)])
+                     [f"slurm 881_{task} shard {task - first}/{count}"
+                      for task in range(first, last + 1)])
     # Shards deal (cell, seed) units round-robin in grid order.
     self.assertEqual(trained_by(study_dir)["softmax.dot.lr0.01.seed1"].split(
-        " slurm ")[1], f"881_{first + 2}")
+        " slurm ")[1], f"881_{first + 2} shard 2/{count}")
 
   def test_kubernetes_indexed_job(self):
     job = yaml.safe_load(recipe("k8s-study"))
@@ -108,8 +110,9 @@ class RecipesTest(absltest.TestCase):
     self.assertIn(f"--num_shards={spec['completions']}", cmd)
     outputs = run_all([(cmd, dict(os.environ, JOB_COMPLETION_INDEX=str(i)))
                        for i in range(spec["completions"])])
+    count = spec["completions"]
     self.check_study(study_dir, outputs,
-                     [f"k8s index {i}" for i in range(spec["completions"])])
+                     [f"k8s index {i} shard {i}/{count}" for i in range(count)])
 
 
 if __name__ == "__main__":
