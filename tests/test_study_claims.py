@@ -14,6 +14,7 @@ from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import extend as study_extend
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import schedule
+from rank4class_tf.study import summary as study_summary
 
 Run = study_grid.Run
 
@@ -31,6 +32,17 @@ class FakeClock:
 
   def __call__(self):
     return self.now
+
+
+class SummaryStorageTest(absltest.TestCase):
+
+  def test_summaries_need_local_folders(self):
+    with self.assertRaisesRegex(ValueError, r"^`summary_dir` needs local "
+                                r"folders, and ram://s is not one: copy"):
+      study_summary.check_summary_dir("ram://s", tempfile.mkdtemp())
+    with self.assertRaisesRegex(ValueError, r"^`from_summary` needs local "
+                                r"folders, and gs://b/s is not one"):
+      study_summary.start_from_summary(tempfile.mkdtemp(), "gs://b/s")
 
 
 class ShardFromEnvironmentTest(parameterized.TestCase):

@@ -17,13 +17,23 @@ from rank4class_tf.study import report as report_lib
 
 def check_summary_dir(study_dir: str, summary_dir: str) -> None:
   """Raises ValueError (one line) unless `summary_dir` can take a summary:
-  not the study folder, and new, empty or holding a summary."""
+  not the study folder, and new, empty or holding a summary; both local
+  (a summary is for a repository: copy a bucket's study folder first)."""
+  _check_local(study_dir, "summary_dir")
+  _check_local(summary_dir, "summary_dir")
   if os.path.abspath(summary_dir) == os.path.abspath(study_dir):
     raise ValueError(f"`summary_dir`={summary_dir} is the study folder.")
   if os.path.isdir(summary_dir) and os.listdir(summary_dir) and not (
       os.path.exists(os.path.join(summary_dir, study_folder.STUDY_FILE))):
     raise ValueError(f"`summary_dir`={summary_dir} is not empty and holds no "
                      f"{study_folder.STUDY_FILE}; choose a new or empty folder.")
+
+
+def _check_local(path: str, flag: str) -> None:
+  if not fileio.is_local(path):
+    raise ValueError(f"`{flag}` needs local folders, and {path} is not one: "
+                     "copy the study folder to a local one first (gsutil -m "
+                     "cp -r, or `tf.io.gfile`).")
 
 
 def _copy(source: str, target: str) -> None:
@@ -118,6 +128,8 @@ def start_from_summary(summary_dir: str, study_dir: str) -> int:
     ValueError: `summary_dir` is not a summary, `study_dir` holds something
       other than a study, or a file cannot be read or written (naming it).
   """
+  _check_local(study_dir, "from_summary")
+  _check_local(summary_dir, "from_summary")
   if os.path.exists(os.path.join(study_dir, study_folder.STUDY_FILE)):
     return 0
   if os.path.isdir(study_dir) and os.listdir(study_dir):
