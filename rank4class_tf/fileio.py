@@ -20,14 +20,17 @@ Imports nothing from TensorFlow: `rank4class_tf.config`-level code may use it.
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from typing import Any, Callable, IO, Iterator, Optional
 
 TMP_MARK = ".tmp-"
+_RAM_LOCK = threading.Lock()
 
 
 def _umask() -> int:
@@ -127,9 +130,13 @@ def _write_remote(path: str, write: Callable[[IO], None],
   gfile = _gfile()
   folder, name = path.rsplit("/", 1)
   tmp = f"{folder}/.{name}{TMP_MARK}{uuid.uuid4().hex[:8]}"
+  # Written to memory first: a GFile cannot `tell` on every file system
+  # (`ram://`), which zip writers (`np.savez`) need.
+  buffer = io.BytesIO() if binary else io.StringIO()
+  write(buffer)
   try:
     with gfile.GFile(tmp, "wb" if binary else "w") as f:
-      write(f)
+      f.write(buffer.getvalue())
     rename(tmp, path)
     tmp = None
   finally:
@@ -270,11 +277,16 @@ def rename(source: str, target: str) -> None:
 
 
 def open_file(path: str, mode: str = "r"):
-  """`open` for local paths, `tf.io.gfile.GFile` elsewhere (UTF-8 text)."""
+  """`open` for local paths (UTF-8 text), `tf.io.gfile.GFile` elsewhere;
+  there a file opened to read is read whole into memory first, so that
+  readers that seek (`np.load`) work on every file system."""
   if is_local(path):
     if "b" in mode:
       return open(_local(path), mode)
     return open(_local(path), mode, encoding="utf-8")
+  if mode == "rb":
+    with _gfile().GFile(path, "rb") as f:
+      return io.BytesIO(f.read())
   return _gfile().GFile(path, mode)
 
 
@@ -300,7 +312,8 @@ def create_exclusively(path: str, text: str) -> bool:
   created it.
 
   Local: `O_CREAT | O_EXCL`, atomic (also on NFS v3 and later): of writers
-  racing, exactly one gets True. Elsewhere (`tf.io.gfile` has no exclusive
+  racing, exactly one gets True; `ram://` (one process's memory) likewise,
+  under a lock. Elsewhere (`tf.io.gfile` has no exclusive
   create): the file is written only if absent and then read back; a racing
   writer within the same moment may also get True (the last write wins the
   file), so callers that need a guarantee there use a fixed partition.
@@ -315,6 +328,14 @@ def create_exclusively(path: str, text: str) -> bool:
       f.flush()
       os.fsync(f.fileno())
     return True
+  if path.startswith("ram://"):
+    # In-memory storage lives in this process: a lock makes it exclusive.
+    with _RAM_LOCK:
+      if exists(path):
+        return False
+      with _gfile().GFile(path, "w") as f:
+        f.write(text)
+      return True
   gfile = _gfile()
   if exists(path):
     return False
@@ -322,15 +343,6 @@ def create_exclusively(path: str, text: str) -> bool:
     f.write(text)
   with gfile.GFile(path) as f:
     return f.read() == text
-
-
-def copy(source: str, target: str) -> None:
-  """Copies a file, replacing `target`; either path may be local or not
-  (a local feature cache's file into a bucket). Not atomic."""
-  if is_local(source) and is_local(target):
-    shutil.copyfile(_local(source), _local(target))
-  else:
-    _gfile().copy(source, target, overwrite=True)
 
 
 def move_folder(source: str, target: str) -> None:
@@ -341,13 +353,20 @@ def move_folder(source: str, target: str) -> None:
   if is_local(source):
     os.replace(_local(source), _local(target))
     return
-  gfile = _gfile()
-  for folder, _, files in gfile.walk(source):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  for folder, _, files in tf.io.gfile.walk(source):
     inner = target + folder[len(source):]
-    gfile.makedirs(inner)
+    tf.io.gfile.makedirs(inner)
     for name in files:
-      gfile.copy(f"{folder}/{name}", f"{inner}/{name}", overwrite=True)
-  gfile.rmtree(source)
+      tf.io.gfile.copy(f"{folder}/{name}", f"{inner}/{name}",
+                       overwrite=True)
+  try:
+    tf.io.gfile.rmtree(source)
+  except tf.errors.NotFoundError:
+    # `ram://` removes the folder, then fails on the names that only start
+    # with it (`backup.unreadable/...` beside `backup/`).
+    if exists(source):
+      raise
 
 
 def modified_time(path: str) -> Optional[float]:

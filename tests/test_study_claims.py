@@ -4,17 +4,22 @@ take-overs, shards and the decisions made per group, without training."""
 import dataclasses
 import tempfile
 import threading
+from unittest import mock
 import uuid
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 
 from rank4class_tf import fileio
 from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import extend as study_extend
+from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
+from rank4class_tf.study import runner as study
 from rank4class_tf.study import schedule
 from rank4class_tf.study import summary as study_summary
+import test_study
 
 Run = study_grid.Run
 
@@ -100,14 +105,9 @@ class ClaimsTest(parameterized.TestCase):
       thread.start()
     for thread in threads:
       thread.join()
-    if storage == "local":
-      # Exclusive create: every run won exactly once.
-      self.assertEqual(sorted(won), sorted(names))
-      self.assertTrue(all(len(v) == 1 for v in won.values()), won)
-    else:
-      # Written if absent and read back: at least one winner each, and the
-      # file names one of them (no exclusive create there: module doc).
-      self.assertEqual(sorted(won), sorted(names))
+    # Exclusive create (O_EXCL; ram:// under a lock): each run won once.
+    self.assertEqual(sorted(won), sorted(names))
+    self.assertTrue(all(len(v) == 1 for v in won.values()), won)
     on_disk = study_claims.Claims(folder, study_claims.Worker()).all()
     self.assertEqual(sorted(on_disk), sorted(names))
     for name, claim in on_disk.items():
@@ -189,6 +189,88 @@ class ClaimsTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError,
                                 r"^`claim_timeout`=0 must be > 0\.$"):
       study_claims.Worker(timeout=0)
+
+
+def stand_in_run(calls, lock):
+  """An `execute_run` that writes a finished run (through `fileio`, so on any
+  storage) scored by its learning rate (peak at 5e-4), counting calls."""
+
+  def execute_run(base, run, study_dir, data, earlier=None, extension=None,
+                  train_steps=None, follows=None, worker=None):
+    del base, data, earlier
+    with lock:
+      calls.append(run.name)
+    n = 20
+    hits = (np.arange(n) % 2).astype(float)
+    arrays = {"top1_accuracy": hits, "top5_accuracy": np.ones(n),
+              "ndcg@5": hits, "mrr": hits, "softmax_ce": hits,
+              "labels": np.zeros(n, int)}
+    value = 0.9 - abs(np.log(run.learning_rate / 5e-4))
+    metrics = {m: 0.5 for m in test_study.METRICS}
+    record = dict(dataclasses.asdict(run), run=run.name,
+                  validation=dict(metrics, top1_accuracy=value), test=metrics,
+                  num_test=n, test_softmax_ce=0.5, test_neg_log_mrr=0.7,
+                  test_neg_log_ndcg=0.3, ce_bound_holds=True, best_step=5,
+                  train_seconds=0.1, resumed_at_step=0,
+                  validation_curve={"top1_accuracy": [[5, value]]},
+                  extension=None if extension is None else {
+                      "round": extension.round, "reason": extension.reason},
+                  follows=follows, worker=worker)
+    folder = study_folder.run_dir(study_dir, run)
+    fileio.makedirs(folder)
+    fileio.write_atomically(f"{folder}/{study_folder.TEST_FILE}",
+                            lambda f: np.savez(f, **arrays), binary=True)
+    fileio.write_json_atomically(f"{folder}/{study_folder.RESULT_FILE}",
+                                 record)
+    return record
+
+  return execute_run
+
+
+class ThreadWorkersTest(parameterized.TestCase):
+  """Three worker threads on one study (`ram://` is one process's: threads
+  are its workers), the runs stood in for: each run once, the same records
+  and decisions as one worker."""
+
+  def study(self, study_dir, workers):
+    grid = study_grid.Grid(losses=("softmax", "mse"), interactions=("dot",),
+                           seeds=(0, 1), learning_rates=(1e-3, 3e-3, 1e-2))
+    calls, lock, errors = [], threading.Lock(), []
+
+    def work(i):
+      try:
+        study.run_study(study_dir, test_study.base_config(), grid,
+                        progress=lambda _: None, extend_grid=1,
+                        worker=study_claims.Worker(name=f"w{i}", timeout=60),
+                        sleep=lambda _: threading.Event().wait(0.01))
+      except Exception as e:  # pylint: disable=broad-except
+        errors.append(e)
+
+    with mock.patch.object(study, "execute_run", stand_in_run(calls, lock)):
+      threads = [threading.Thread(target=work, args=(i,))
+                 for i in range(workers)]
+      for thread in threads:
+        thread.start()
+      for thread in threads:
+        thread.join()
+    self.assertEqual(errors, [])
+    records = {r["run"]: r for r in study_folder.load_records(study_dir)}
+    return calls, records
+
+  @parameterized.parameters("local", "ram")
+  def test_three_workers_equal_one(self, storage):
+    calls, records = self.study(study_dir(storage), 3)
+    self.assertEqual(sorted(calls), sorted(set(calls)))  # Each run once.
+    # 12 grid runs; each (loss, seed) chooses 1e-3, the low edge:
+    # `extend_grid` adds 3e-4, decided by whichever worker finished it.
+    self.assertLen(calls, 16)
+    self.assertLen([c for c in calls if ".lr0.0003." in c], 4)
+    self.assertGreaterEqual(len({r["worker"] for r in records.values()}), 2)
+    one_calls, one = self.study(study_dir(storage), 1)
+    self.assertCountEqual(one_calls, calls)
+    strip = lambda rs: {k: {f: v for f, v in r.items() if f != "worker"}
+                        for k, r in rs.items()}
+    self.assertEqual(strip(records), strip(one))
 
 
 def record(run, value, best_step=10, steps=None):

@@ -130,10 +130,13 @@ def check_settings(base: config_lib.TrainConfig, grid: study_grid.Grid) -> None:
 
 def _check_folder(study_dir: str) -> None:
   """Refuses a folder that holds files but no study (a study.json being
-  written by another study, `.study.json.tmp-*`, counts as a study)."""
+  written by another study, `.study.json.tmp-*`, counts as a study, and
+  `claims/` is the workers')."""
   if not fileio.isdir(study_dir):
     return
-  entries = fileio.listdir(study_dir)
+  # The lock of a study on a bucket is a claim: claims/ may come first.
+  entries = [e for e in fileio.listdir(study_dir)
+             if e != study_claims.CLAIMS_DIR]
   writing = [e for e in entries
              if e.startswith("." + study_folder.STUDY_FILE + fileio.TMP_MARK)]
   if entries and study_folder.STUDY_FILE not in entries and len(writing) < len(
