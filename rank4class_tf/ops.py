@@ -163,3 +163,68 @@ def tie_broken_scores(scores: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
   rank = tf.argsort(order, axis=-1)  # The inverse permutation.
   num_classes = tf.shape(scores)[-1]
   return tf.cast(num_classes - rank, tf.float32)
+
+
+# The counter-based generator of the dropout masks, named rather than left to
+# "auto_select" (which picks by device kind) so that a mask is the same
+# function of its key on every device.
+DROPOUT_RNG = "philox"
+
+
+def dropout_key(seed, salt, step, replica=0) -> tf.Tensor:
+  """The key of one dropout mask: (seed, salt) folded with step and replica.
+
+  key = fold_in(fold_in([seed, salt], step), replica), with
+  `tf.random.fold_in`'s Philox hash. A mask is a pure function of its key, so
+  a run restarted at step t draws the masks of step t again: the key holds
+  no generator state that a checkpoint would have to carry.
+
+  Args:
+    seed: the run's seed, an int in [0, 2**63).
+    salt: the layer's salt, an int in [0, 2**63) (two layers of one model
+      with different salts draw independent masks).
+    step: int scalar (or tensor): the training call the mask is for.
+    replica: int scalar (or tensor): the replica of a distribution strategy
+      (`replica_id_in_sync_group`), so that replicas drop different units.
+
+  Returns:
+    [2] int64, a seed of the `tf.random.stateless_*` ops.
+  """
+  key = tf.cast(tf.stack([seed, salt]), tf.int64)
+  key = tf.random.fold_in(key, tf.cast(step, tf.int64), alg=DROPOUT_RNG)
+  return tf.random.fold_in(key, tf.cast(replica, tf.int64), alg=DROPOUT_RNG)
+
+
+def stateless_dropout(inputs: tf.Tensor, rate: float,
+                      key: tf.Tensor) -> tf.Tensor:
+  """Inverted dropout whose mask is a function of `key` alone.
+
+  y = x / (1 - rate) where u >= rate, else 0, with u ~ U[0, 1) drawn
+  element-wise by `tf.random.stateless_uniform(shape(x), key)`: each entry
+  is kept with probability 1 - rate and E[y] = x (Keras' `Dropout`
+  scaling). The same key gives the same mask, whatever ran before.
+
+  Args:
+    inputs: float tensor of any shape.
+    rate: the probability of dropping an entry, in [0, 1).
+    key: [2] int seed (`dropout_key`).
+
+  Returns:
+    A tensor of inputs' shape and dtype.
+
+  Example:
+
+  >>> y = stateless_dropout(tf.ones([8]), 0.5, dropout_key(42, 7, step=0))
+  >>> sorted(set(y.numpy().tolist())), bool(tf.reduce_all(
+  ...     y == stateless_dropout(tf.ones([8]), 0.5, dropout_key(42, 7, 0))))
+  ([0.0, 2.0], True)
+  """
+  inputs = tf.convert_to_tensor(inputs)
+  if not 0.0 <= rate < 1.0:
+    raise ValueError(f"`rate`={rate!r} must be in [0, 1).")
+  if rate == 0.0:
+    return tf.identity(inputs)
+  uniform = tf.random.stateless_uniform(tf.shape(inputs), seed=key,
+                                        alg=DROPOUT_RNG)
+  kept = inputs * tf.cast(1.0 / (1.0 - rate), inputs.dtype)
+  return tf.where(uniform >= rate, kept, tf.zeros_like(inputs))

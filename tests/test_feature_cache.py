@@ -290,8 +290,10 @@ class FrozenTrainingTest(tf.test.TestCase):
     super().setUpClass()
     cls.data_dir = test_text_pipelines.goemotions_fixture()
     root = tempfile.mkdtemp()
+    # With dropout on h: the cache's `CachedFeatures` draws the masks of
+    # the on-the-fly encoder's dropout (stateless, the same key).
     cls.cached = run_config(os.path.join(root, "cached"), cls.data_dir,
-                            interaction="dot")
+                            interaction="dot", dropout=0.1)
     cls.on_the_fly = cls.cached.replace(
         model_dir=os.path.join(root, "on_the_fly"), feature_cache=False)
     cls.data = builders.load_data(cls.cached)
@@ -303,10 +305,12 @@ class FrozenTrainingTest(tf.test.TestCase):
     on_the_fly = head_weights(self.on_the_fly, self.data)
     # The cached model has no encoder weights; the others have the same
     # names in both.
-    self.assertLen(cached, 1)  # dot: the class table [num_classes, 385].
+    # dot: the class table [num_classes, 385]; the dropout's step counter.
+    self.assertLen(cached, 2)
     self.assertLess(set(cached), set(on_the_fly))
     for name, value in cached.items():
       self.assertAllClose(value, on_the_fly[name], atol=2e-5, msg=name)
+    self.assertEqual(cached["encoder/dropout/step:0"], 4)
     # Steps 3-4 moved them: the comparison is not of two idle models.
     after_two = head_weights(self.cached, self.data, "ckpt-0001")
     self.assertGreater(max(np.abs(v - after_two[k]).max()

@@ -204,8 +204,12 @@ class VGG16Test(tf.test.TestCase):
     self.assertEqual(kinds.count("Conv2D"), 13)
     self.assertEqual(kinds.count("BatchNormalization"), 14)
     self.assertEqual(kinds.count("MaxPooling2D"), 5)
-    self.assertEqual(kinds.count("Dropout"), 10)
-    self.assertEqual(kinds[-3:], ["Dense", "BatchNormalization", "Dropout"])
+    self.assertEqual(kinds.count("StatelessDropout"), 10)
+    self.assertEqual(kinds[-3:],
+                     ["Dense", "BatchNormalization", "StatelessDropout"])
+    # Ten salts: ten independent masks per step.
+    self.assertLen({l.salt for l in vgg.body.layers if hasattr(l, "salt")},
+                   10)
     self.assertLen(vgg.losses, 14)  # L2 on 13 conv kernels + the dense one.
     self.assertEqual([l.filters for l in vgg.body.layers
                       if isinstance(l, tf.keras.layers.Conv2D)],

@@ -2,6 +2,7 @@
 
   model           the Keras ranking model and its builder
   encoders        instance encoders (BERT / ELECTRA, ResNet, VGG, small CNN, MLP)
+  stateless_dropout  their dropout, masks keyed by seed, step and layer
   pretrained      loading pretrained weights offline (MiniLM, BERT checkpoints)
   interactions    dot, latent cross + MLP, concat + MLP
   class_encoders  classes encoded from their texts (`TextClassEncoder`)

@@ -31,6 +31,13 @@ Names:
   (`official.vision.modeling.backbones.ResNet`); h is the global average of
   its last feature map (2048). `init_checkpoint` restores a Model Garden
   checkpoint (every backbone variable must be in it).
+
+Every dropout these encoders own is a `stateless_dropout.StatelessDropout`
+keyed by the run's `seed` (each encoder's `seed` argument), the layer's
+training step and its path in the encoder (`<encoder name>/dropout`), so a
+run resumed from its backup draws the masks of the uninterrupted run. The
+dropout inside the Model Garden BERT encoder (embeddings, attention, block
+outputs) is Keras' own, stateful, and on only when that encoder trains.
 """
 
 import os
@@ -41,9 +48,21 @@ import tensorflow as tf
 from official.vision.modeling.backbones import resnet
 from rank4class_tf import lookup
 from rank4class_tf.modeling import pretrained
+from rank4class_tf.modeling import stateless_dropout
 
 # How the BERT encoders turn token vectors into h (`BertInstanceEncoder`).
 POOLINGS = ("pooled", "cls", "mean")
+
+
+def dropout_layer(encoder: tf.keras.layers.Layer, rate: float, seed: int,
+                  name: str = "dropout") -> stateless_dropout.StatelessDropout:
+  """The `StatelessDropout` called `name` of `encoder`, salted by its path
+  `<encoder name>/<name>` (the instance encoder's and a class tower's
+  differ; a feature cache's `CachedFeatures`, named like the encoder it
+  stands for, draws that encoder's masks)."""
+  salt = stateless_dropout.salt_of(f"{encoder.name}/{name}")
+  return stateless_dropout.StatelessDropout(rate, seed=seed, salt=salt,
+                                            name=name)
 
 
 def default_pooling(encoder: str, init_checkpoint: str) -> str:
@@ -105,14 +124,16 @@ class SmallCNN(tf.keras.layers.Layer):
     dim: size of h.
     dropout: dropout rate on h (or the position features) during training.
     sequence: return position features instead of h.
+    seed: the run's seed, which keys the dropout masks (`dropout_layer`).
   """
 
   def __init__(self, dim: int = 128, dropout: float = 0.1,
-               sequence: bool = False, **kwargs):
+               sequence: bool = False, seed: int = 0, **kwargs):
     super().__init__(**kwargs)
     self.dim = int(dim)
     self.dropout = float(dropout)
     self.sequence = bool(sequence)
+    self.seed = int(seed)
     head = [] if self.sequence else [
         tf.keras.layers.Flatten(),
         tf.keras.layers.Dense(self.dim, activation="relu"),
@@ -122,7 +143,7 @@ class SmallCNN(tf.keras.layers.Layer):
         tf.keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
         tf.keras.layers.MaxPool2D(2),
         *head,
-        tf.keras.layers.Dropout(self.dropout),
+        dropout_layer(self, self.dropout, self.seed),
     ], name="body")
 
   def call(self, images, training=None):
@@ -134,7 +155,7 @@ class SmallCNN(tf.keras.layers.Layer):
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
     config.update({"dim": self.dim, "dropout": self.dropout,
-                   "sequence": self.sequence})
+                   "sequence": self.sequence, "seed": self.seed})
     return config
 
 
@@ -154,17 +175,20 @@ class MLPEncoder(tf.keras.layers.Layer):
   Args:
     dim: size of both layers and of h.
     dropout: dropout rate on h during training.
+    seed: the run's seed, which keys the dropout masks (`dropout_layer`).
   """
 
-  def __init__(self, dim: int = 128, dropout: float = 0.1, **kwargs):
+  def __init__(self, dim: int = 128, dropout: float = 0.1, seed: int = 0,
+               **kwargs):
     super().__init__(**kwargs)
     self.dim = int(dim)
     self.dropout = float(dropout)
+    self.seed = int(seed)
     self.body = tf.keras.Sequential([
         tf.keras.layers.Flatten(),
         tf.keras.layers.Dense(self.dim, activation="relu"),
         tf.keras.layers.Dense(self.dim, activation="relu"),
-        tf.keras.layers.Dropout(self.dropout),
+        dropout_layer(self, self.dropout, self.seed),
     ], name="body")
 
   def call(self, inputs, training=None):
@@ -172,7 +196,8 @@ class MLPEncoder(tf.keras.layers.Layer):
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
-    config.update({"dim": self.dim, "dropout": self.dropout})
+    config.update({"dim": self.dim, "dropout": self.dropout,
+                   "seed": self.seed})
     return config
 
 
@@ -188,7 +213,9 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
       `bert_base`, `electra_base`, `tiny`).
     init_checkpoint: weights to start from (see `pretrained.init_encoder`);
       None starts from random weights.
-    dropout: dropout rate on h during training.
+    dropout: dropout rate on h during training (its masks keyed by `seed`,
+      `dropout_layer`; the transformer's own dropout, 0.1 inside when it
+      trains, is Keras' stateful one).
     pooling: how the token vectors become h (`POOLINGS`): `pooled` (BERT's
       pooler output, tanh(W h_[CLS] + b)), `cls` (the [CLS] vector of the
       last layer, ELECTRA's choice) or `mean` (the mean of the last layer's
@@ -203,12 +230,13 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
     sequence: return every token's last-layer vector instead of h, for
       `label_attention`: {"features": [batch_size, seq_length, hidden_size],
       "mask": input_mask [batch_size, seq_length]}.
+    seed: the run's seed, which keys the masks of the dropout on h.
   """
 
   def __init__(self, size: str = "minilm_l6",
                init_checkpoint: Optional[str] = None, dropout: float = 0.1,
                pooling: str = "pooled", sequence: bool = False,
-               trainable_encoder: bool = True, **kwargs):
+               trainable_encoder: bool = True, seed: int = 0, **kwargs):
     super().__init__(**kwargs)
     if size not in pretrained.SIZES:
       raise ValueError(f"Unknown encoder size {size!r}; valid sizes: "
@@ -219,6 +247,7 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
     self.sequence = bool(sequence)
     self.init_checkpoint = init_checkpoint
     self.dropout = float(dropout)
+    self.seed = int(seed)
     self.trainable_encoder = bool(trainable_encoder)
     self.network = pretrained.build_bert_encoder(**pretrained.SIZES[size])
     if init_checkpoint:
@@ -228,7 +257,7 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
       # h does not read BERT's pooler: not training it spares its optimizer
       # slots and Keras' "gradients do not exist" warnings.
       self.network.get_layer("pooler_transform").trainable = False
-    self.dropout_layer = tf.keras.layers.Dropout(self.dropout)
+    self.dropout_layer = dropout_layer(self, self.dropout, self.seed)
 
   @property
   def hidden_size(self) -> int:
@@ -265,7 +294,8 @@ class BertInstanceEncoder(tf.keras.layers.Layer):
     config.update({"size": self.size, "init_checkpoint": self.init_checkpoint,
                    "dropout": self.dropout, "pooling": self.pooling,
                    "sequence": self.sequence,
-                   "trainable_encoder": self.trainable_encoder})
+                   "trainable_encoder": self.trainable_encoder,
+                   "seed": self.seed})
     return config
 
 
@@ -283,14 +313,19 @@ class CachedFeatures(tf.keras.layers.Layer):
   "mask": [batch_size, seq_length]} for `label_attention`. Output: the same,
   with dropout on h / the features during training.
 
+  Named like the encoder it stands for (`encoder`), it draws that encoder's
+  dropout masks (`dropout_layer`).
+
   Args:
     dropout: the text encoder's `dropout`.
+    seed: the run's seed, which keys the dropout masks.
   """
 
-  def __init__(self, dropout: float = 0.1, **kwargs):
+  def __init__(self, dropout: float = 0.1, seed: int = 0, **kwargs):
     super().__init__(**kwargs)
     self.dropout = float(dropout)
-    self.dropout_layer = tf.keras.layers.Dropout(self.dropout)
+    self.seed = int(seed)
+    self.dropout_layer = dropout_layer(self, self.dropout, self.seed)
 
   def call(self, inputs, training=None):
     if isinstance(inputs, dict):
@@ -301,7 +336,7 @@ class CachedFeatures(tf.keras.layers.Layer):
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
-    config.update({"dropout": self.dropout})
+    config.update({"dropout": self.dropout, "seed": self.seed})
     return config
 
 
@@ -323,29 +358,36 @@ class VGG16Encoder(tf.keras.layers.Layer):
     dropout: dropout rate on h (cifar-vgg: 0.5).
     weight_decay: L2 factor of every kernel (cifar-vgg: 5e-4), added to the
       model's losses.
+    seed: the run's seed, which keys the masks of all ten dropouts
+      (`dropout_layer`; `dropout_0` ... `dropout_8` inside, `dropout` on h).
   """
 
   def __init__(self, dropout: float = 0.5, weight_decay: float = 5e-4,
-               **kwargs):
+               seed: int = 0, **kwargs):
     super().__init__(**kwargs)
     self.dropout = float(dropout)
     self.weight_decay = float(weight_decay)
+    self.seed = int(seed)
     l2 = tf.keras.regularizers.l2(self.weight_decay)
-    layers = []
+    layers, inner = [], 0  # `inner`: the inner dropouts so far.
     for filters, convs, rate in VGG16_BLOCKS:
       for i in range(convs):
         layers += [tf.keras.layers.Conv2D(filters, 3, padding="same",
                                           activation="relu",
                                           kernel_regularizer=l2),
                    tf.keras.layers.BatchNormalization()]
-        layers.append(tf.keras.layers.Dropout(rate) if i < convs - 1 else
-                      tf.keras.layers.MaxPool2D(2))
+        if i < convs - 1:
+          layers.append(dropout_layer(self, rate, self.seed,
+                                      f"dropout_{inner}"))
+          inner += 1
+        else:
+          layers.append(tf.keras.layers.MaxPool2D(2))
     layers += [
-        tf.keras.layers.Dropout(0.5),
+        dropout_layer(self, 0.5, self.seed, f"dropout_{inner}"),
         tf.keras.layers.Flatten(),
         tf.keras.layers.Dense(512, activation="relu", kernel_regularizer=l2),
         tf.keras.layers.BatchNormalization(),
-        tf.keras.layers.Dropout(self.dropout),
+        dropout_layer(self, self.dropout, self.seed),
     ]
     self.body = tf.keras.Sequential(layers, name="body")
 
@@ -355,7 +397,7 @@ class VGG16Encoder(tf.keras.layers.Layer):
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
     config.update({"dropout": self.dropout,
-                   "weight_decay": self.weight_decay})
+                   "weight_decay": self.weight_decay, "seed": self.seed})
     return config
 
 
@@ -422,14 +464,17 @@ class ResNet50Encoder(tf.keras.layers.Layer):
     sequence: return the positions of the last feature map instead of h,
       for `label_attention` ({"features": [batch, H/32 * W/32, 2048],
       "mask"}).
+    seed: the run's seed, which keys the dropout masks (`dropout_layer`).
   """
 
   def __init__(self, init_checkpoint: Optional[str] = None,
-               dropout: float = 0.0, sequence: bool = False, **kwargs):
+               dropout: float = 0.0, sequence: bool = False, seed: int = 0,
+               **kwargs):
     super().__init__(**kwargs)
     self.sequence = bool(sequence)
     self.init_checkpoint = init_checkpoint
     self.dropout = float(dropout)
+    self.seed = int(seed)
     self.backbone = resnet.ResNet(
         model_id=50,
         input_specs=tf.keras.layers.InputSpec(shape=[None, None, None, 3]))
@@ -437,7 +482,7 @@ class ResNet50Encoder(tf.keras.layers.Layer):
       restore_resnet(self.backbone, init_checkpoint)
     self.last_level = max(self.backbone.output_specs, key=int)
     self.pool = tf.keras.layers.GlobalAveragePooling2D()
-    self.dropout_layer = tf.keras.layers.Dropout(self.dropout)
+    self.dropout_layer = dropout_layer(self, self.dropout, self.seed)
 
   def call(self, images, training=None):
     features = self.backbone(images, training=training)[self.last_level]
@@ -449,7 +494,8 @@ class ResNet50Encoder(tf.keras.layers.Layer):
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
     config.update({"init_checkpoint": self.init_checkpoint,
-                   "dropout": self.dropout, "sequence": self.sequence})
+                   "dropout": self.dropout, "sequence": self.sequence,
+                   "seed": self.seed})
     return config
 
 

@@ -305,7 +305,8 @@ def build_model_builder(data,
                         encoder_fn: Optional[
                             Callable[[], tf.keras.layers.Layer]] = None,
                         class_texts: Optional[Sequence[str]] = None,
-                        class_features: Optional[np.ndarray] = None
+                        class_features: Optional[np.ndarray] = None,
+                        seed: int = 0
                        ) -> tfr.keras.model.AbstractModelBuilder:
   """A TF-Ranking `ModelBuilder` of the Rank4Class model for `data`, from
   the run's model and loss configs, whole (the Model Garden's
@@ -332,6 +333,9 @@ def build_model_builder(data,
     class_features: `text` trained from a feature cache: the frozen
       tower's outputs on the class texts, [num_classes, hidden_size]; no
       tower is built.
+    seed: the run's seed (`TrainerConfig.seed`), which keys the encoders'
+      dropout masks (`stateless_dropout.StatelessDropout`); it changes no
+      weight, only the masks of training calls.
 
   Returns:
     A model builder; `.build()` returns a Keras model taking the context
@@ -353,7 +357,7 @@ def build_model_builder(data,
                              if loss.contrastive_weight > 0 else None)
   if encoder not in encoders.ENCODER_NAMES:
     encoders.get(encoder)  # Raises, listing the valid names.
-  encoder_kwargs = encoders.config_kwargs(model)
+  encoder_kwargs = dict(encoders.config_kwargs(model), seed=seed)
   instance_inputs = instance_inputs or inputs_lib.default_inputs(data)
   sequence = interaction in interactions.SEQUENCE_INTERACTIONS
   contrastive = sequence and contrastive_temperature is not None

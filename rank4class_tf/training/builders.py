@@ -82,7 +82,8 @@ def build_pipeline(config: config_lib.TrainConfig,
     texts = classes_lib.class_texts(data.class_names,
                                        model.class_descriptions)
   model_builder = model_lib.build_model_builder(
-      data, model, loss, instance_inputs=instance_inputs, class_texts=texts)
+      data, model, loss, instance_inputs=instance_inputs, class_texts=texts,
+      seed=trainer.seed)
   train_data, train_inputs, serving_builder = data, instance_inputs, None
   if uses_feature_cache(config):
     cache = feature_cache.load(feature_cache_dir(config), cache_spec(config),
@@ -91,12 +92,13 @@ def build_pipeline(config: config_lib.TrainConfig,
     serving_builder = model_builder  # The same model over raw text.
     model_builder = model_lib.build_model_builder(
         cache.data, model, loss, instance_inputs=cache.inputs,
-        encoder_fn=lambda: encoders.CachedFeatures(model.dropout,
-                                                   name="encoder"),
+        encoder_fn=lambda: encoders.CachedFeatures(
+            model.dropout, seed=trainer.seed, name="encoder"),
         class_texts=texts,
         class_features=(None if texts is None else
                         frozen_class_features(config, instance_inputs,
-                                              texts)))
+                                              texts)),
+        seed=trainer.seed)
   held_out = ()
   if config.data.holdout_classes:
     # Zero-shot training: the held-out classes' instances never reach a

@@ -31,6 +31,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features
 from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.modeling import stateless_dropout
 from rank4class_tf.multilabel import mulcon
 from rank4class_tf.ranking import losses
 from rank4class_tf.ranking import metrics
@@ -223,9 +224,11 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
       if self._start_checkpoint:
         # The weights now; the optimizer's step count and slots (created at
         # the first step) when they are created: TensorFlow's checkpoints
-        # defer the restore of objects that do not exist yet.
-        model.load_weights(
-            self._start_checkpoint).assert_existing_objects_matched()
+        # defer the restore of objects that do not exist yet. A checkpoint
+        # of a run trained before the dropout step counters has none.
+        stateless_dropout.assert_existing_objects_matched(
+            model.load_weights(self._start_checkpoint), model,
+            self._start_checkpoint)
         initial_epoch = self._start_epoch
       model.fit(
           x=self._dataset_builder.build_train_dataset(),
