@@ -24,7 +24,7 @@ DOC = os.path.join(helpers.REPO, "docs", "distributed.md")
 # 4 units (2 cells x 2 seeds), one per worker of the recipes' 4.
 SMALL = ["--losses=softmax", "--interactions=dot,lc_mlp", "--seeds=0,1",
          "--learning_rates=1e-2", "--mlp_units=8", "--train_steps=10",
-         "--eval_every=5"]
+         "--eval_every=5", "--export=false"]
 TRAINS = re.compile(r"study: worker (.+) trains (\S+)$")
 
 
