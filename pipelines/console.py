@@ -21,9 +21,12 @@ from typing import List, Optional
 from absl import flags
 from absl import logging
 
+from rank4class_tf import fileio
 from rank4class_tf import run_dir as run_dir_lib
 
 LOG_FILE = run_dir_lib.LOG_FILE
+# A log on another file system (`gs://`) is rewritten at most this often.
+REMOTE_WRITE_SECONDS = 5.0
 # INFO lines logged from these folders stay on the console.
 _OWN_CODE = (os.sep + "rank4class_tf" + os.sep, os.sep + "pipelines" + os.sep)
 
@@ -70,7 +73,16 @@ class _RunFolderHandler(py_logging.Handler):
   nothing in its folder, not even the log.
 
   The run has started when its folder exists and, if `started_by` is given,
-  when that file (the run's config.json) was written by this process.
+  when that file (the run's config.json) was written by this process (on a
+  file system that keeps no modification times, TensorFlow's `ram://`:
+  when it exists).
+
+  A log on another file system (`gs://`, whose objects cannot be appended
+  to) is rewritten whole, atomically (`fileio.write_atomically`): what the
+  earlier starts wrote, then this process's lines, at most every
+  `REMOTE_WRITE_SECONDS` and when the handler closes. A process killed
+  there loses its last lines (those of up to `REMOTE_WRITE_SECONDS`), and
+  two processes logging into one run at once keep the last writer's lines.
   """
 
   def __init__(self, path: str, started_by: Optional[str] = None):
@@ -81,20 +93,34 @@ class _RunFolderHandler(py_logging.Handler):
     self._file = None
     self._pending: List[str] = []
     self._closed = False
+    # Elsewhere (not local), `_pending` keeps every line of the process.
+    self._local = fileio.is_local(path)
+    self._earlier: Optional[str] = None  # Elsewhere: the log before.
+    self._written = 0.0  # Elsewhere: when the log was last rewritten.
 
   def _started(self) -> bool:
-    if not os.path.isdir(os.path.dirname(self._path)):
-      return False
-    if self._started_by is None:
-      return True
+    folder = os.path.dirname(self._path)
     try:
-      return os.path.getmtime(self._started_by) >= self._since - 1
-    except OSError:
+      if not (fileio.exists(folder) and fileio.isdir(folder)):
+        return False
+      if self._started_by is None:
+        return True
+      modified = fileio.modified_time(self._started_by)
+    except Exception:  # pylint: disable=broad-except
+      # OSError; on another file system also TensorFlow's errors (the
+      # network): not yet.
       return False
+    return modified is None or modified >= self._since - 1
 
   def emit(self, record: py_logging.LogRecord) -> None:
     try:
       line = self.format(record) + "\n"
+      if not self._local:
+        self._pending.append(line)
+        if self._closed or time.time() - self._written >= (
+            REMOTE_WRITE_SECONDS):
+          self._rewrite()
+        return
       if self._closed:
         # After `logging.shutdown` closed the handler, objects deleted at
         # exit still log (TensorFlow's checkpoint `__del__` warnings): each
@@ -115,10 +141,28 @@ class _RunFolderHandler(py_logging.Handler):
     except Exception:  # pylint: disable=broad-except
       self.handleError(record)
 
+  def _rewrite(self) -> None:
+    """Writes the whole log on another file system (see the class doc)."""
+    self._written = time.time()
+    if self._earlier is None:
+      if not self._started():
+        return
+      try:
+        self._earlier = fileio.read_text(self._path)
+      except FileNotFoundError:
+        self._earlier = ""
+    text = self._earlier + "".join(self._pending)
+    fileio.write_atomically(self._path, lambda f: f.write(text))
+
   def close(self) -> None:
     if self._file is not None:
       self._file.close()
       self._file = None
+    if not self._local and not self._closed and self._pending:
+      try:
+        self._rewrite()
+      except Exception:  # pylint: disable=broad-except
+        pass  # At exit: the log stays as last written.
     self._closed = True
     super().close()
 

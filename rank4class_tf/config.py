@@ -384,8 +384,9 @@ class TrainerConfig:
       "run the frozen encoder at every step).")
   feature_cache_dir: str = field(
       "", "Folder of the feature caches, one per (dataset, data, encoder, "
-      "checkpoint, pooling, length) key (default: <model_dir>/feature_cache; "
-      "a study: <study_dir>/feature_cache, shared by its runs).")
+      "checkpoint, pooling, length) key, local or e.g. gs:// (default: "
+      "<model_dir>/feature_cache; a study: <study_dir>/feature_cache, shared "
+      "by its runs).")
   export: bool = field(
       True, "Write the SavedModels (export/) when training ends; false keeps "
       "the checkpoints only (pipelines.export writes the SavedModels "
@@ -404,7 +405,10 @@ class TrainerConfig:
       "fixed padding of release 0.1. Ignored for other datasets.")
   seed: int = field(
       42, "Seed of initialisation, shuffling and Gumbel noise.")
-  model_dir: str = field("", "Directory for everything the run makes.")
+  model_dir: str = field(
+      "", "Directory for everything the run makes: a local path or any file "
+      "system TensorFlow has, e.g. gs://BUCKET/run (not locked there: "
+      "docs/distributed.md, Storage).")
   top_k: int = field(5, "Ranked classes returned by the SavedModel.")
 
 

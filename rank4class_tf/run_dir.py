@@ -25,11 +25,12 @@ Training, serving, the guards (`training.run_guard`) and the study use it;
 no other module spells these names.
 """
 
-import json
 import os
 from typing import Dict, List, Optional
 
 import tensorflow as tf
+
+from rank4class_tf import fileio
 
 CONFIG_FILE = "config.json"
 CLASSES_FILE = "classes.json"
@@ -88,6 +89,24 @@ def checkpoint_name(epoch: int) -> str:
   """`ckpt-0003`: the checkpoint of a (1-based) epoch, as Keras names it
   from `CHECKPOINT_PATTERN`."""
   return CHECKPOINT_PATTERN.format(epoch=epoch)
+
+
+def checkpoint_reader(prefix: str):
+  """`tf.train.load_checkpoint` of a checkpoint prefix (`.../ckpt-0003`),
+  on any file system: its reader (`get_tensor`,
+  `get_variable_to_shape_map`).
+
+  Elsewhere than on a local disk the reader is opened on the prefix
+  itself: `load_checkpoint` first asks whether the prefix is a folder (to
+  find the newest checkpoint in it), and TensorFlow's in-memory `ram://`
+  says yes to any path that its files' names start with (`ckpt-0003.index`).
+
+  Raises:
+    ValueError, tf.errors.OpError: the checkpoint cannot be opened.
+  """
+  if fileio.is_local(prefix):
+    return tf.train.load_checkpoint(prefix)
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
 class RunDir:
@@ -199,21 +218,21 @@ class RunDir:
     return sorted(epochs)
 
   def has_checkpoint(self, epoch: int) -> bool:
-    return tf.io.gfile.exists(self.checkpoint(epoch) + ".index")
+    return fileio.exists(self.checkpoint(epoch) + ".index")
 
   def has_backup(self) -> bool:
-    return tf.io.gfile.exists(self.backup)
+    return fileio.exists(self.backup)
 
   def has_exports(self) -> bool:
     """Whether both SavedModels are written."""
-    return all(tf.io.gfile.exists(os.path.join(self.export(name),
-                                               "saved_model.pb"))
+    return all(fileio.exists(os.path.join(self.export(name),
+                                          "saved_model.pb"))
                for name in EXPORTS)
 
   def has_export_folders(self) -> bool:
     """Whether both export folders exist (written whole: renamed into
     place)."""
-    return all(tf.io.gfile.exists(self.export(name)) for name in EXPORTS)
+    return all(fileio.exists(self.export(name)) for name in EXPORTS)
 
   def best_checkpoint(self) -> Optional[str]:
     """The best validation's checkpoint (None: no validation yet)."""
@@ -226,10 +245,9 @@ class RunDir:
       ValueError, KeyError, TypeError: it cannot be read (the caller names
         the file and decides).
     """
-    if not tf.io.gfile.exists(self.best_record):
+    if not fileio.exists(self.best_record):
       return None
-    with tf.io.gfile.GFile(self.best_record) as f:
-      return json.load(f)
+    return fileio.read_json(self.best_record)
 
   def best_step(self, eval_every: int) -> Optional[int]:
     """The training step of the best validation (None: none recorded)."""
@@ -244,7 +262,7 @@ class RunDir:
     if not backup:
       return 0
     try:
-      saved = tf.train.load_checkpoint(backup).get_tensor(_SAVED_EPOCH)
+      saved = checkpoint_reader(backup).get_tensor(_SAVED_EPOCH)
     except (tf.errors.OpError, ValueError, IndexError):
       return 0
     return max(int(saved) + 1, 0)

@@ -15,7 +15,9 @@ raw uint8 images preprocessed inside the graph) and returns `scores`
 clients name classes from the export itself, never from `classes.json`.
 
 Exports are written to a temporary sibling folder and renamed into place, so
-an interrupted export never leaves a SavedModel that loads. This module
+an interrupted export never leaves a SavedModel that loads (on a bucket or
+`ram://`, where folders cannot be renamed, the folder is copied into place
+file by file: `fileio.atomic_folder`). This module
 writes and reads a run folder's (`run_dir`) config.json (the resolved
 `TrainConfig`), classes.json (the class names, index = class id),
 serving.json (the serving input: name, shape, dtype) and its two exports,
@@ -213,7 +215,9 @@ def remove_stale_exports(model_dir: str) -> None:
 def export_saved_model(model: tf.keras.Model, export_to: str,
                        signatures_: Dict[str, Any],
                        calibration: Optional[Dict[str, Any]] = None) -> None:
-  """Writes the SavedModel to a temporary sibling folder, then renames it.
+  """Writes the SavedModel to a temporary sibling folder, then renames it
+  (`fileio.atomic_folder`: copies it file by file where the file system
+  has no folder rename, as a bucket).
 
   The folder gets the permissions of any folder the user creates (0777 less
   the umask), not mkdtemp's private 0700, so others can serve it.
@@ -269,23 +273,22 @@ def calibrate_on(model: tf.keras.Model, dataset: tf.data.Dataset
 def write_run_files(model_dir: str, config: config_lib.TrainConfig,
                     class_names: Sequence[str],
                     serving_spec: tf.TensorSpec) -> None:
-  """Writes config.json, classes.json and serving.json into `model_dir`."""
+  """Writes config.json, classes.json and serving.json into `model_dir`,
+  each atomically (`fileio`): a run started again rewrites them whole."""
   run = run_dir_lib.RunDir(model_dir)
-  tf.io.gfile.makedirs(model_dir)
-  with tf.io.gfile.GFile(run.config_file, "w") as f:
-    f.write(config.to_json())
-  with tf.io.gfile.GFile(run.classes_file, "w") as f:
-    f.write(json.dumps(list(class_names), indent=1))
-  with tf.io.gfile.GFile(run.serving_file, "w") as f:
-    json.dump({"name": serving_spec.name,
-               "shape": serving_spec.shape.as_list(),
-               "dtype": serving_spec.dtype.name}, f)
+  fileio.makedirs(model_dir)
+  fileio.write_text_atomically(run.config_file, config.to_json())
+  fileio.write_text_atomically(run.classes_file,
+                               json.dumps(list(class_names), indent=1))
+  fileio.write_text_atomically(run.serving_file, json.dumps({
+      "name": serving_spec.name, "shape": serving_spec.shape.as_list(),
+      "dtype": serving_spec.dtype.name}))
 
 
 def load_config(model_dir: str) -> config_lib.TrainConfig:
   """Reads the resolved config a run wrote into `model_dir`."""
   path = run_dir_lib.RunDir(model_dir).config_file
-  if not tf.io.gfile.exists(path):
+  if not fileio.exists(path):
     raise ValueError(f"{path} not found: `model_dir` is not a trained run.")
   try:
     with tf.io.gfile.GFile(path) as f:
@@ -302,7 +305,7 @@ def load_config(model_dir: str) -> config_lib.TrainConfig:
 def load_class_names(model_dir: str) -> List[str]:
   """The class names a run saved, index = class id."""
   path = run_dir_lib.RunDir(model_dir).classes_file
-  if not tf.io.gfile.exists(path):
+  if not fileio.exists(path):
     raise ValueError(f"{path} not found: `model_dir` is not a trained run.")
   try:
     with tf.io.gfile.GFile(path) as f:
@@ -377,11 +380,11 @@ class ExportedRanker:
   """
 
   def __init__(self, model_dir: str, export: str = run_dir_lib.BEST_EXPORT):
-    if not tf.io.gfile.isdir(model_dir):
+    if not fileio.isdir(model_dir):
       raise ValueError(f"{model_dir} not found: `model_dir` is not a "
                        "trained run.")
     export_dir = run_dir_lib.RunDir(model_dir).export(export)
-    if not tf.io.gfile.exists(export_dir):
+    if not fileio.exists(export_dir):
       raise ValueError(f"{export_dir} not found: the run has no export.")
     try:
       self._signatures = tf.saved_model.load(export_dir).signatures
@@ -394,7 +397,7 @@ class ExportedRanker:
           f"`model_dir`={model_dir}.") from None
     serving_file = run_dir_lib.RunDir(model_dir).serving_file
     (key, spec), = self._serve.structured_input_signature[1].items()
-    if tf.io.gfile.exists(serving_file):
+    if fileio.exists(serving_file):
       try:
         with tf.io.gfile.GFile(serving_file) as f:
           serving = json.load(f)
@@ -416,7 +419,7 @@ class ExportedRanker:
     """The export's calibration (`run_dir.CALIBRATION_FILE`); None for an
     export without one (written before calibration existed, or a diverged
     run's)."""
-    if not tf.io.gfile.exists(path):
+    if not fileio.exists(path):
       return None
     try:
       with tf.io.gfile.GFile(path) as f:
@@ -455,7 +458,7 @@ class ExportedRanker:
         if [candidate[i] for i in ids] == given:
           found.add(candidate)
     exported = list(found.pop()) if len(found) == 1 else None
-    if exported is not None and not tf.io.gfile.exists(path):
+    if exported is not None and not fileio.exists(path):
       return exported
     names = load_class_names(model_dir)
     if len(names) != num_classes:

@@ -27,6 +27,15 @@ temporary name and renamed into place, so a killed build leaves no cache
 that could be read; a folder whose `key.json` does not match its key is
 never read (it is rebuilt).
 
+`cache_dir` may be on any file system TensorFlow has (`gs://`, `ram://`).
+There the values are computed into a local temporary folder (`np.memmap`
+writes local files only; the local disk must hold one cache) and copied
+into `<cache_dir>/<key>/` file by file, each through a temporary name
+renamed into place and `key.json` last: a reader sees no cache until
+`key.json` is there, then only whole files. Two processes building the
+same cache there both copy it (the same values), the last copy of each
+file winning.
+
 TensorFlow has no cache of this kind: `tf.data.Dataset.cache` keys a file by
 its path only and would serve stale values after a data or checkpoint
 change, and it cannot be shared between the runs of a study.
@@ -37,6 +46,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -213,71 +223,99 @@ def _build(folder: str, spec: CacheSpec, description: Dict[str, Any],
            data: datasets.ClassificationData,
            progress: Callable[[str], None],
            length_bucketing: bool = True) -> None:
-  """Computes every split into `folder` (through a temporary folder)."""
-  # Another process building the same cache meanwhile: its whole copy is
-  # kept (the same content), this one dropped.
-  with fileio.atomic_folder(folder, replace=False) as tmp:
-    encoder = spec.build_encoder()
-    inputs = inputs_lib.TextInputs(
-        "text", (), text.TextPreprocessor(spec.vocab_file,
-                                          seq_length=spec.max_seq_length),
-        length_bucketing=length_bucketing)
+  """Computes every split into `folder` (through a temporary folder; on
+  another file system, a local one copied there: see the module doc)."""
+  if fileio.is_local(folder):
+    # Another process building the same cache meanwhile: its whole copy is
+    # kept (the same content), this one dropped.
+    with fileio.atomic_folder(folder, replace=False) as tmp:
+      _compute(tmp, spec, description, data, progress, length_bucketing)
+    return
+  local = tempfile.mkdtemp(prefix="rank4class_feature_cache-")
+  try:
+    _compute(local, spec, description, data, progress, length_bucketing)
+    _upload(local, folder)
+  finally:
+    shutil.rmtree(local)
 
-    @tf.function(reduce_retracing=True)
-    def encode(texts):
-      return encoder.features(inputs(texts), training=False)
 
-    shapes, seconds = {}, {}
-    for split in sorted(data.splits):
-      instances = data.splits[split][0]
-      start = time.time()
-      # With bucketing, the texts are encoded shortest first, each batch cut
-      # to its longest text (`text.trim`), and written back in place.
-      order = (np.argsort(inputs.token_lengths(instances), kind="stable")
-               if length_bucketing else np.arange(len(instances)))
-      features = mask = None
-      for begin in range(0, len(instances), BUILD_BATCH):
-        rows = order[begin:begin + BUILD_BATCH]
-        values = encode(tf.constant(instances[rows].tolist(), tf.string))
-        if spec.sequence:
-          # Token features padded back to max_seq_length, zero on padding
-          # (what the encoder gives there depends on the padding; no layer
-          # reads it).
-          batch_mask = _pad_to(values["mask"].numpy(), spec.max_seq_length)
-          values = _pad_to(values["features"].numpy(), spec.max_seq_length)
-          values *= batch_mask[..., None].astype(values.dtype)
-        else:
-          values = values.numpy()
-        if features is None:
-          features = np.lib.format.open_memmap(
-              os.path.join(tmp, f"{split}.features.npy"), mode="w+",
-              dtype=np.float32, shape=(len(instances),) + values.shape[1:])
-          if spec.sequence:
-            mask = np.lib.format.open_memmap(
-                os.path.join(tmp, f"{split}.mask.npy"), mode="w+",
-                dtype=np.int32, shape=(len(instances),) + batch_mask.shape[1:])
-        features[rows] = values
-        if spec.sequence:
-          mask[rows] = batch_mask
-      features.flush()
+def _upload(local: str, folder: str) -> None:
+  """Copies a local cache's files into `folder` on another file system,
+  each written atomically (`fileio.write_atomically`), `key.json` last."""
+  fileio.makedirs(folder)
+  for name in sorted(os.listdir(local), key=lambda name: name == KEY_FILE):
+    with open(os.path.join(local, name), "rb") as source:
+      fileio.write_atomically(
+          f"{folder.rstrip('/')}/{name}",
+          lambda target, source=source: shutil.copyfileobj(
+              source, target, 1 << 24), binary=True)
+
+
+def _compute(folder: str, spec: CacheSpec,
+             description: Dict[str, Any], data: datasets.ClassificationData,
+             progress: Callable[[str], None],
+             length_bucketing: bool) -> None:
+  """Computes every split into the local `folder`, `key.json` last."""
+  encoder = spec.build_encoder()
+  inputs = inputs_lib.TextInputs(
+      "text", (), text.TextPreprocessor(spec.vocab_file,
+                                        seq_length=spec.max_seq_length),
+      length_bucketing=length_bucketing)
+
+  @tf.function(reduce_retracing=True)
+  def encode(texts):
+    return encoder.features(inputs(texts), training=False)
+
+  shapes, seconds = {}, {}
+  for split in sorted(data.splits):
+    instances = data.splits[split][0]
+    start = time.time()
+    # With bucketing, the texts are encoded shortest first, each batch cut
+    # to its longest text (`text.trim`), and written back in place.
+    order = (np.argsort(inputs.token_lengths(instances), kind="stable")
+             if length_bucketing else np.arange(len(instances)))
+    features = mask = None
+    for begin in range(0, len(instances), BUILD_BATCH):
+      rows = order[begin:begin + BUILD_BATCH]
+      values = encode(tf.constant(instances[rows].tolist(), tf.string))
       if spec.sequence:
-        mask.flush()
-      shapes[split] = list(features.shape)
-      seconds[split] = round(time.time() - start, 2)
-      del features, mask
-      progress(f"feature cache: {split} ({len(instances)} instances) encoded "
-               f"in {seconds[split]:.1f} s")
-    with open(os.path.join(tmp, KEY_FILE), "w") as f:
-      json.dump({"key": key_of(description), "description": description,
-                 "shapes": shapes, "seconds": seconds}, f, indent=1,
-                sort_keys=True)
+        # Token features padded back to max_seq_length, zero on padding
+        # (what the encoder gives there depends on the padding; no layer
+        # reads it).
+        batch_mask = _pad_to(values["mask"].numpy(), spec.max_seq_length)
+        values = _pad_to(values["features"].numpy(), spec.max_seq_length)
+        values *= batch_mask[..., None].astype(values.dtype)
+      else:
+        values = values.numpy()
+      if features is None:
+        features = np.lib.format.open_memmap(
+            os.path.join(folder, f"{split}.features.npy"), mode="w+",
+            dtype=np.float32, shape=(len(instances),) + values.shape[1:])
+        if spec.sequence:
+          mask = np.lib.format.open_memmap(
+              os.path.join(folder, f"{split}.mask.npy"), mode="w+",
+              dtype=np.int32, shape=(len(instances),) + batch_mask.shape[1:])
+      features[rows] = values
+      if spec.sequence:
+        mask[rows] = batch_mask
+    features.flush()
+    if spec.sequence:
+      mask.flush()
+    shapes[split] = list(features.shape)
+    seconds[split] = round(time.time() - start, 2)
+    del features, mask
+    progress(f"feature cache: {split} ({len(instances)} instances) encoded "
+             f"in {seconds[split]:.1f} s")
+  with open(os.path.join(folder, KEY_FILE), "w") as f:
+    json.dump({"key": key_of(description), "description": description,
+               "shapes": shapes, "seconds": seconds}, f, indent=1,
+              sort_keys=True)
 
 
 def _read_key(folder: str) -> Optional[Dict[str, Any]]:
   try:
-    with open(os.path.join(folder, KEY_FILE)) as f:
-      return json.load(f)
-  except (OSError, ValueError):
+    return fileio.read_json(os.path.join(folder, KEY_FILE))
+  except (OSError, ValueError, tf.errors.OpError):
     return None
 
 
@@ -285,8 +323,12 @@ def _read_array(folder: str, name: str, rows: int) -> np.ndarray:
   """A cached array, checked to hold one row per instance."""
   path = os.path.join(folder, name)
   try:
-    array = np.load(path)
-  except (OSError, ValueError, EOFError) as e:
+    if fileio.is_local(path):
+      array = np.load(path)
+    else:
+      with fileio.open_file(path, "rb") as f:
+        array = np.load(f)
+  except (OSError, ValueError, EOFError, tf.errors.OpError) as e:
     raise ValueError(f"{path} cannot be read ({e}); delete {folder} to "
                      "rebuild the cache.") from None
   if len(array) != rows:
@@ -324,11 +366,13 @@ def load(cache_dir: str, spec: CacheSpec,
   record = _read_key(folder)
   if record is None or record.get("key") != key or record.get(
       "description") != description:
-    if os.path.exists(folder):
+    if fileio.exists(folder):
       logging.warning("%s does not hold the cache of its key: rebuilding.",
                       folder)
-      shutil.rmtree(folder)
-    os.makedirs(cache_dir, exist_ok=True)
+      if fileio.is_local(folder):
+        # Elsewhere its files are replaced one by one, `key.json` last.
+        shutil.rmtree(folder)
+    fileio.makedirs(cache_dir)
     _build(folder, spec, description, data, progress, length_bucketing)
     record = _read_key(folder)
   splits = {}

@@ -11,7 +11,10 @@
 * **Exclusivity.** One training per model_dir at a time (`RunLock`): an
   advisory `fcntl` lock on `model_dir/.lock`, which the kernel releases when
   the process ends however it ends, so a crashed run never leaves a stale
-  lock behind.
+  lock behind. A model_dir on another file system (`gs://`, `hdfs://`,
+  `ram://`) cannot be locked: there the study's claims give each run one
+  writer, and a standalone training has no guard against a second one
+  started into the same model_dir (docs/distributed.md, "Storage").
 * **Stops.** A non-finite training loss stops the run at that step
   (`StopOnNonFinite` raises `Diverged`) before any export or checkpoint of
   non-finite weights; SIGTERM, what schedulers send before they kill, stops
@@ -27,13 +30,13 @@ import fcntl
 import fnmatch
 import math
 import os
-import shutil
 import signal
 from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
 
+from rank4class_tf import fileio
 from rank4class_tf import run_dir as run_dir_lib
 
 # Flags that may differ between the runs that write one model_dir: they
@@ -117,15 +120,15 @@ def foreign_entries(model_dir: str) -> List[str]:
   >>> foreign_entries(folder)
   ['notes.txt', 'train/data.csv']
   """
-  if not os.path.isdir(model_dir):
+  if not (fileio.exists(model_dir) and fileio.isdir(model_dir)):
     return []
   foreign = []
-  for name in sorted(os.listdir(model_dir)):
+  for name in sorted(fileio.listdir(model_dir)):
     path = os.path.join(model_dir, name)
     if name in run_dir_lib.OWN_CONTENTS:
-      if os.path.isdir(path):
+      if fileio.isdir(path):
         foreign += [os.path.join(name, inner)
-                    for inner in sorted(os.listdir(path))
+                    for inner in sorted(fileio.listdir(path))
                     if not _matches(inner, run_dir_lib.OWN_CONTENTS[name])]
       else:
         foreign.append(name)
@@ -135,22 +138,9 @@ def foreign_entries(model_dir: str) -> List[str]:
   return foreign
 
 
-def check_model_dir(model_dir: str, overwrite: bool) -> None:
-  """Checks that a run can write `model_dir` and would lose nothing there.
-  Writes nothing.
-
-  A folder holding files no run wrote (`foreign_entries`) is refused when
-  it has no `config.json` (it is not a run's folder: a run would mix its
-  files with the user's, and a later `--overwrite` would have to delete
-  around them), and, with `overwrite`, also when it has one: `--overwrite`
-  removes a run's own files (`clear_state`) and never anything else.
-
-  Raises:
-    ValueError: one line naming --model_dir: it is a file or lies under
-      one, cannot be written (permissions, a read-only file system), or
-      holds files no run wrote (the first five named).
-  """
-  flag = f"`model_dir`={model_dir}"
+def _check_local(model_dir: str, flag: str) -> None:
+  """`check_model_dir`'s checks of a local folder: not a file, on a
+  writable file system, with permission to write."""
   if os.path.exists(model_dir) and not os.path.isdir(model_dir):
     raise ValueError(f"{flag} is a file, not a folder.")
   existing = os.path.abspath(model_dir)
@@ -164,12 +154,54 @@ def check_model_dir(model_dir: str, overwrite: bool) -> None:
   if not os.access(existing, os.W_OK | os.X_OK):
     raise ValueError(f"{flag} cannot be written: permission denied on "
                      f"{existing}.")
+
+
+def _check_remote(model_dir: str, flag: str) -> None:
+  """`check_model_dir`'s checks of a folder on another file system
+  (`gs://`, `ram://`): TensorFlow has that file system and reaches the
+  folder, which is not a file. Whether it can be written shows at the
+  first write (a bucket's permissions are not known before)."""
+  try:
+    if fileio.exists(model_dir) and not fileio.isdir(model_dir):
+      raise ValueError(f"{flag} is a file, not a folder.")
+  except tf.errors.OpError as e:
+    # No such file system (`s3://` without its plugin), no network, no
+    # credentials: TensorFlow's first line.
+    first = (e.message or str(e)).strip().splitlines()[0]
+    raise ValueError(f"{flag} cannot be reached: {first}") from None
+
+
+def check_model_dir(model_dir: str, overwrite: bool) -> None:
+  """Checks that a run can write `model_dir` and would lose nothing there.
+  Writes nothing.
+
+  A folder holding files no run wrote (`foreign_entries`) is refused when
+  it has no `config.json` (it is not a run's folder: a run would mix its
+  files with the user's, and a later `--overwrite` would have to delete
+  around them), and, with `overwrite`, also when it has one: `--overwrite`
+  removes a run's own files (`clear_state`) and never anything else.
+
+  A local folder is also checked for writing (permissions, a read-only
+  file system); one elsewhere (`gs://`) for being reachable (its file
+  system known to TensorFlow, the network, credentials), its permissions
+  showing at the first write.
+
+  Raises:
+    ValueError: one line naming --model_dir: it is a file or lies under
+      one, cannot be written or reached, or holds files no run wrote (the
+      first five named).
+  """
+  flag = f"`model_dir`={model_dir}"
+  if not fileio.is_local(model_dir):
+    _check_remote(model_dir, flag)
+  else:
+    _check_local(model_dir, flag)
   foreign = foreign_entries(model_dir)
   if not foreign:
     return
   shown = ", ".join(foreign[:5]) + (
       f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-  if not os.path.exists(run_dir_lib.RunDir(model_dir).config_file):
+  if not fileio.exists(run_dir_lib.RunDir(model_dir).config_file):
     raise ValueError(
         f"{flag} holds files no run of rank4class_tf wrote ({shown}) and no "
         "run's config.json: it is not a run's folder; choose an empty or new "
@@ -187,10 +219,12 @@ def clear_state(model_dir: str) -> None:
   made sure that these hold nothing a run did not write."""
   for name in run_dir_lib.STATE:
     path = os.path.join(model_dir, name)
-    if os.path.isdir(path):
-      shutil.rmtree(path)
-    elif os.path.exists(path):
-      os.remove(path)
+    if not fileio.exists(path):
+      continue
+    if fileio.isdir(path):
+      fileio.rmtree(path)
+    else:
+      fileio.remove(path)
 
 
 class RunInUse(ValueError):
@@ -211,16 +245,30 @@ class RunInUse(ValueError):
 class RunLock:
   """Holds `model_dir/.lock` while a training writes into model_dir.
 
-  Raises `RunInUse` (a ValueError: one line, naming the holder's pid) when another live
-  process holds it. The kernel drops the lock with its process, so the file
-  a killed run leaves behind does not block the next start.
+  Raises `RunInUse` (a ValueError: one line, naming the holder's pid) when
+  another live process holds it. The kernel drops the lock with its process,
+  so the file a killed run leaves behind does not block the next start.
+
+  A model_dir that is not local (`gs://`, `hdfs://`, `ram://`) is not
+  locked: `fcntl` locks only local (and NFS) files, a bucket has no lock
+  and no exclusive create, and a lock file there would outlive a killed
+  run. No `.lock` is written and one INFO line says so. The study's claims
+  (one worker per run) keep its runs to one writer each; two standalone
+  trainings started into the same model_dir there would both write it (the
+  last checkpoint, best.json and export written win).
   """
 
   def __init__(self, model_dir: str):
+    self._model_dir = model_dir
     self._path = run_dir_lib.RunDir(model_dir).lock_file
     self._fd = None
 
   def __enter__(self) -> "RunLock":
+    if not fileio.is_local(self._path):
+      logging.info("`model_dir`=%s is not on a local file system: not "
+                   "locked (no guard against a second training started "
+                   "into it meanwhile).", self._model_dir)
+      return self
     os.makedirs(os.path.dirname(self._path), exist_ok=True)
     fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -336,7 +384,7 @@ def unreadable(prefix: str) -> Optional[str]:
   tensor is read, so a truncated or damaged data file is found here rather
   than half-way through a restore."""
   try:
-    reader = tf.train.load_checkpoint(prefix)
+    reader = run_dir_lib.checkpoint_reader(prefix)
     for name in reader.get_variable_to_shape_map():
       reader.get_tensor(name)
   except Exception as e:  # pylint: disable=broad-except
@@ -365,9 +413,9 @@ def recover_backup(model_dir: str) -> Optional[Tuple[str, int]]:
   if error is None:
     return None
   aside = run.unreadable_backup
-  if tf.io.gfile.exists(aside):
-    tf.io.gfile.rmtree(aside)
-  tf.io.gfile.rename(folder, aside)
+  if fileio.exists(aside):
+    fileio.rmtree(aside)
+  fileio.move_folder(folder, aside)
   for epoch in reversed(run.checkpoint_epochs()):
     prefix = run.checkpoint(epoch)
     if unreadable(prefix) is None:

@@ -9,7 +9,6 @@ does an extension start, its checkpoint's scores without an export
 """
 
 import contextlib
-import json
 import os
 import re
 from typing import Any, Dict, Optional, Tuple
@@ -22,6 +21,7 @@ from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf import distribute
+from rank4class_tf import fileio
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import builders
@@ -156,8 +156,8 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   if not chief:
     # TF-Ranking writes a non-chief worker's copies under workertemp_<id>.
     scratch = run.worker_scratch(strategy.cluster_resolver.task_id)
-    if tf.io.gfile.exists(scratch):
-      tf.io.gfile.rmtree(scratch)
+    if fileio.exists(scratch):
+      fileio.rmtree(scratch)
   return run.export(run_dir_lib.BEST_EXPORT)
 
 
@@ -197,7 +197,7 @@ def _train_and_export(config: config_lib.TrainConfig, data,
   else:
     pipeline.train_and_validate(verbose=verbose)
   if chief and run.has_backup():
-    tf.io.gfile.rmtree(run.backup)  # Both exports are written.
+    fileio.rmtree(run.backup)  # Both exports are written.
 
 
 def _checked(config: config_lib.TrainConfig) -> config_lib.TrainConfig:
@@ -257,7 +257,7 @@ def _finished_line(config: config_lib.TrainConfig) -> Optional[str]:
     best = (f"best {best['monitor'].replace('val_', '', 1)} "
             f"{float(best['value']):.4f} at step "
             f"{int(best['epoch']) * trainer.eval_every}, ")
-  except (ValueError, KeyError, TypeError, tf.errors.OpError):
+  except (ValueError, KeyError, TypeError, OSError, tf.errors.OpError):
     best = ""  # best.json is missing or unreadable: the line goes without.
   # With `export`=False, `export_run` may have written them since.
   exported = (f"exported to {run.export(run_dir_lib.BEST_EXPORT)}"
@@ -289,7 +289,7 @@ def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
   Raises:
     ValueError: naming config.json when it cannot be read.
   """
-  if not tf.io.gfile.exists(run_dir_lib.RunDir(model_dir).config_file):
+  if not fileio.exists(run_dir_lib.RunDir(model_dir).config_file):
     return None
   try:
     return serving.load_config(model_dir).flat()
@@ -335,12 +335,19 @@ def final_checkpoint(config: config_lib.TrainConfig) -> Optional[str]:
 
 def is_trained(config: config_lib.TrainConfig) -> bool:
   """Whether the run of `config` finished: its exports are written, or with
-  `--export=false` its last checkpoint is and its backup is gone."""
-  run = run_dir_lib.RunDir(config.trainer.model_dir)
+  `--export=false` its last checkpoint is and its backup is gone.
+
+  An export folder is whole once it exists on a local disk (renamed into
+  place); elsewhere (`gs://`) it is copied into place file by file, so
+  there the backup, deleted once both exports are written, must be gone
+  too."""
+  model_dir = config.trainer.model_dir
+  run = run_dir_lib.RunDir(model_dir)
   if config.trainer.export:
     # The exports, and the checkpoint of config's last step: a finished
     # run given more steps (`extension_start`) is not trained yet.
-    return run.has_export_folders() and bool(final_checkpoint(config))
+    return (run.has_export_folders() and bool(final_checkpoint(config)) and
+            (fileio.is_local(model_dir) or not run.has_backup()))
   return bool(final_checkpoint(config)) and not run.has_backup()
 
 
@@ -453,8 +460,7 @@ def recalibrate(model_dir: str) -> Dict[str, Any]:
     pipeline.export_only(final, force=True)
   records = {}
   for name in run_dir_lib.EXPORTS:
-    with tf.io.gfile.GFile(run.calibration_file(name)) as f:
-      records[name] = json.load(f)
+    records[name] = fileio.read_json(run.calibration_file(name))
     if records[name]["calibration"] is None:
       raise ValueError(f"{run.export(name)}: no calibration "
                        f"({records[name]['reason'].rstrip('.')}).")
