@@ -228,8 +228,10 @@ def exists(path: str) -> bool:
 
 
 def isdir(path: str) -> bool:
-  return (os.path.isdir(_local(path)) if is_local(path)
-          else _gfile().isdir(path))
+  if is_local(path):
+    return os.path.isdir(_local(path))
+  # `exists` first: `ram://`'s name-prefix quirk (see `exists`).
+  return exists(path) and _gfile().isdir(path)
 
 
 def listdir(path: str) -> list:
@@ -256,8 +258,15 @@ def remove(path: str) -> None:
 def rmtree(path: str) -> None:
   if is_local(path):
     shutil.rmtree(_local(path))
-  else:
-    _gfile().rmtree(path)
+    return
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    tf.io.gfile.rmtree(path)
+  except tf.errors.NotFoundError:
+    # `ram://` also looks for the names its prefix matches (`backup` and
+    # `backup.unreadable`) after removing the folder.
+    if exists(path):
+      raise
 
 
 def rename(source: str, target: str) -> None:
