@@ -65,17 +65,23 @@ def time_workers(count: int, root: str):
   return wall, trained
 
 
+def _uptime() -> str:
+  return subprocess.run(["uptime"], capture_output=True,
+                        text=True).stdout.strip()
+
+
 def main(argv):
   del argv
   root = FLAGS.root or tempfile.mkdtemp(prefix="study_workers_")
+  before = _uptime()
   rows, base = [], None
   for count in map(int, FLAGS.workers):
     wall, trained = time_workers(count, root)
     base = base or wall
     rows.append((count, wall, base / wall, trained))
   print(f"24-run digits grid, {FLAGS.train_steps} steps per run; "
-        f"{os.cpu_count()} cores; load before/after: "
-        f"{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+        f"{os.cpu_count()} cores.\nuptime before: {before}\nuptime after: "
+        f"{_uptime()}")
   print()
   print("| workers | wall (s) | speed-up | runs per worker |")
   print("|---:|---:|---:|---|")
