@@ -69,7 +69,7 @@ class ManyClassLossTest(tf.test.TestCase, parameterized.TestCase):
       train = datasets.ranking_dataset(data, "train", 8, training=True)
       model = model_lib.build_model_builder(data, config_lib.ModelConfig(
           encoder="small_cnn", encoder_dim=16, interaction="lc_mlp",
-          mlp_units=8)).build()
+          mlp_units=8, dropout=0.)).build()  # 8 steps: no mask noise.
       model.compile(optimizer=tf.keras.optimizers.Adam(1e-3),
                     loss=losses.get(name, **kwargs))
       history = model.fit(train, steps_per_epoch=4, epochs=2, verbose=0)

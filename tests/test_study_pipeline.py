@@ -72,7 +72,8 @@ class StudyTest(tf.test.TestCase):
     lines = self.first.stdout.strip().splitlines()
     progress = [l for l in lines if l.startswith("[")]
     self.assertLen(progress, 8)
-    self.assertRegex(progress[0], r"^\[1/8\] softmax\.dot\.lr0\.01\.seed0: "
+    self.assertRegex(progress[0], r"^\[1/8\] softmax\.dot\.lr0\.01\.seed0 "
+                     r"\(worker [^)]+\): "
                      r"validation top1_accuracy 0\.\d{4}; test top1_accuracy "
                      r"0\.\d{4} top5_accuracy .* mrr 0\.\d{4}; \d+ s; about .* "
                      r"left$")

@@ -13,7 +13,9 @@ one wins), rewritten every `timeout / 6` seconds by its worker's heartbeat
 `beat` has not changed for `timeout` seconds, as this worker's own clock
 measures it, belongs to a worker that died (killed, preempted, its machine
 gone): it is moved aside (`<run>.json.stale-<token>`, kept for inspection) and
-claimed anew, and the run resumes from its backup like any interrupted run.
+claimed anew, and the run resumes from its backup like any interrupted run. A
+claim made on this host by a process that no longer exists (the study started
+again after a crash) is taken over at once.
 Staleness is judged by watching the beat change, never by comparing clocks,
 so machines whose clocks differ agree; the price is that a worker watches a
 dead claim for `timeout` seconds before taking it over.
@@ -147,6 +149,35 @@ class Worker:
     return min(30., self.timeout / 10.)
 
 
+def _process_home() -> Optional[str]:
+  """Where this process's pids mean something: host name, kernel boot and
+  pid namespace (two containers may share a host name); None where that
+  cannot be read (not Linux)."""
+  try:
+    with open("/proc/sys/kernel/random/boot_id") as f:
+      boot = f.read().strip()
+    namespace = os.readlink("/proc/self/ns/pid")
+  except OSError:
+    return None
+  return f"{socket.gethostname()}|{boot}|{namespace}"
+
+
+def _dead_here(claim: Dict[str, object]) -> bool:
+  """True when the claim was made in this host's pid namespace by a process
+  that has ended (a study started again after a crash need not wait out the
+  timeout)."""
+  home = _process_home()
+  if home is None or claim.get("home") != home:
+    return False
+  try:
+    os.kill(int(claim.get("pid")), 0)
+  except ProcessLookupError:
+    return True
+  except (OSError, TypeError, ValueError):
+    return False
+  return False
+
+
 def shard_of(unit_index: int, num_shards: int) -> int:
   """The shard of the study's `unit_index`-th unit (round-robin)."""
   return unit_index % num_shards
@@ -210,6 +241,8 @@ class Claims:
     return None if self._stale(run_name, claim) else str(claim.get("worker"))
 
   def _stale(self, run_name: str, claim: Dict[str, object]) -> bool:
+    if _dead_here(claim):
+      return True
     beat = (str(claim.get("token")), int(claim.get("beat", -1)))
     now = self._clock()
     seen = self._seen.get(run_name)
@@ -237,12 +270,14 @@ class Claims:
         fileio.rename(path, aside)
       except FileNotFoundError:
         return False  # Another worker took it over first.
+      why = ("its process has ended" if _dead_here(claim) else
+             f"no heartbeat for {self.worker.timeout:g} s")
       progress(f"{run_name}: took over the claim of worker "
-               f"{claim.get('worker')} (no heartbeat for "
-               f"{self.worker.timeout:g} s); the run resumes from its "
+               f"{claim.get('worker')} ({why}); the run resumes from its "
                "backup.")
     token = uuid.uuid4().hex
     text = json.dumps({"run": run_name, "worker": self.worker.label,
+                       "home": _process_home(), "pid": os.getpid(),
                        "token": token, "beat": 0,
                        "claimed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     if not fileio.create_exclusively(path, text):
