@@ -30,11 +30,14 @@ def pytest_unconfigure(config):
 # Started first, the short classes fill in around them.
 SLOW_SCOPES = (
     "tests/test_study_pipeline.py::StudyTest",
+    "tests/test_study_workers.py::ThreeWorkersTest",
+    "tests/test_distributed_recipes.py::RecipesTest",
     "tests/test_study_pipeline.py::FrozenTextStudyTest",
     "tests/test_class_encoders.py::MirroredTest",
     "tests/test_feature_cache.py::ExportLaterTest",
     "tests/test_feature_cache.py::FrozenTrainingTest",
     "tests/test_faults.py::ResumeTest",
+    "tests/test_faults.py::FinishedRunTest",
     "tests/test_user_example.py::WalkthroughTest",
     "tests/test_user_files.py::MirroredTest",
     "tests/test_user_files.py::DownstreamTest",
