@@ -41,3 +41,36 @@ def evaluate(model_dir: str, *args, **kwargs):
   """`serving.evaluate` of a run on the run's own data."""
   data = builders.load_data(serving.load_config(model_dir))
   return serving.evaluate(model_dir, data, *args, **kwargs)
+
+
+class Killed(Exception):
+  """A run stopped by `train_killed_after_first_validation`."""
+
+
+def train_killed_after_first_validation(config) -> None:
+  """Trains `config` in this process until the backup of its first
+  validation is written, then stops it as SIGKILL would (no clean-up): a
+  last callback raises `Killed`. Raises AssertionError if the run ends
+  without being stopped."""
+  # pylint: disable=g-import-not-at-top
+  from unittest import mock
+  import tensorflow as tf
+  from rank4class_tf.training import pipeline as pipeline_lib
+  from rank4class_tf.training import trainer as training
+
+  class KillAfterFirstValidation(tf.keras.callbacks.Callback):
+
+    def on_epoch_end(self, epoch, logs=None):
+      if epoch == 0:
+        raise Killed()
+
+  build_callbacks = pipeline_lib.Rank4ClassPipeline.build_callbacks
+  with mock.patch.object(
+      pipeline_lib.Rank4ClassPipeline, "build_callbacks",
+      lambda pipeline: build_callbacks(pipeline) + [
+          KillAfterFirstValidation()]):
+    try:
+      training.train(config)
+    except Killed:
+      return
+  raise AssertionError(f"{config.trainer.model_dir}: the run was not stopped")

@@ -10,7 +10,6 @@ of the run that was never interrupted.
 
 import os
 import tempfile
-from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -23,8 +22,8 @@ from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import stateless_dropout as sd
 from rank4class_tf.ranking import metrics
 from rank4class_tf.training import builders
-from rank4class_tf.training import pipeline as pipeline_lib
 from rank4class_tf.training import trainer as training
+import helpers
 
 
 def reference_dropout(x, rate, uniform):
@@ -274,24 +273,7 @@ class ResumeTest(tf.test.TestCase):
     training.train(whole)
     broken = self.config(os.path.join(root, "broken"))
 
-    class Killed(Exception):
-      pass
-
-    class KillAfterFirstValidation(tf.keras.callbacks.Callback):
-      """Last callback: the backup of epoch 1 is written, then the run
-      dies (no clean-up, as on SIGKILL)."""
-
-      def on_epoch_end(self, epoch, logs=None):
-        if epoch == 0:
-          raise Killed()
-
-    build_callbacks = pipeline_lib.Rank4ClassPipeline.build_callbacks
-    with mock.patch.object(
-        pipeline_lib.Rank4ClassPipeline, "build_callbacks",
-        lambda pipeline: build_callbacks(pipeline) + [
-            KillAfterFirstValidation()]):
-      with self.assertRaises(Killed):
-        training.train(broken)
+    helpers.train_killed_after_first_validation(broken)
     run = run_dir_lib.RunDir(broken.trainer.model_dir)
     self.assertEqual(run.resume_epoch(), 1)
     training.train(broken)  # Resumes after epoch 1.

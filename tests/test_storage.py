@@ -28,9 +28,9 @@ from rank4class_tf import serving
 from rank4class_tf.data import datasets
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
-from rank4class_tf.training import pipeline as pipeline_lib
 from rank4class_tf.training import run_guard
 from rank4class_tf.training import trainer as training
+import helpers
 import test_feature_cache
 import test_text_pipelines
 
@@ -76,24 +76,7 @@ class RamRunTest(tf.test.TestCase):
     training.train(cls.local)
     cls.ram = cls.config(ram_folder("run"))
 
-    class Killed(Exception):
-      pass
-
-    class KillAfterFirstValidation(tf.keras.callbacks.Callback):
-      """Last callback: the backup of epoch 1 is written, then the run
-      dies (no clean-up, as on SIGKILL)."""
-
-      def on_epoch_end(self, epoch, logs=None):
-        if epoch == 0:
-          raise Killed()
-
-    build_callbacks = pipeline_lib.Rank4ClassPipeline.build_callbacks
-    with mock.patch.object(
-        pipeline_lib.Rank4ClassPipeline, "build_callbacks",
-        lambda pipeline: build_callbacks(pipeline) + [
-            KillAfterFirstValidation()]):
-      with pytest.raises(Killed):
-        training.train(cls.ram)
+    helpers.train_killed_after_first_validation(cls.ram)
     run = run_dir_lib.RunDir(cls.ram.trainer.model_dir)
     cls.killed = (run.resume_epoch(), run.has_backup(),
                   training.already_finished(cls.ram))
