@@ -42,8 +42,9 @@ def peak_at(rate, units=None):
   return value
 
 
-def stand_in(value):
-  """An `execute_run` that writes a finished run scored by `value`."""
+def stand_in(value, extended_best_step=15):
+  """An `execute_run` that writes a finished run scored by `value`; a run
+  trained on to 20 steps peaks at `extended_best_step`."""
   calls = []
 
   def execute_run(base, run, study_dir, data, earlier=None, extension=None,
@@ -61,9 +62,9 @@ def stand_in(value):
                             "reason": extension.reason})
     record["follows"] = follows
     if train_steps is not None:
-      # Still improving at 10 steps, peaks at 15 of 20.
+      # Still improving at 10 steps (and at 20 with extended_best_step=20).
       record["extended_steps"] = {"from": 10, "to": train_steps}
-      record["best_step"] = 15
+      record["best_step"] = extended_best_step
     with open(os.path.join(study_folder.run_dir(study_dir, run),
                            study_folder.RESULT_FILE), "w") as f:
       json.dump(record, f)
@@ -153,8 +154,9 @@ class StandInStudyCase(tf.test.TestCase):
     self.grid = study_grid.Grid(losses=("softmax",), interactions=("dot",),
                            seeds=(0, 1), learning_rates=(1e-3, 3e-3, 1e-2))
 
-  def run_study(self, value, extend_grid, extend_steps=0.):
-    execute_run, calls = stand_in(value)
+  def run_study(self, value, extend_grid, extend_steps=0.,
+                extended_best_step=15):
+    execute_run, calls = stand_in(value, extended_best_step)
     lines = []
     with mock.patch.object(study, "execute_run", execute_run):
       runs = study.run_study(self.dir, test_study.base_config(), self.grid,
@@ -193,6 +195,26 @@ class RunStudyTest(StandInStudyCase):
                      "False")
     self.assertEqual(rows["softmax.dot.lr0.001.seed0"]["best_is_last"],
                      "True")
+
+  def test_a_run_still_improving_after_its_extension_is_said_to_be_at_the_limit(
+      self):
+    # Trained on to 20 steps, both chosen runs still peak at their last
+    # validation: the report says why they stop there.
+    _, calls, _ = self.run_study(peak_at(3e-3), 0, extend_steps=2,
+                                 extended_best_step=20)
+    self.assertEqual(calls[6:], ["softmax.dot.lr0.003.seed0->20",
+                                 "softmax.dot.lr0.003.seed1->20"])
+    paths = study_report.write_report(self.dir, progress=lambda _: None)
+    with open(paths["tables"]) as f:
+      tables = f.read()
+    self.assertIn("tried; 2 of 2 peaked at their last validation** (still "
+                  "improving when they stopped).", tables)
+    self.assertIn("2 of those 2 peaked last after `--extend_steps` had "
+                  "trained them on: the extension limit (a study lengthens "
+                  "a run once)", tables)
+    self.assertIn("| Softmax CE + Dot | 0 | 0.003 | — | 0.9000 | 20 | peaked "
+                  "last, extension limit |", tables)
+    self.assertEqual(tables.count("| peaked last, extension limit |"), 2)
 
   def test_bad_extend_steps(self):
     with self.assertRaisesRegex(ValueError, r"^`extend_steps`=0.5 must be 0 "

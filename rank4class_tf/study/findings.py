@@ -176,12 +176,18 @@ def fairness_lines(cells: Sequence[selection_lib.Cell], fair: Dict[str, Dict]
   untuned = sorted({name for _, r in chosen for key, name in
                     (("lr_edge", "learning rate"), ("units_edge", "width"))
                     if fair[r["run"]][key] == "only"})
+  limit = [r for r in last if fair[r["run"]].get("lengthened")]
   lines = [f"**{len(edge)} of {len(chosen)} chosen runs are on an edge of "
            f"the learning rates or widths tried; {len(last)} of "
            f"{len(chosen)} peaked at their last validation** (still "
            "improving when they stopped). A choice on an edge may have its "
            "optimum outside the grid (`--extend_grid`); a run that peaked "
            "last may gain from more steps."]
+  if limit:
+    lines.append(f"{len(limit)} of those {len(last)} peaked last after "
+                 "`--extend_steps` had trained them on: the extension limit "
+                 "(a study lengthens a run once), marked \"peaked last, "
+                 "extension limit\" below.")
   if untuned:
     lines.append(f"Not tuned (one value tried): {' and '.join(untuned)}; "
                  "counted as \"only\" below, not as an edge.")

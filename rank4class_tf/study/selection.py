@@ -183,7 +183,9 @@ def fairness_marks(records: Sequence[Dict], train_steps: int
   """{run: `study_stats.fairness` marks} of every run, against the runs of
   its (loss, interaction, seed); a run that follows another's choice
   (`--choose_on_seed`) has the edges of the run it follows (its own
-  `best_is_last`)."""
+  `best_is_last`). `lengthened`: `--extend_steps` trained the run on (a
+  study does so once: a lengthened run that peaked last again has reached
+  the limit)."""
   groups: Dict[Tuple[str, str, int], List[Dict]] = {}
   for r in records:
     groups.setdefault((r["loss"], r["interaction"], r["seed"]), []).append(r)
@@ -196,4 +198,6 @@ def fairness_marks(records: Sequence[Dict], train_steps: int
     if followed is not None:
       marks[r["run"]].update(lr_edge=followed["lr_edge"],
                              units_edge=followed["units_edge"])
+  for r in records:
+    marks[r["run"]]["lengthened"] = bool(r.get("extended_steps"))
   return marks

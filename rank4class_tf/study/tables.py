@@ -315,7 +315,8 @@ def tables_markdown(
       elif marks.get("units_edge"):
         notes.append(f"width {marks['units_edge']} edge")
       if marks.get("best_is_last"):
-        notes.append("peaked last")
+        notes.append("peaked last, extension limit" if marks.get(
+            "lengthened") else "peaked last")
       lines.append(f"| {common_lib.cell_title(cell.key)} | {seed} | "
                    f"{study_grid.rate_text(r['learning_rate'])} | "
                    f"{r['mlp_units'] or '—'} | "
