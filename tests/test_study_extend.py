@@ -258,6 +258,15 @@ class RunStudyTest(StandInStudyCase):
     self.assertTrue(any("still on the low learning_rate edge after "
                         "`extend_grid`=1 rounds" in line for line in lines),
                     lines)
+    # The report says why each choice stays on the edge.
+    paths = study_report.write_report(self.dir, progress=lambda _: None)
+    with open(paths["tables"]) as f:
+      tables = f.read()
+    self.assertIn("2 of those 2 on an edge were added by `--extend_grid` "
+                  "and are still on an edge: the extension limit", tables)
+    self.assertEqual(tables.count(
+        "| 0.0003 | — | -0.6905 | 10 | rate low edge, after 1 extension round, "
+        "peaked last |"), 2, tables)
 
   def test_no_extension_by_default(self):
     _, calls, _ = self.run_study(peak_at(1e-9), extend_grid=0)

@@ -177,12 +177,18 @@ def fairness_lines(cells: Sequence[selection_lib.Cell], fair: Dict[str, Dict]
                     (("lr_edge", "learning rate"), ("units_edge", "width"))
                     if fair[r["run"]][key] == "only"})
   limit = [r for r in last if fair[r["run"]].get("lengthened")]
+  extended = [r for r in edge if fair[r["run"]].get("extension_round")]
   lines = [f"**{len(edge)} of {len(chosen)} chosen runs are on an edge of "
            f"the learning rates or widths tried; {len(last)} of "
            f"{len(chosen)} peaked at their last validation** (still "
            "improving when they stopped). A choice on an edge may have its "
            "optimum outside the grid (`--extend_grid`); a run that peaked "
            "last may gain from more steps."]
+  if extended:
+    lines.append(f"{len(extended)} of those {len(edge)} on an edge were "
+                 "added by `--extend_grid` and are still on an edge: the "
+                 "extension limit (its N rounds) once the study is complete, "
+                 "marked \"after N extension rounds\" below.")
   if limit:
     lines.append(f"{len(limit)} of those {len(last)} peaked last after "
                  "`--extend_steps` had trained them on: the extension limit "

@@ -185,7 +185,9 @@ def fairness_marks(records: Sequence[Dict], train_steps: int
   (`--choose_on_seed`) has the edges of the run it follows (its own
   `best_is_last`). `lengthened`: `--extend_steps` trained the run on (a
   study does so once: a lengthened run that peaked last again has reached
-  the limit)."""
+  the limit). `extension_round`: the `--extend_grid` round that added the
+  run (or the run it follows), 0 for a grid run (a complete study's choice
+  on an edge from round N > 0 has reached `--extend_grid`'s limit)."""
   groups: Dict[Tuple[str, str, int], List[Dict]] = {}
   for r in records:
     groups.setdefault((r["loss"], r["interaction"], r["seed"]), []).append(r)
@@ -198,6 +200,10 @@ def fairness_marks(records: Sequence[Dict], train_steps: int
     if followed is not None:
       marks[r["run"]].update(lr_edge=followed["lr_edge"],
                              units_edge=followed["units_edge"])
+  rounds = {r["run"]: (r.get("extension") or {}).get("round", 0)
+            for r in records}
   for r in records:
     marks[r["run"]]["lengthened"] = bool(r.get("extended_steps"))
+    marks[r["run"]]["extension_round"] = rounds.get(r.get("follows") or "",
+                                                    rounds[r["run"]])
   return marks

@@ -314,6 +314,11 @@ def tables_markdown(
         notes.append("width not tuned")
       elif marks.get("units_edge"):
         notes.append(f"width {marks['units_edge']} edge")
+      if marks.get("extension_round") and any(
+          marks.get(key) in ("low", "high") for key in ("lr_edge",
+                                                          "units_edge")):
+        notes.append(f"after {marks['extension_round']} extension round"
+                     + ("s" if marks["extension_round"] > 1 else ""))
       if marks.get("best_is_last"):
         notes.append("peaked last, extension limit" if marks.get(
             "lengthened") else "peaked last")
