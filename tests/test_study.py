@@ -486,8 +486,23 @@ class ReportTest(tf.test.TestCase):
     # Effects, not absolute values: ApproxNDCG + Dot equals the baseline
     # (0), the made-up paper says +0.25 for it.
     self.assertIn("| ApproxNDCG + Dot | +0.0000 [+0.0000, +0.0000] | 1.0000 "
-                  "| 1.0000 | +0.2500 | no |", text)
+                  "| 1.0000 | +0.2500 | no | above |", text)
     self.assertIn("Signs agree with test in 0 of 1 cells", text)
+    self.assertIn("above it in 1 (our interval excludes", text)
+    # A paper effect of -0.25 falls below our interval [0, 0].
+    with open(path, "w") as f:
+      json.dump({"title": "Digits (made up for this test)", "source": "test",
+                 "values": {"top1_accuracy": {"dot": {
+                     "softmax": 0.25, "approx_ndcg": 0.0}}}}, f)
+    study_report.write_report(self.dir, num_samples=10_000, paper_table=path)
+    with open(self.paths["tables"]) as f:
+      text = f.read()
+    self.assertIn("| ApproxNDCG + Dot | +0.0000 [+0.0000, +0.0000] | 1.0000 "
+                  "| 1.0000 | -0.2500 | no | below |", text)
+    self.assertIn("The paper's Δ lies inside our 95% interval in 0 of 1 "
+                  "cells (this study cannot tell it from ours), above it in "
+                  "0 (our interval excludes the paper's effect, ours is "
+                  "lower) and below it in 1.", text)
     study_report.write_report(self.dir, num_samples=10_000)  # As it was.
 
   def test_bad_report_options(self):

@@ -64,7 +64,8 @@ def report(folder, **kwargs):
 
 
 def effect_row(tables, cell_title):
-  """The cells of the Table 2 ... no: of the effects table row of a cell."""
+  """The cells of `cell_title`'s row in the first table with an interval
+  (the effects against softmax + dot)."""
   for line in tables.splitlines():
     if line.startswith(f"| {cell_title} | ") and "[" in line:
       return [c.strip() for c in line.strip("|").split("|")]
@@ -228,10 +229,18 @@ class PaperEffectsTest(tf.test.TestCase):
     row = effect_row(tables, "ApproxNDCG + Dot")
     self.assertEqual(row[0], "ApproxNDCG + Dot")
     self.assertTrue(row[1].startswith("+0.1000 ["), row)
-    self.assertEqual(row[4:], ["-0.0042", "+0.0078", "no"])
+    # 120 test instances: every interval is [-0.0250, +0.2250], wide
+    # enough to hold each of the paper's small effects.
+    self.assertEqual(row[1:], ["+0.1000 [-0.0250, +0.2250]", "0.1388",
+                               "1.0000", "-0.0042", "+0.0078", "no",
+                               "inside"])
     row = effect_row(tables, "ApproxNDCG + LC+MLP")
-    self.assertEqual(row[4:], ["+0.0035", "+0.0078", "yes"])
+    self.assertEqual(row[4:], ["+0.0035", "+0.0078", "yes", "inside"])
     self.assertIn("Signs agree with Table 7 in 1 of 3 cells", tables)
+    self.assertIn("The paper's Δ lies inside our 95% interval in 3 of 3 "
+                  "cells (this study cannot tell it from ours), above it in "
+                  "0 (our interval excludes the paper's effect, ours is "
+                  "lower) and below it in 0.", tables)
 
   def test_digits_has_no_paper_table(self):
     folder = make_study(lambda run: hits(0.5, run.seed))

@@ -110,7 +110,9 @@ def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
   effects can. For each metric the paper reports: our Δ with its 95%
   hierarchical interval, raw and Holm p, the paper's Δ in each table, and
   whether the signs agree with the first table (a paper Δ of 0 agrees with
-  nothing); then the count of agreeing cells.
+  nothing), and where the first table's Δ falls against our interval
+  ("inside": this study cannot tell the two apart; "above" / "below": it
+  excludes the paper's effect); then the counts.
   """
   by_key = {c.key: c for c in cells}
   first = tables[0]
@@ -129,18 +131,22 @@ def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
                         for t in tables)
     lines += ["", f"**{common_lib.metric_title(metric)}**", "",
               f"| cell | ours Δ [95% interval] | p | Holm p | {header} | "
-              "signs agree |",
-              "|---|---|---|---|" + "---|" * len(tables) + "---|"]
+              "signs agree | paper Δ against our interval |",
+              "|---|---|---|---|" + "---|" * len(tables) + "---|---|"]
     agree = compared = significant = significant_agree = 0
+    placed = {"inside": 0, "above": 0, "below": 0}
     for cell in cells:
       if cell.key == study_grid.BASELINE:
         continue
       effect = statistics.effects[(cell.key, metric)]
       paper_key = (cell.interaction, cell.loss)
       theirs = [p.get(paper_key) for p in paper]
-      same = ""
+      same = where = ""
       if theirs[0] is not None:
         compared += 1
+        where = ("above" if theirs[0] > effect.high else
+                 "below" if theirs[0] < effect.low else "inside")
+        placed[where] += 1
         same = "yes" if np.sign(theirs[0]) == np.sign(effect.delta) and (
             theirs[0] != 0) else "no"
         agree += same == "yes"
@@ -154,12 +160,16 @@ def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
           f"{common_lib.effect_text(effect)} | "
           f"{common_lib.p_text(effect.p)} | "
           f"{common_lib.p_text(effect.p_holm)} | "
-          f"{shown_theirs} | {same or '—'} |")
+          f"{shown_theirs} | {same or '—'} | {where or '—'} |")
     lines += [
         "", f"Signs agree with {first.source.split(', ')[-1]} in "
         f"{agree} of {compared} cells; of the {significant} cells "
         f"whose effect here is significant (Holm p < {selection_lib.ALPHA}), "
-        f"{significant_agree} agree."
+        f"{significant_agree} agree. The paper's Δ lies inside our 95% "
+        f"interval in {placed['inside']} of {compared} cells (this study "
+        f"cannot tell it from ours), above it in {placed['above']} (our "
+        f"interval excludes the paper's effect, ours is lower) and below it "
+        f"in {placed['below']}."
     ]
   return lines
 
