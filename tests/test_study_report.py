@@ -7,7 +7,6 @@ training.
 """
 
 import csv
-import dataclasses
 import json
 import math
 import os
@@ -16,7 +15,6 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import provenance
 from rank4class_tf.study import findings as study_findings
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
