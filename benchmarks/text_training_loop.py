@@ -4,7 +4,8 @@ r"""Where the text training loop's time goes, beside the isolated step.
 batch; `pipelines.train` runs the same step inside Keras' `fit` with the
 input pipeline, the metrics, validation, checkpoints and exports. This
 binary measures, in one process and one run (GoEmotions, MiniLM-L6 size
-encoder, softmax + dot, batch 32, length 32), each layer that `fit` adds:
+encoder, or `--encoder_size`, softmax + dot, batch 32, length 32), each
+layer that `fit` adds:
 
 1. the isolated step (`timing.make_step`, one fixed batch);
 2. `model.fit` on that fixed batch repeated, loss only, one step per call;
@@ -51,6 +52,11 @@ from rank4class_tf.training import pipeline as pipeline_lib
 from rank4class_tf.training import trainer as training
 
 flags.DEFINE_integer("steps", 30, "Timed training steps per variant.")
+flags.DEFINE_enum("encoder_size", "minilm_l6", ["minilm_l6", "bert_base",
+                                                "electra_base"],
+                  "Encoder architecture (random weights unless "
+                  "--init_checkpoint): bert_base prices the paper's BERT-Base "
+                  "runs on this machine.")
 flags.DEFINE_integer("batch_size", 32, "Batch size.")
 flags.DEFINE_integer("max_seq_length", 32, "Tokens per instance.")
 flags.DEFINE_string("init_checkpoint", "",
@@ -149,7 +155,7 @@ def main(argv):
   del argv
   tf.keras.utils.set_random_seed(0)
   config = config_lib.TrainConfig.create(
-      dataset="goemotions", encoder="bert", encoder_size="minilm_l6",
+      dataset="goemotions", encoder="bert", encoder_size=FLAGS.encoder_size,
       max_seq_length=FLAGS.max_seq_length, batch_size=FLAGS.batch_size,
       model_dir="unused", length_bucketing=FLAGS.length_bucketing,
       mixed_precision=FLAGS.mixed_precision)
@@ -206,7 +212,9 @@ def main(argv):
                "steps", clock.steady_ms()))
 
   base = rows[0][1]
-  print(f"\nGoEmotions, MiniLM-L6 size, softmax + dot, batch "
+  size = {"minilm_l6": "MiniLM-L6", "bert_base": "BERT-Base",
+          "electra_base": "ELECTRA-Base"}[FLAGS.encoder_size]
+  print(f"\nGoEmotions, {size} size, softmax + dot, batch "
         f"{FLAGS.batch_size}, length {FLAGS.max_seq_length} ("
         f"{'bucketed' if FLAGS.length_bucketing else 'fixed'} padding; rows "
         f"1-3 on one batch of that stream), {FLAGS.mixed_precision}, "
