@@ -143,6 +143,8 @@ class TowerTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.model, cls.inputs = text_model()
+    # Read, never changed, by the two tests of a separate class tower.
+    cls.separate, _ = text_model(class_tower="separate")
 
   def test_shared_tower_class_is_minilm_of_its_name_projected(self):
     encoder = find(self.model, class_encoders.TextClassEncoder)
@@ -185,7 +187,7 @@ class TowerTest(tf.test.TestCase):
     self.assertEqual(sorted(calls), [3, 5])
 
   def test_separate_tower_starts_from_the_same_checkpoint(self):
-    model, _ = text_model(class_tower="separate")
+    model = self.separate
     encoder = find(model, class_encoders.TextClassEncoder)
     instance = model.get_layer("encoder")
     self.assertIsNot(encoder.tower, instance)
@@ -196,7 +198,7 @@ class TowerTest(tf.test.TestCase):
       self.assertAllEqual(a, b)
 
   def test_serialization_round_trip(self):
-    model, _ = text_model(class_tower="separate")
+    model = self.separate
     encoder = find(model, class_encoders.TextClassEncoder)
     clone = class_encoders.TextClassEncoder.from_config(encoder.get_config())
     clone.build(None)
@@ -257,6 +259,10 @@ class ZeroShotTrainingTest(tf.test.TestCase):
     cls.data = builders.load_data(cls.config)
     training.train(cls.config)
     cls.ranker = serving.ExportedRanker(cls.config.trainer.model_dir)
+    # The export, loaded once for the two tests that call its class-list
+    # signature directly.
+    cls.export = tf.saved_model.load(os.path.join(
+        cls.config.trainer.model_dir, "export", run_dir_lib.BEST_EXPORT))
 
   def test_held_out_class_is_never_in_a_training_or_validation_batch(self):
     pipeline = builders.build_pipeline(self.config, self.data)
@@ -289,10 +295,7 @@ class ZeroShotTrainingTest(tf.test.TestCase):
 
   def test_new_class_list_is_ranked(self):
     texts = ["I hate waiting"]
-    export = os.path.join(self.config.trainer.model_dir, "export",
-                          run_dir_lib.BEST_EXPORT)
-    signature = tf.saved_model.load(export).signatures[
-        serving.CLASS_LIST_KEY]
+    signature = self.export.signatures[serving.CLASS_LIST_KEY]
     out = signature(text=tf.constant(texts), class_texts=tf.constant(
         ["neutral", "surprise", "joy", "fury"]))
     served = self.ranker.scores(texts)[0]
@@ -306,10 +309,7 @@ class ZeroShotTrainingTest(tf.test.TestCase):
                                   "fury"])[order])
 
   def test_bad_class_lists(self):
-    export = os.path.join(self.config.trainer.model_dir, "export",
-                          run_dir_lib.BEST_EXPORT)
-    signature = tf.saved_model.load(export).signatures[
-        serving.CLASS_LIST_KEY]
+    signature = self.export.signatures[serving.CLASS_LIST_KEY]
     for texts, message in (([], "the class list is empty"),
                            (["joy", "  "], "an empty class text"),
                            (["x"] * (class_encoders.MAX_SERVED_CLASSES + 1),
