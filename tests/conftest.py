@@ -23,25 +23,31 @@ def pytest_unconfigure(config):
   shutil.rmtree(_SESSION_TMP, ignore_errors=True)
 
 
-# The longest test classes (pytest --durations, reference stack, 2 cores:
-# 70-140 s each, a set-up training a run or a study). Under `-n 2 --dist
+# The longest test classes, longest first (pytest --durations of a whole
+# `make test` run, reference stack, 2 cores: 30-150 s each, a set-up training
+# a run or a study, or several binaries in subprocesses). Under `-n 2 --dist
 # loadscope` a worker takes whole classes in collection order; started last,
 # one of them keeps a worker busy minutes after the other has finished.
 # Started first, the short classes fill in around them.
 SLOW_SCOPES = (
     "tests/test_study_pipeline.py::StudyTest",
+    "tests/test_text_pipelines.py::GoEmotionsMiniLMTest",
+    "tests/test_class_encoders.py::ZeroShotTrainingTest",
     "tests/test_study_workers.py::ThreeWorkersTest",
-    "tests/test_distributed_recipes.py::RecipesTest",
-    "tests/test_study_pipeline.py::FrozenTextStudyTest",
-    "tests/test_class_encoders.py::MirroredTest",
-    "tests/test_feature_cache.py::ExportLaterTest",
     "tests/test_feature_cache.py::FrozenTrainingTest",
+    "tests/test_pipelines.py::TrainEvaluateTest",
     "tests/test_faults.py::ResumeTest",
-    "tests/test_faults.py::FinishedRunTest",
     "tests/test_user_example.py::WalkthroughTest",
+    "tests/test_sorting_pipelines.py::SorterPipelinesTest",
+    "tests/test_install.py::NonEditableInstallTest",
+    "tests/test_faults.py::FinishedRunTest",
+    "tests/test_class_encoders.py::MirroredTest",
+    "tests/test_study_pipeline.py::FrozenTextStudyTest",
+    "tests/test_feature_cache.py::ExportLaterTest",
+    "tests/test_user_datasets.py::EndToEndTest",
+    "tests/test_distributed_recipes.py::RecipesTest",
     "tests/test_user_files.py::MirroredTest",
     "tests/test_user_files.py::DownstreamTest",
-    "tests/test_user_datasets.py::EndToEndTest",
 )
 
 
