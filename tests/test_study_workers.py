@@ -36,7 +36,9 @@ SHARED = ["--dataset=digits", "--mlp_units=8", "--train_steps=20",
 GRID = ["--losses=softmax,approx_ndcg", "--interactions=dot",
         "--seeds=0", "--learning_rates=3e-3,1e-2,3e-2"]
 # Columns that differ between workers and between runs of one command.
-UNSTABLE = ("train_seconds", "resumed_at_step")
+UNSTABLE = ("train_seconds", "resumed_at_step",
+            # A commit landing between the two studies changes these alone.
+            "git_commit", "git_dirty")
 TRAINS = re.compile(r"study: worker (.+) (trains|resumes at step \d+) (\S+)$")
 
 
