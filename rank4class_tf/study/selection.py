@@ -191,19 +191,17 @@ def fairness_marks(records: Sequence[Dict], train_steps: int
   groups: Dict[Tuple[str, str, int], List[Dict]] = {}
   for r in records:
     groups.setdefault((r["loss"], r["interaction"], r["seed"]), []).append(r)
-  marks = {r["run"]: study_stats.fairness(
-      r, groups[(r["loss"], r["interaction"], r["seed"])],
-      (r.get("extended_steps") or {}).get("to", train_steps))
+  marks = {r["run"]: dict(
+      study_stats.fairness(
+          r, groups[(r["loss"], r["interaction"], r["seed"])],
+          (r.get("extended_steps") or {}).get("to", train_steps)),
+      lengthened=bool(r.get("extended_steps")),
+      extension_round=(r.get("extension") or {}).get("round", 0))
            for r in records}
   for r in records:
     followed = marks.get(r.get("follows") or "")
     if followed is not None:
       marks[r["run"]].update(lr_edge=followed["lr_edge"],
-                             units_edge=followed["units_edge"])
-  rounds = {r["run"]: (r.get("extension") or {}).get("round", 0)
-            for r in records}
-  for r in records:
-    marks[r["run"]]["lengthened"] = bool(r.get("extended_steps"))
-    marks[r["run"]]["extension_round"] = rounds.get(r.get("follows") or "",
-                                                    rounds[r["run"]])
+                             units_edge=followed["units_edge"],
+                             extension_round=followed["extension_round"])
   return marks
