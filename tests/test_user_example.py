@@ -1,10 +1,11 @@
-"""The shipped user-format example and docs/data.md's three commands on it.
+"""The shipped user-format example and docs/data.md's four commands on it.
 
-The commands are read from the document itself (its "Three commands" block)
+The commands are read from the document itself (its "Four commands" block)
 and run as written, with `runs/` moved to a temporary folder.
 """
 
 import csv
+import glob
 import importlib.util
 import json
 import os
@@ -24,11 +25,11 @@ EXAMPLE = os.path.join(helpers.REPO, "data", "examples", "emotions_csv")
 
 
 def walkthrough_commands():
-  """The three commands of docs/data.md's walkthrough, as argument lists."""
+  """The four commands of docs/data.md's walkthrough, as argument lists."""
   with open(os.path.join(helpers.REPO, "docs", "data.md"),
             encoding="utf-8") as f:
     text = f.read()
-  section = text[text.index("### Three commands"):]
+  section = text[text.index("### Four commands"):]
   block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
   return [shlex.split(command) for command in
           block.replace("\\\n", " ").strip().splitlines()]
@@ -62,14 +63,14 @@ class WalkthroughTest(tf.test.TestCase):
     commands = walkthrough_commands()
     self.assertEqual([c[2] for c in commands],
                      ["pipelines.inspect_data", "pipelines.study",
-                      "pipelines.predict"])
+                      "pipelines.export", "pipelines.predict"])
     runs = tempfile.mkdtemp() + "/"
     outputs = []
     for command in commands:
       command = [sys.executable] + [
           arg.replace("=runs/", "=" + runs) for arg in command[1:]]
       outputs.append(helpers.run_command(command))
-    inspect, study, predict = outputs
+    inspect, study, export, predict = outputs
     self.assertIn("train", inspect.stdout)
     with open(os.path.join(runs, "emotions_inspection",
                            "inspection.json")) as f:
@@ -81,6 +82,16 @@ class WalkthroughTest(tf.test.TestCase):
                      [(loss, seed) for loss in ("approx_ndcg", "softmax")
                       for seed in ("0", "1", "2")])
     self.assertIn("[6/6] ", study.stdout)
+    # The study exported nothing; the export command the picked run alone.
+    exported = sorted(
+        os.path.relpath(path, runs) for path in
+        glob.glob(os.path.join(runs, "emotions_study", "runs", "*", "export",
+                               "*", "saved_model.pb")))
+    self.assertEqual(exported, [
+        os.path.join("emotions_study", "runs", "softmax.dot.lr0.01.seed0",
+                     "export", name, "saved_model.pb")
+        for name in ("best_model_by_metric", "latest_model")])
+    self.assertEqual(export.stdout.count("Exported "), 2)
     ranked = [line.split("\t") for line in predict.stdout.splitlines()]
     self.assertLen(ranked, 3)
     self.assertEqual(ranked[0][0], "gratitude")
