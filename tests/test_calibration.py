@@ -100,6 +100,37 @@ class MetricsTest(tf.test.TestCase):
     p = np.array([[0.9, 0.1], [0.9, 0.1]])
     self.assertAllClose(calibration.ece(p, np.array([0, 1])), 0.4)
 
+  def test_report_nll_is_exact_where_a_probability_underflows(self):
+    # Single-label: the true class 40 below the other (p = e^-40 / (1 +
+    # e^-40) < 1e-12): -log p = 40 + log(1 + e^-40) ~ 40, not the clipped
+    # -log 1e-12 = 27.63; the second instance right at margin 2.
+    scores = np.array([[0.0, 40.0], [2.0, 0.0]])
+    labels = np.array([0, 0])
+    expected = np.mean([40.0 + np.log1p(np.exp(-40.0)),
+                        np.log1p(np.exp(-2.0))])
+    report = calibration.report(scores, labels, calibration.Calibration(
+        calibration.SINGLE_LABEL, temperature=0.5))
+    self.assertAllClose(report["nll"], expected, rtol=1e-12)
+    # T = 0.5 doubles every margin: 80 + log(1 + e^-80) and log(1 + e^-4).
+    self.assertAllClose(report["calibrated_nll"],
+                        np.mean([80.0, np.log1p(np.exp(-4.0))]), rtol=1e-12)
+    # The probability-based `nll` keeps its documented clip.
+    self.assertAllClose(
+        calibration.nll(calibration.softmax(scores), labels),
+        np.mean([-np.log(1e-12), np.log1p(np.exp(-2.0))]))
+    # Multi-label (Platt a = 2, b = 1): z = 2 s + 1; positives at z = -49
+    # and negatives at z = 51 each cost 49 + log(1 + e^-49), 51 + ...
+    s = np.array([[-25.0, 25.0], [1.0, -1.0]])
+    y = np.array([[1.0, 0.0], [1.0, 0.0]])
+    z = 2.0 * s + 1.0
+    reference = np.mean([[-np.log(1 / (1 + np.exp(-z[i, j]))) if y[i, j]
+                          else -np.log(1 / (1 + np.exp(z[i, j])))
+                          for j in range(2)] for i in range(2)])
+    self.assertGreater(reference, 20.0)
+    report = calibration.report(s, y, calibration.Calibration(
+        calibration.MULTI_LABEL, scale=2.0, shift=1.0))
+    self.assertAllClose(report["calibrated_nll"], reference, rtol=1e-12)
+
   def test_calibration_never_changes_the_ranking(self):
     logits, labels = sampled(n=2000, k=6, seed=3)
     scores = logits * 7.0 + 2.0

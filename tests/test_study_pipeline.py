@@ -133,6 +133,11 @@ class StudyTest(tf.test.TestCase):
                  "test_calibrated_nll", "calibration_temperature"):
       self.assertTrue(np.isfinite(float(row[name])), name)
     self.assertLess(float(row["test_calibrated_nll"]), float(row["test_nll"]))
+    # The NLL before calibration is the test softmax CE, in every run (one
+    # computation from the scores, no clipped probabilities).
+    for r in self.rows.values():
+      self.assertAllClose(float(r["test_nll"]), float(r["test_softmax_ce"]),
+                          rtol=1e-9, msg=r["run"])
     self.assertIn("## Calibration by loss", self.tables)
     self.assertIn("| **approx_ndcg** (every interaction) | 2 |", self.tables)
     # A record written before calibration existed, in a copy of the study:

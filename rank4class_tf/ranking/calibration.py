@@ -24,7 +24,7 @@ Metrics (single-label: of the predicted class's probability, the usual
 "confidence" view; multi-label: of every (instance, class) probability):
 
 * NLL: mean -log p(true class) (multi-label: mean binary cross-entropy over
-  classes).
+  classes); `report` computes it from the scores in log space, exactly.
 * ECE (`ECE_BINS` = 15 equal-width bins of confidence in [0, 1]): sum over
   bins of (bin size / n) * |accuracy(bin) - mean confidence(bin)|.
 * Brier score: mean over instances of sum over classes of (p_c - y_c)^2
@@ -239,15 +239,33 @@ def metrics(probabilities: np.ndarray, labels: np.ndarray,
           prefix + "brier": brier(probabilities, labels)}
 
 
+def nll_of_scores(scores: np.ndarray, labels: np.ndarray,
+                  calibration: Calibration) -> float:
+  """`nll` of `calibration.probabilities(scores)`, computed from the scores
+  in log space: exact where a probability underflows (`nll` clips it at
+  1e-12, capping an instance's loss at 27.6; a ranking loss's or a sharp
+  temperature's scores go far past that)."""
+  scores = np.asarray(scores, np.float64)
+  labels = np.asarray(labels)
+  if calibration.kind == SINGLE_LABEL:
+    log_p = _log_softmax(scores / calibration.temperature)
+    return float(-log_p[np.arange(len(labels)), labels.astype(int)].mean())
+  z = calibration.scale * scores + calibration.shift
+  # -[y log sigmoid(z) + (1 - y) log sigmoid(-z)] = log(1 + e^z) - y z.
+  return float((np.logaddexp(0.0, z) - labels * z).mean())
+
+
 def report(scores: np.ndarray, labels: np.ndarray,
            calibration: Optional[Calibration]) -> Dict[str, float]:
   """NLL, ECE and Brier of the scores before calibration (softmax or
   sigmoid of the raw scores) and, given a calibration, after it
-  (`calibrated_` names)."""
-  out = metrics(uncalibrated(labels).probabilities(scores), labels)
-  if calibration is not None:
-    out.update(metrics(calibration.probabilities(scores), labels,
-                       "calibrated_"))
+  (`calibrated_` names); the NLLs from the scores (`nll_of_scores`)."""
+  out = {}
+  for prefix, fitted in (("", uncalibrated(labels)),
+                         ("calibrated_", calibration)):
+    if fitted is not None:
+      out.update(metrics(fitted.probabilities(scores), labels, prefix))
+      out[prefix + "nll"] = nll_of_scores(scores, labels, fitted)
   return out
 
 
