@@ -20,6 +20,7 @@ from rank4class_tf.data import datasets
 from rank4class_tf.data import text
 from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import pretrained
+from rank4class_tf.modeling import stateless_dropout
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import builders
@@ -360,6 +361,40 @@ class FrozenTrainingTest(tf.test.TestCase):
       labels, scores = serving.split_scores(ranker, self.data, split)
       self.assertAllEqual(scored[split][0], labels)
       self.assertAllClose(scored[split][1], scores, atol=1e-5)
+
+
+  def test_checkpoint_from_before_the_dropout_counters_scores_as_trained(self):
+    # The run's best checkpoint rewritten as the package wrote it before the
+    # dropout step counters (the model built without them): the encoder's
+    # counter would take the class table's checkpoint key.
+    model_dir = os.path.join(tempfile.mkdtemp(), "old")
+    shutil.copytree(self.cached.trainer.model_dir, model_dir)
+    config = self.cached.replace(model_dir=model_dir)
+    best = run_dir_lib.RunDir(model_dir).best_checkpoint()
+    builder = builders.build_pipeline(config, self.data).model_builder
+    current = builder.build()
+    stateless_dropout.restore(current, best)
+    counters = {id(v) for v in stateless_dropout.step_counters(current)}
+    self.assertLen(counters, 1)
+    with stateless_dropout.without_counters():
+      old = builder.build()
+    weights = [w for w in current.weights if id(w) not in counters]
+    for target, value in zip(old.weights, weights, strict=True):
+      target.assign(value)
+    old.save_weights(best)
+    self.assertFalse(stateless_dropout.checkpoint_has_counters(best))
+    # What plain `load_weights(...).expect_partial()` made of it: the
+    # initial class table, without a word.
+    plain = builder.build()
+    plain.load_weights(best).expect_partial()
+    table = lambda model: [w for w in model.weights
+                           if "embeddings" in w.name][0].numpy()
+    self.assertNotAllClose(table(plain), table(current))
+    expected = training.checkpoint_scores(self.cached, self.data)
+    scored = training.checkpoint_scores(config, self.data)
+    for split in ("validation", "test"):
+      self.assertAllEqual(scored[split][0], expected[split][0])
+      self.assertAllClose(scored[split][1], expected[split][1], atol=1e-6)
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ of the run that was never interrupted.
 """
 
 import os
+import re
 import tempfile
 
 from absl.testing import parameterized
@@ -206,6 +207,62 @@ class LayerTest(tf.test.TestCase):
     wider(tf.ones([1, 3]))
     with self.assertRaisesRegex(AssertionError, "Found 3 Python objects"):
       sd.assert_existing_objects_matched(wider.load_weights(old), wider, old)
+
+
+  def test_checkpoint_whose_layout_the_counters_shift_is_restored(self):
+    """Dropout before the first weighted layer (a frozen run's
+    `CachedFeatures`): its counter becomes `layer_with_weights-0`, so an old
+    checkpoint's keys name other layers. `restore` reads it through the
+    model built without counters; plain `load_weights` would not."""
+    folder = self.get_temp_dir()
+
+    def build():
+      x = tf.keras.Input([3])
+      y = tf.keras.layers.Dense(2)(sd.StatelessDropout(0.5, salt=1)(x))
+      return tf.keras.Model(x, y)
+
+    with sd.without_counters():
+      old = build()
+    self.assertEqual(sd.step_counters(old), [])
+    kernel = np.arange(6, dtype=np.float32).reshape(3, 2)
+    old.layers[-1].set_weights([kernel, np.array([1., -1.], np.float32)])
+    path = os.path.join(folder, "old")
+    old.save_weights(path)
+    self.assertFalse(sd.checkpoint_has_counters(path))
+    # The silent failure `restore` prevents: the Dense layer keeps its
+    # initial kernel.
+    plain = build()
+    plain.load_weights(path).expect_partial()
+    self.assertNotAllClose(plain.layers[-1].kernel, kernel)
+    new = build()
+    sd.restore(new, path, rebuild=build)
+    self.assertAllEqual(new.layers[-1].kernel, kernel)
+    self.assertAllEqual(new.layers[-1].bias, [1., -1.])
+    self.assertEqual(int(sd.step_counters(new)[0].numpy()), 0)
+    x = tf.ones([4, 3])
+    self.assertAllEqual(new(x), old(x))
+    with self.assertRaisesRegex(ValueError, "^" + re.escape(
+        f"{path} was written before the dropout step counters, in a layout "
+        "they shift (Found 3 Python objects that were not bound to "
+        "checkpointed values): go on from it with the commit that wrote it "
+        "(the run's provenance).") + "$"):
+      sd.restore(build(), path)
+    # A checkpoint of another model: an error, with or without fallback.
+    other = os.path.join(folder, "other")
+    current = build()
+    current.save_weights(other)
+    wider = lambda: tf.keras.Sequential([tf.keras.Input([3]),
+                                         tf.keras.layers.Dense(5),
+                                         sd.StatelessDropout(0.5, salt=1)])
+    with self.assertRaisesRegex(ValueError, "^" + re.escape(
+        f"{other} does not hold this model's weights (Found 3 Python "
+        "objects that were not bound to checkpointed values): it was "
+        "written by another model.") + "$"):
+      sd.restore(wider(), other, rebuild=wider)
+    with self.assertRaisesRegex(ValueError, re.escape(
+        f"{path} does not hold this model's weights, with or without "
+        "dropout step counters")):
+      sd.restore(wider(), path, rebuild=wider)
 
 
 class EncodersTest(tf.test.TestCase):

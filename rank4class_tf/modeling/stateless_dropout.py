@@ -19,6 +19,16 @@ SavedModels hold it, and a resumed run goes on counting where the backup
 was taken. So the resumed run redraws exactly the masks of the
 uninterrupted one.
 
+Checkpoints written before the counters existed load with `restore`: where
+the counters only add weights to layers that had some, TensorFlow matches
+every other weight and the counters start at 0; where a layer that had no
+weights gains one (the dropout of a frozen run's `CachedFeatures`), Keras'
+checkpoint keys (`layer_with_weights-N`) of the layers after it shift, and
+`restore` loads the checkpoint into the same model built without counters
+(`without_counters`) and copies its weights over. Plain
+`model.load_weights(...).expect_partial()` would leave those layers at their
+initial values without a word.
+
 Design rejected: keying by the optimizer's `iterations` (in every checkpoint
 already, so old checkpoints would need nothing). A layer cannot reach the
 optimizer without being handed it, which ties every encoder to a compiled
@@ -26,9 +36,11 @@ model; the layer's own counter works in any loop, in a layer called twice a
 step (two masks), and in a SavedModel.
 """
 
+import contextlib
 import re
+import threading
 import zlib
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import tensorflow as tf
 
@@ -37,6 +49,9 @@ from rank4class_tf import ops
 # The name of the step counter (`StatelessDropout.step`): attribute, weight
 # and the last part of its checkpoint key.
 STEP_NAME = "step"
+
+# Whether layers built now create their step counter (`without_counters`).
+_BUILDING = threading.local()
 
 
 def salt_of(name: str) -> int:
@@ -99,6 +114,9 @@ class StatelessDropout(tf.keras.layers.Layer):
     self.step = None
 
   def build(self, input_shape):
+    if getattr(_BUILDING, "without_counters", False):
+      super().build(input_shape)  # The layout of before the counters.
+      return
     self.step = self.add_weight(
         name=STEP_NAME, shape=(), dtype=tf.int64, initializer="zeros",
         trainable=False,
@@ -117,6 +135,10 @@ class StatelessDropout(tf.keras.layers.Layer):
   def _drop(self, inputs):
     context = tf.distribute.get_replica_context()
     replica = context.replica_id_in_sync_group if context else 0
+    if self.step is None:  # Built by `without_counters`: one mask.
+      return ops.stateless_dropout(
+          inputs, self.rate, ops.dropout_key(
+              self.seed, self.salt, tf.constant(0, tf.int64), replica))
     step = self.step.read_value()
     outputs = ops.stateless_dropout(
         inputs, self.rate, ops.dropout_key(self.seed, self.salt, step,
@@ -175,3 +197,82 @@ def assert_existing_objects_matched(status, model: tf.Module,
     if not (counters and found and int(found[1]) == len(counters) and
             not checkpoint_has_counters(checkpoint)):
       raise
+
+
+@contextlib.contextmanager
+def without_counters():
+  """Layers built inside create no step counter: a model built here has the
+  weights, and the checkpoint layout, of before the counters (`restore`)."""
+  before = getattr(_BUILDING, "without_counters", False)
+  _BUILDING.without_counters = True
+  try:
+    yield
+  finally:
+    _BUILDING.without_counters = before
+
+
+def _unbound(error: Exception) -> str:
+  """The first sentence of TensorFlow's message (an unmatched-objects one
+  goes on to list every variable with its values)."""
+  return str(error).split(", likely due to", 1)[0].split("\n", 1)[0]
+
+
+def restore(model: tf.keras.Model, checkpoint: str,
+            rebuild: Optional[Callable[[], tf.keras.Model]] = None) -> None:
+  """Loads `checkpoint`'s weights into `model`, every weight or an error.
+
+  Values in the checkpoint the model has no use for (the optimizer's) are
+  fine. A checkpoint written before the dropout step counters: the counters
+  start at 0; when they shift its layout (module doc), `rebuild()` builds
+  the same model, which is built again without counters to read it, and its
+  weights are copied into `model`.
+
+  Args:
+    model: the model to load into (built).
+    checkpoint: a checkpoint prefix written by `model.save_weights` or
+      Keras' `ModelCheckpoint` for a model built the same way.
+    rebuild: builds the model again (its builder); None: no such fallback.
+
+  Raises:
+    ValueError: naming the checkpoint, when some weight of the model has no
+      value in it, or one of another shape.
+  """
+  try:
+    status = model.load_weights(checkpoint)
+    assert_existing_objects_matched(status, model, checkpoint)
+  except (AssertionError, ValueError) as e:  # Unmatched, or other shapes.
+    if checkpoint_has_counters(checkpoint):
+      raise ValueError(f"{checkpoint} does not hold this model's weights "
+                       f"({_unbound(e)}): it was written by another "
+                       "model.") from None
+    if rebuild is None:
+      raise ValueError(f"{checkpoint} was written before the dropout step "
+                       "counters, in a layout they shift "
+                       f"({_unbound(e)}): go on from it with the commit "
+                       "that wrote it (the run's provenance).") from None
+    _restore_without_counters(model, checkpoint, rebuild)
+  status.expect_partial()
+
+
+def _restore_without_counters(model: tf.keras.Model, checkpoint: str,
+                              rebuild: Callable[[], tf.keras.Model]) -> None:
+  """`restore`'s fallback: the checkpoint read by the model built without
+  counters, its weights copied into `model` in order, counters at 0."""
+  with without_counters():
+    legacy = rebuild()
+  try:
+    status = legacy.load_weights(checkpoint)
+    status.assert_existing_objects_matched()
+  except (AssertionError, ValueError) as e:
+    raise ValueError(f"{checkpoint} does not hold this model's weights, "
+                     f"with or without dropout step counters "
+                     f"({_unbound(e)}).") from None
+  status.expect_partial()
+  skip = {id(v) for v in step_counters(model)}  # Not in it: they stay 0.
+  targets = [v for v in model.weights if id(v) not in skip]
+  if [tuple(v.shape) for v in targets] != [tuple(v.shape)
+                                           for v in legacy.weights]:
+    raise ValueError(f"{checkpoint}: the model built without dropout step "
+                     "counters has other weights than the model.")
+  for target, value in zip(targets, legacy.weights):
+    target.assign(value)

@@ -226,9 +226,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
         # the first step) when they are created: TensorFlow's checkpoints
         # defer the restore of objects that do not exist yet. A checkpoint
         # of a run trained before the dropout step counters has none.
-        stateless_dropout.assert_existing_objects_matched(
-            model.load_weights(self._start_checkpoint), model,
-            self._start_checkpoint)
+        stateless_dropout.restore(model, self._start_checkpoint)
         initial_epoch = self._start_epoch
       model.fit(
           x=self._dataset_builder.build_train_dataset(),
@@ -322,7 +320,8 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     if not self._export:
       return
     if checkpoint:
-      model.load_weights(checkpoint).expect_partial()
+      stateless_dropout.restore(model, checkpoint,
+                                rebuild=self._model_builder.build)
     # Calibrated on the validation split by the model that trained (a
     # frozen run's reads the cached features), before its weights go to the
     # serving model.

@@ -22,6 +22,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf import distribute
 from rank4class_tf import fileio
+from rank4class_tf.modeling import stateless_dropout
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import builders
@@ -381,7 +382,8 @@ def checkpoint_scores(config: config_lib.TrainConfig,
   pipeline = builders.build_pipeline(builders.resolve_defaults(config), data)
   builder = pipeline.dataset_builder
   model = pipeline.model_builder.build()
-  model.load_weights(checkpoint).expect_partial()
+  stateless_dropout.restore(model, checkpoint,
+                            rebuild=pipeline.model_builder.build)
   results = {}
   for split in splits:
     ds = datasets.ranking_dataset(builder.data, split,
