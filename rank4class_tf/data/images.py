@@ -21,7 +21,7 @@ Recipes:
   a bilinear resize to [size, size]. Evaluation: a center crop of 0.875 of
   the shorter side (224 / 256), a bilinear resize to [size, size]. Both then
   subtract the ImageNet mean and divide by its standard deviation, per
-  channel (`preprocess_ops.MEAN_RGB`, `STDDEV_RGB`).
+  channel (the values of `preprocess_ops.MEAN_RGB`, `STDDEV_RGB`).
 * `MultiLabelImagePreprocessing`: for multi-label images (COCO, VOC), the
   whole image is resized (bilinear) to [size, size], aspect ratio not kept,
   as ML-GCN's `Warp`: a crop could cut an object away and its label would
@@ -43,12 +43,20 @@ from typing import Any, Dict, Tuple
 import numpy as np
 import tensorflow as tf
 
-from official.vision.ops import preprocess_ops
-
-# The Model Garden's ImageNet statistics, in [0, 255] pixel units.
-IMAGENET_MEAN_RGB = preprocess_ops.MEAN_RGB
-IMAGENET_STDDEV_RGB = preprocess_ops.STDDEV_RGB
+# The Model Garden's ImageNet statistics, in [0, 255] pixel units:
+# `preprocess_ops.MEAN_RGB` and `STDDEV_RGB` (tests/test_images.py checks).
+IMAGENET_MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+IMAGENET_STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 CENTER_CROP_FRACTION = 0.875
+
+
+def _preprocess_ops():
+  """`official.vision.ops.preprocess_ops`, imported when an image is first
+  preprocessed: any official.vision import runs that package's __init__,
+  which imports every Model Garden vision task (Mask R-CNN's plotting,
+  matplotlib), 0.9 s of every binary's start (`python -X importtime`)."""
+  from official.vision.ops import preprocess_ops  # pylint: disable=g-import-not-at-top
+  return preprocess_ops
 
 
 class ImageNetPreprocessing:
@@ -67,6 +75,7 @@ class ImageNetPreprocessing:
   def __call__(self, image: tf.Tensor, training: bool) -> tf.Tensor:
     """uint8 [height, width, 3] -> float32 [size, size, 3]."""
     image.shape.assert_has_rank(3)
+    preprocess_ops = _preprocess_ops()
     if training:
       cropped = preprocess_ops.random_crop_image(image)
       image = tf.cond(
@@ -107,7 +116,7 @@ class MultiLabelImagePreprocessing(ImageNetPreprocessing):
     image = tf.image.resize(image, [self.size, self.size],
                             method=tf.image.ResizeMethod.BILINEAR)
     image.set_shape(self.output_shape)
-    return preprocess_ops.normalize_image(
+    return _preprocess_ops().normalize_image(
         image, offset=IMAGENET_MEAN_RGB, scale=IMAGENET_STDDEV_RGB)
 
 

@@ -45,7 +45,6 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from official.vision.modeling.backbones import resnet
 from rank4class_tf import lookup
 from rank4class_tf.modeling import pretrained
 from rank4class_tf.modeling import stateless_dropout
@@ -475,6 +474,11 @@ class ResNet50Encoder(tf.keras.layers.Layer):
     self.init_checkpoint = init_checkpoint
     self.dropout = float(dropout)
     self.seed = int(seed)
+    # Imported here: any official.vision import runs that package's
+    # __init__, which imports every Model Garden vision task (Mask R-CNN's
+    # plotting, matplotlib): 0.9 s of every binary's start
+    # (`python -X importtime`), for the ResNet encoder alone.
+    from official.vision.modeling.backbones import resnet  # pylint: disable=g-import-not-at-top
     self.backbone = resnet.ResNet(
         model_id=50,
         input_specs=tf.keras.layers.InputSpec(shape=[None, None, None, 3]))
