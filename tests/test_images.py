@@ -4,7 +4,6 @@ TFDS datasets run on `tfds.testing.mock_data`: TFDS's real builders (specs,
 class names) with random examples.
 """
 
-import dataclasses
 import os
 import subprocess
 import sys
