@@ -391,6 +391,12 @@ class TrainerConfig:
       True, "Write the SavedModels (export/) when training ends; false keeps "
       "the checkpoints only (pipelines.export writes the SavedModels "
       "later), e.g. for the many runs of a study.")
+  keep_checkpoints: int = field(
+      0, "Per-validation checkpoints kept: the newest N in checkpoints/ and "
+      "the best one alone in best_checkpoint/, older ones deleted after each "
+      "validation (a fine-tuned MiniLM run writes ~260 MB a validation); 0 "
+      "keeps every one. What resuming, extending and exporting read is "
+      "always kept.")
   mixed_precision: str = field(
       "float32", "Compute precision, weights kept in float32: float32, "
       "bfloat16 (Keras mixed_bfloat16; CPUs with AVX512-BF16 or AMX, TPUs) "
@@ -464,6 +470,10 @@ class TrainConfig:
     for name in _POSITIVE:
       if not values[name] > 0:
         raise ValueError(f"`{name}`={values[name]!r} must be > 0.")
+    keep = values["keep_checkpoints"]
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+      raise ValueError(f"`keep_checkpoints`={keep!r} must be an integer "
+                       ">= 0 (0: keep every checkpoint).")
     if not self.loss.parallel_weight >= 0 or not self.loss.margin >= 0:
       raise ValueError("`parallel_weight` and `recall_margin` must be >= 0.")
     if self.loss.temperature is not None and not self.loss.temperature > 0:

@@ -217,6 +217,36 @@ class RunDir:
         epochs.append(int(number))
     return sorted(epochs)
 
+  def prune_checkpoints(self, keep: int) -> List[str]:
+    """Deletes all but the `keep` newest per-validation checkpoints and all
+    but the best one of `best_checkpoint/` (`--keep_checkpoints`).
+
+    A checkpoint's files (`ckpt-0003.index`, `.data-*`) go together, its
+    index last, so a deletion cut short leaves either a whole checkpoint
+    or data files no reader lists. The state file `checkpoint` is kept.
+
+    Args:
+      keep: per-validation checkpoints to keep, >= 1.
+
+    Returns:
+      The prefixes deleted.
+    """
+    if keep < 1:
+      raise ValueError(f"`keep_checkpoints`={keep} must be >= 1 to prune.")
+    epochs = self.checkpoint_epochs()
+    doomed = [self.checkpoint(e) for e in epochs[:-keep]]
+    best = self.best_checkpoint()
+    if best:
+      pattern = os.path.join(self.best_checkpoints, "ckpt-*.index")
+      doomed += [index[:-len(".index")] for index in
+                 sorted(tf.io.gfile.glob(pattern))
+                 if index[:-len(".index")] != best]
+    for prefix in doomed:
+      for path in sorted(tf.io.gfile.glob(prefix + ".data-*")):
+        fileio.remove(path)
+      fileio.remove(prefix + ".index")
+    return doomed
+
   def has_checkpoint(self, epoch: int) -> bool:
     return fileio.exists(self.checkpoint(epoch) + ".index")
 

@@ -376,6 +376,43 @@ class FinishedRunTest(tf.test.TestCase):
         "starts afresh under these.")
     self.assertEqual(tree_state(self.finished), before)
 
+  def test_keep_checkpoints_prunes_as_the_extension_trains(self):
+    # A finished run with every checkpoint, extended under
+    # --keep_checkpoints=1 (a setting that may change): it starts from
+    # ckpt-0002 and keeps only the newest and the best.
+    extended = self.copy()
+    proc = run(train_cmd(extended, "--train_steps=50", "--eval_every=10",
+                         "--keep_checkpoints=1"))
+    self.assertIn(f"Extending the finished run from {extended}/checkpoints/"
+                  "ckpt-0002 (epoch 2) to 50 steps.", proc.stderr)
+    self.assertEqual(sorted(os.listdir(os.path.join(extended,
+                                                    "checkpoints"))),
+                     ["checkpoint", "ckpt-0005.data-00000-of-00001",
+                      "ckpt-0005.index"])
+    with open(os.path.join(extended, "best_checkpoint", "best.json")) as f:
+      best = f"ckpt-{json.load(f)['epoch']:04d}"
+    self.assertEqual(sorted(os.listdir(os.path.join(extended,
+                                                    "best_checkpoint"))),
+                     ["best.json", "checkpoint", f"{best}.data-00000-of-00001",
+                      f"{best}.index"])
+    self.assertStartsWith(training.already_finished(
+        serving.load_config(extended)), "already finished: ")
+    # The best export is the best checkpoint's.
+    config = serving.load_config(extended).replace(model_dir=extended)
+    scored = training.checkpoint_scores(config, builders.load_data(config),
+                                        ("test",))
+    labels, scores = serving.split_scores(
+        serving.ExportedRanker(extended), builders.load_data(config), "test")
+    self.assertAllClose(scored["test"][1], scores, atol=1e-5)
+    # A bad value: one line naming the flag, nothing written.
+    bad = os.path.join(tempfile.mkdtemp(), "bad")
+    proc = run(train_cmd(bad, "--keep_checkpoints=-1"), check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                     "train: --keep_checkpoints=-1 must be an integer >= 0 "
+                     "(0: keep every checkpoint).")
+    self.assertFalse(os.path.exists(bad))
+
   def test_more_steps_extend_and_an_interrupted_extension_resumes(self):
     steps = ("--train_steps=40", "--eval_every=10")
     # The extension (as before), killed after its first validation's backup.

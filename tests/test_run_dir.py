@@ -51,6 +51,39 @@ class RunDirTest(tf.test.TestCase):
     self.assertTrue(self.run.has_checkpoint(10))
     self.assertFalse(self.run.has_checkpoint(3))
 
+  def test_prune_keeps_the_newest_and_the_best(self):
+    def touch(folder, *names):
+      os.makedirs(folder, exist_ok=True)
+      for name in names:
+        open(os.path.join(folder, name), "w").close()
+
+    def files(ckpt):
+      return (f"{ckpt}.index", f"{ckpt}.data-00000-of-00002",
+              f"{ckpt}.data-00001-of-00002")
+
+    for epoch in (1, 2, 3, 10):
+      touch(self.run.checkpoints, *files(f"ckpt-{epoch:04d}"))
+    touch(self.run.checkpoints, "checkpoint")
+    for epoch in (1, 3):
+      touch(self.run.best_checkpoints, *files(f"ckpt-{epoch:04d}"))
+    touch(self.run.best_checkpoints, "best.json")
+    with open(os.path.join(self.run.best_checkpoints, "checkpoint"),
+              "w") as f:  # The state file `tf.train.latest_checkpoint` reads.
+      f.write('model_checkpoint_path: "ckpt-0003"\n')
+    deleted = self.run.prune_checkpoints(2)
+    self.assertEqual(deleted, [
+        self.run.checkpoint(1), self.run.checkpoint(2),
+        os.path.join(self.run.best_checkpoints, "ckpt-0001")])
+    self.assertEqual(sorted(os.listdir(self.run.checkpoints)),
+                     sorted(["checkpoint", *files("ckpt-0003"),
+                             *files("ckpt-0010")]))
+    self.assertEqual(sorted(os.listdir(self.run.best_checkpoints)),
+                     sorted(["best.json", "checkpoint", *files("ckpt-0003")]))
+    self.assertEqual(self.run.prune_checkpoints(2), [])  # Nothing left.
+    self.assertEqual(self.run.prune_checkpoints(1), [self.run.checkpoint(3)])
+    with self.assertRaisesRegex(ValueError, "must be >= 1 to prune"):
+      self.run.prune_checkpoints(0)
+
   def test_exports_need_both_saved_models(self):
     for name in run_dir_lib.EXPORTS:
       os.makedirs(self.run.export(name))

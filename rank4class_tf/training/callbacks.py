@@ -53,6 +53,22 @@ class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
           "value": float(self.best)})
 
 
+class PruneCheckpoints(tf.keras.callbacks.Callback):
+  """After each validation's checkpoints are written, deletes the older
+  ones (`RunDir.prune_checkpoints`): `--keep_checkpoints`. Placed after
+  Keras' `ModelCheckpoint` and `BestCheckpoint`, before the backup."""
+
+  def __init__(self, model_dir: str, keep: int):
+    super().__init__()
+    self._run = run_dir_lib.RunDir(model_dir)
+    self._keep = keep
+
+  def on_epoch_end(self, epoch, logs=None):
+    del epoch, logs  # Unused.
+    if self.model.distribute_strategy.extended.should_checkpoint:
+      self._run.prune_checkpoints(self._keep)
+
+
 def read_best(path: str, monitor: str, model_dir: str,
               resume_after: int) -> float:
   """The best validation value of the epochs a resumed run completed.

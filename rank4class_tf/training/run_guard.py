@@ -44,7 +44,8 @@ from rank4class_tf import run_dir as run_dir_lib
 # steps, or a finished one with more), change only its serving output
 # (`top_k`) or how it is started. A finished run is finished only for its
 # own `train_steps` and `top_k` (`trainer.already_finished`).
-MAY_DIFFER = ("model_dir", "overwrite", "train_steps", "top_k")
+MAY_DIFFER = ("model_dir", "overwrite", "train_steps", "top_k",
+              "keep_checkpoints")
 # Of those, the flags that only say how a run is started.
 STARTED_BY = ("model_dir", "overwrite")
 
