@@ -33,7 +33,7 @@ from rank4class_tf.training import trainer as training
 
 # Settings that do not make two runs different models.
 IGNORED = ("seed", "model_dir", "overwrite", "feature_cache_dir", "export",
-           "data_dir")
+           "keep_checkpoints", "data_dir")
 
 
 def seed_interval(values: Sequence[float], level: float = 0.95
