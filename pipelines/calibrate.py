@@ -28,7 +28,10 @@ A study trained before calibration existed (docs/study.md):
 adds each finished run's calibration to its record, from its best
 checkpoint (no training, no export: a temperature fitted on validation, the
 test NLL, ECE and Brier before and after), then rewrites the report, whose
-tables.md gains the section "Calibration by loss".
+tables.md gains the section "Calibration by loss". `--recompute` does it for
+every finished run, also those with a calibration: a study calibrated by a
+release before commit 8018d6d has the NLL of probabilities clipped at 1e-12
+(too low where a model is confidently wrong).
 """
 
 import json
@@ -52,6 +55,9 @@ flags.DEFINE_string("model_dir", None, "Directory of a finished run.")
 flags.DEFINE_string("study_dir", None, "A study folder: calibrate every "
                     "finished run's record that has no calibration, then "
                     "rewrite its report.")
+flags.DEFINE_bool("recompute", False, "With --study_dir: calibrate every "
+                  "finished run's record, also those that have a "
+                  "calibration (computed by an older release).")
 
 FLAGS = flags.FLAGS
 
@@ -61,6 +67,9 @@ def main(argv):
     sys.exit(f"calibrate: unexpected arguments: {' '.join(argv[1:])}")
   if bool(FLAGS.model_dir) == bool(FLAGS.study_dir):
     sys.exit("calibrate: set one of --model_dir and --study_dir.")
+  if FLAGS.recompute and not FLAGS.study_dir:
+    sys.exit("calibrate: --recompute is read with --study_dir only "
+             "(--model_dir always fits the calibration again).")
   console.quiet()
   if FLAGS.study_dir:
     try:
@@ -68,7 +77,8 @@ def main(argv):
                                          study_folder.STUDY_FILE)):
         raise ValueError(f"--study_dir={FLAGS.study_dir} holds no study "
                          f"({study_folder.STUDY_FILE} not found).")
-      done = study_evaluation.add_calibration(FLAGS.study_dir)
+      done = study_evaluation.add_calibration(FLAGS.study_dir,
+                                              recompute=FLAGS.recompute)
       paths = study_report.write_report(FLAGS.study_dir)
     except ValueError as e:
       console.fail("calibrate", e)

@@ -22,6 +22,7 @@ import tensorflow as tf
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
+from rank4class_tf.study import evaluation as study_evaluation
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import runner as study
@@ -151,15 +152,31 @@ class StudyTest(tf.test.TestCase):
     fitted = record.pop("calibration")
     with open(result, "w") as f:
       json.dump(record, f)
-    out = run([sys.executable, "-m", "pipelines.calibrate",
-               f"--study_dir={copy}"])
-    self.assertIn("Calibrated 1 run(s)", out.stdout)
+    # Another record's calibration as an older release computed it (here a
+    # made-up NLL): kept, unless --recompute.
+    stale = os.path.join(copy, "runs", "softmax.dot.lr0.01.seed0",
+                         study_folder.RESULT_FILE)
+    with open(stale) as f:
+      stale_record = json.load(f)
+    stale_record["calibration"]["nll"] = 0.0
+    with open(stale, "w") as f:
+      json.dump(stale_record, f)
+    self.assertEqual(study_evaluation.add_calibration(
+        copy, progress=lambda line: None), 1)
     with open(result) as f:
       again = json.load(f)["calibration"]
     self.assertAllClose(again["temperature"], fitted["temperature"],
                         rtol=1e-4)
     self.assertAllClose(again["calibrated_ece"], fitted["calibrated_ece"],
                         atol=1e-6)
+    with open(stale) as f:
+      self.assertEqual(json.load(f)["calibration"]["nll"], 0.0)
+    out = run([sys.executable, "-m", "pipelines.calibrate",
+               f"--study_dir={copy}", "--recompute"])
+    self.assertIn(f"Calibrated {len(self.rows)} run(s)", out.stdout)
+    with open(stale) as f:
+      self.assertAllClose(json.load(f)["calibration"]["nll"],
+                          stale_record["test_softmax_ce"], rtol=1e-9)
 
   def test_rerun_skips_everything_and_report_only_repeats(self):
     results = [os.path.join(self.dir, "runs", name, study_folder.RESULT_FILE)

@@ -104,10 +104,13 @@ def calibration_record(val_labels: np.ndarray, val_scores: np.ndarray,
               temperature=fitted.temperature)
 
 
-def add_calibration(study_dir: str, progress=print) -> int:
+def add_calibration(study_dir: str, progress=print,
+                    recompute: bool = False) -> int:
   """Adds `calibration` to every finished run record of a study that has
   none (runs trained before calibration existed), from the run's best
-  checkpoint (`training.checkpoint_scores`: no training, no export).
+  checkpoint (`training.checkpoint_scores`: no training, no export); with
+  `recompute`, to every finished run's record (one computed by an older
+  release: before commit 8018d6d the NLL was of clipped probabilities).
 
   Returns:
     How many records were updated.
@@ -116,17 +119,19 @@ def add_calibration(study_dir: str, progress=print) -> int:
   done, data_of = 0, {}
   with study_folder.locked(study_dir):
     for name in sorted(fileio.listdir(runs)) if fileio.isdir(runs) else []:
-      done += _calibrate_record(os.path.join(runs, name), data_of, progress)
+      done += _calibrate_record(os.path.join(runs, name), data_of, progress,
+                                recompute)
   return done
 
 
-def _calibrate_record(folder: str, data_of: Dict, progress) -> int:
+def _calibrate_record(folder: str, data_of: Dict, progress,
+                      recompute: bool) -> int:
   """`add_calibration` for one run folder: 1 if its record was updated."""
   path = os.path.join(folder, study_folder.RESULT_FILE)
   if not fileio.exists(path):
     return 0
   record = study_folder.read_json(path)
-  if "calibration" in record:
+  if "calibration" in record and not recompute:
     return 0
   config = serving.load_config(folder).replace(model_dir=folder)
   key = json.dumps(dataclasses.asdict(config.data), sort_keys=True)
