@@ -180,6 +180,13 @@ class TrainEvaluateTest(tf.test.TestCase):
     both = run("pipelines.calibrate", check=False)
     self.assertEqual(both.stderr.strip(),
                      "calibrate: set one of --model_dir and --study_dir.")
+    alone = run("pipelines.calibrate", f"--model_dir={empty}", "--recompute",
+                check=False)
+    self.assertEqual(alone.returncode, 1)
+    self.assertEqual(alone.stderr.strip(),
+                     "calibrate: --recompute is read with --study_dir only "
+                     "(--model_dir always fits the calibration again).")
+    self.assertEqual(os.listdir(empty), [])
 
   def test_evaluate_prints_one_json_line(self):
     proc = run("pipelines.evaluate", f"--model_dir={self.model_dir}",
