@@ -264,6 +264,27 @@ class LayerTest(tf.test.TestCase):
         "dropout step counters")):
       sd.restore(wider(), path, rebuild=wider)
 
+  def test_shifted_layout_whose_shapes_clash(self):
+    """Two Dense layers after the dropout: the old second layer's key now
+    names the first, of another shape, and TensorFlow refuses the load
+    outright; `restore` still reads it through the model without
+    counters."""
+    def build():
+      x = tf.keras.Input([3])
+      h = tf.keras.layers.Dense(2)(sd.StatelessDropout(0.5, salt=1)(x))
+      return tf.keras.Model(x, tf.keras.layers.Dense(4)(h))
+
+    with sd.without_counters():
+      old = build()
+    path = os.path.join(self.get_temp_dir(), "old")
+    old.save_weights(path)
+    with self.assertRaisesRegex(ValueError, "incompatible"):
+      build().load_weights(path)
+    new = build()
+    sd.restore(new, path, rebuild=build)
+    x = tf.ones([2, 3])
+    self.assertAllEqual(new(x), old(x))
+
 
 class EncodersTest(tf.test.TestCase):
 

@@ -237,6 +237,7 @@ def restore(model: tf.keras.Model, checkpoint: str,
     ValueError: naming the checkpoint, when some weight of the model has no
       value in it, or one of another shape.
   """
+  status = None  # Unset when TensorFlow refuses a shape outright.
   try:
     status = model.load_weights(checkpoint)
     assert_existing_objects_matched(status, model, checkpoint)
@@ -251,7 +252,8 @@ def restore(model: tf.keras.Model, checkpoint: str,
                        f"({_unbound(e)}): go on from it with the commit "
                        "that wrote it (the run's provenance).") from None
     _restore_without_counters(model, checkpoint, rebuild)
-  status.expect_partial()
+  if status is not None:
+    status.expect_partial()
 
 
 def _restore_without_counters(model: tf.keras.Model, checkpoint: str,
