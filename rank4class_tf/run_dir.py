@@ -237,10 +237,10 @@ class RunDir:
     doomed = [self.checkpoint(e) for e in epochs[:-keep]]
     best = self.best_checkpoint()
     if best:
-      pattern = os.path.join(self.best_checkpoints, "ckpt-*.index")
-      doomed += [index[:-len(".index")] for index in
-                 sorted(tf.io.gfile.glob(pattern))
-                 if index[:-len(".index")] != best]
+      prefixes = [index[:-len(".index")] for index in sorted(
+          tf.io.gfile.glob(os.path.join(self.best_checkpoints,
+                                        "ckpt-*.index")))]
+      doomed += [prefix for prefix in prefixes if prefix != best]
     for prefix in doomed:
       for path in sorted(tf.io.gfile.glob(prefix + ".data-*")):
         fileio.remove(path)

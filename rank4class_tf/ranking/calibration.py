@@ -142,11 +142,10 @@ def fit(scores: np.ndarray, labels: np.ndarray) -> Calibration:
   labels = np.asarray(labels)
   _check(scores, labels)
   if not is_multi_label(labels):
-    rows = np.arange(len(labels))
-    ids = labels.astype(np.int64)
 
     def nll_of(log_t):
-      return -_log_softmax(scores / np.exp(log_t))[rows, ids].mean()
+      return nll_of_scores(scores, labels, Calibration(
+          SINGLE_LABEL, temperature=float(np.exp(log_t))))
 
     best = optimize.minimize_scalar(nll_of, bounds=LOG_T_BOUNDS,
                                     method="bounded",
@@ -264,8 +263,10 @@ def report(scores: np.ndarray, labels: np.ndarray,
   for prefix, fitted in (("", uncalibrated(labels)),
                          ("calibrated_", calibration)):
     if fitted is not None:
-      out.update(metrics(fitted.probabilities(scores), labels, prefix))
-      out[prefix + "nll"] = nll_of_scores(scores, labels, fitted)
+      probabilities = fitted.probabilities(scores)
+      out.update({prefix + "nll": nll_of_scores(scores, labels, fitted),
+                  prefix + "ece": ece(probabilities, labels),
+                  prefix + "brier": brier(probabilities, labels)})
   return out
 
 

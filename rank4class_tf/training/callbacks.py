@@ -55,8 +55,9 @@ class BestCheckpoint(tf.keras.callbacks.ModelCheckpoint):
 
 class PruneCheckpoints(tf.keras.callbacks.Callback):
   """After each validation's checkpoints are written, deletes the older
-  ones (`RunDir.prune_checkpoints`): `--keep_checkpoints`. Placed after
-  Keras' `ModelCheckpoint` and `BestCheckpoint`, before the backup."""
+  ones (`RunDir.prune_checkpoints`): `--keep_checkpoints` (0: none is
+  deleted). Placed after Keras' `ModelCheckpoint` and `BestCheckpoint`,
+  before the backup."""
 
   def __init__(self, model_dir: str, keep: int):
     super().__init__()
@@ -65,7 +66,8 @@ class PruneCheckpoints(tf.keras.callbacks.Callback):
 
   def on_epoch_end(self, epoch, logs=None):
     del epoch, logs  # Unused.
-    if self.model.distribute_strategy.extended.should_checkpoint:
+    if self._keep and self.model.distribute_strategy.extended \
+        .should_checkpoint:
       self._run.prune_checkpoints(self._keep)
 
 

@@ -280,9 +280,8 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
         callbacks_lib.BestCheckpoint(run.best_checkpoints, monitor,
                        resume_after=self._start_epoch,
                        model_dir=model_dir),
-    ] + ([callbacks_lib.PruneCheckpoints(
-        model_dir, self._config.trainer.keep_checkpoints)]
-         if self._config.trainer.keep_checkpoints else []) + [
+        callbacks_lib.PruneCheckpoints(
+            model_dir, self._config.trainer.keep_checkpoints),
         # Restores model, optimizer and epoch after a crash or preemption;
         # `resume_epoch` reads the same backup to realign the data. Last, so
         # that a backup of epoch e implies that epoch e's checkpoints and
