@@ -14,7 +14,11 @@ each vector's pairwise differences), lstm, cnn, cnn_reference, pairwise. Without
 --model_dir, the learned ones are the shipped sorters (`sorters.load_sorter`);
 with it, the sorter
 a `train_sorter` run saved (one --sorter). Prints one JSON line per sorter:
-{"sorter": ..., "seq_len": ..., "l1": ..., "num_vectors": ...}. The paper's
+{"sorter": ..., "seq_len": ..., "l1": ..., "num_vectors": ...}; with
+--smoothness also how each soft rank moves with its own score on the test
+set's first 1,000 vectors (`training.smoothness`: gradient_mean,
+gradient_median, gradient_p99, flat_share, wrong_sign_share), since an exact
+but flat sorter is useless as a loss. The paper's
 Table 1 (d = 100): handcrafted 0.0350, CNN 0.0120, LSTM 0.0033; ours are in
 rank4class_tf/sorting/README.md.
 """
@@ -41,6 +45,11 @@ flags.DEFINE_string("model_dir", None,
                     "sorter.")
 flags.DEFINE_integer("num_vectors", synthetic.TEST_SIZE,
                      "Size of the test set (its first vectors).")
+
+flags.DEFINE_bool("smoothness", False,
+                  "Also measure the sorters' rank gradients "
+                  "(training.smoothness; about 2 min for the d = 100 LSTM on "
+                  "2 CPU cores).")
 
 FLAGS = flags.FLAGS
 
@@ -70,8 +79,12 @@ def main(argv):
     console.fail("evaluate_sorter", e)
   for name, sorter in loaded.items():
     l1 = training.evaluate_l1(sorter, FLAGS.seq_len, size=FLAGS.num_vectors)
-    print(json.dumps({"sorter": name, "seq_len": FLAGS.seq_len,
-                      "l1": round(l1, 6), "num_vectors": FLAGS.num_vectors}))
+    line = {"sorter": name, "seq_len": FLAGS.seq_len, "l1": round(l1, 6),
+            "num_vectors": FLAGS.num_vectors}
+    if FLAGS.smoothness:
+      line.update({k: round(v, 4) for k, v in training.smoothness(
+          sorter, FLAGS.seq_len).items()})
+    print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ on a GPU"):
   # 1. The fixed validation and test sets, for the PyTorch trainer to read.
   .venv/bin/python -m pipelines.import_sorter --write_sets=.sorter_sets \
       --seq_lens=100,28,10
+  #    With --shipped_init, also shipped sorters as the trainer's
+  #    --init_from files (<dir>/init/<key>.npz), to go on training them:
+  .venv/bin/python -m pipelines.import_sorter --write_sets=.sorter_sets \
+      --seq_lens=100 --shipped_init=lstm_d100
   # 2. After the training: map the weights onto the Keras sorter, check it
   #    reproduces the PyTorch outputs, measure its L1 and ship it.
   .venv/bin/python -m pipelines.import_sorter \
@@ -22,12 +26,14 @@ more than 1e-4, stops with one line naming it and writes nothing.
 """
 
 import json
+import os
 import sys
 
 from absl import app
 from absl import flags
 
 from pipelines import console
+from rank4class_tf.sorting import sorters
 from rank4class_tf.sorting import torch_import
 
 flags.DEFINE_string("write_sets", None,
@@ -36,6 +42,11 @@ flags.DEFINE_string("write_sets", None,
                     "--sets.")
 flags.DEFINE_list("seq_lens", ["100", "28", "10"],
                   "With --write_sets: the vector lengths d.")
+flags.DEFINE_list("shipped_init", [],
+                  "With --write_sets: shipped sorters (keys of "
+                  "pretrained/sorters.json, e.g. lstm_d100) to write as "
+                  "<write_sets>/init/<key>.npz, train_sorter_torch.py "
+                  "--init_from files that go on training them.")
 flags.DEFINE_string("torch_run", None,
                     "The --output file of a finished train_sorter_torch.py "
                     "run.")
@@ -50,6 +61,8 @@ def main(argv):
   if len(argv) > 1:
     sys.exit(f"import_sorter: unexpected arguments: {' '.join(argv[1:])}")
   console.quiet()
+  if FLAGS.shipped_init and not FLAGS.write_sets:
+    sys.exit("import_sorter: --shipped_init needs --write_sets.")
   if bool(FLAGS.write_sets) == bool(FLAGS.torch_run):
     sys.exit("import_sorter: give one of --write_sets or --torch_run.")
   if FLAGS.write_sets:
@@ -60,8 +73,23 @@ def main(argv):
     except ValueError:
       sys.exit(f"import_sorter: --seq_lens={','.join(FLAGS.seq_lens)} must "
                "be whole numbers >= 2.")
+    index = sorters.pretrained_index()
+    unknown = [k for k in FLAGS.shipped_init if k not in index]
+    if unknown:
+      sys.exit(f"import_sorter: --shipped_init: {', '.join(unknown)} not "
+               f"shipped (shipped: {', '.join(sorted(index))}).")
     written = torch_import.write_sets(FLAGS.write_sets, seq_lens)
-    print(json.dumps({"sets": sorted(written.values())}))
+    command = " ".join([".venv/bin/python -m pipelines.import_sorter"] +
+                       sys.argv[1:])
+    inits = []
+    for key in FLAGS.shipped_init:
+      path = os.path.join(FLAGS.write_sets, "init", key + ".npz")
+      try:
+        torch_import.write_init(key, path, command)
+      except ValueError as e:
+        console.fail("import_sorter", f"--shipped_init: {e}")
+      inits.append(path)
+    print(json.dumps({"sets": sorted(written.values()), "init": inits}))
     return
   try:
     sorter, record = torch_import.import_run(FLAGS.torch_run)

@@ -2,15 +2,13 @@
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
-
 
 import pytest
 import helpers
 from rank4class_tf.sorting import sorters
+from rank4class_tf.sorting import training
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
 
@@ -63,6 +61,19 @@ class SorterPipelinesTest(unittest.TestCase):
     self.assertEqual(code, 1)
     self.assertIn("evaluate_sorter: --model_dir evaluates one run's sorter",
                   err)
+
+  def test_evaluate_smoothness(self):
+    code, out, err = run("pipelines.evaluate_sorter", "--sorter=handcrafted",
+                         "--seq_len=10", "--num_vectors=100", "--smoothness")
+    self.assertEqual(code, 0, err)
+    result = last_json(out)
+    expected = training.smoothness(sorters.get("handcrafted", 10), 10)
+    self.assertEqual(set(result), {"sorter", "seq_len", "l1", "num_vectors",
+                                   *expected})
+    for key, value in expected.items():
+      self.assertAlmostEqual(result[key], value, places=4)
+    self.assertEqual(result["wrong_sign_share"], 0.)
+    self.assertGreater(result["gradient_median"], 0.1)
 
   def test_bad_flag_exits_with_one_line(self):
     code, _, err = run("pipelines.train_sorter", "--sorter=handcrafted",

@@ -147,6 +147,62 @@ class TorchImportTest(parameterized.TestCase, tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "differs from the PyTorch one"):
       torch_import.check(sorter, inputs, outputs + 1e-3)
 
+  @parameterized.parameters("lstm_full_d6.npz", "lstm_shared_d6.npz",
+                            "cnn_d12.npz")
+  def test_keras_back_to_pytorch_names(self, name):
+    # The inverse mapping against PyTorch's own state dict: the same names
+    # and shapes, the same arrays (an LSTM's two biases as their sum).
+    record, weights, _, _ = torch_import.read(fixture(name))
+    back = torch_import._EXPORTERS[record["sorter"]](
+        torch_import.to_keras(record, weights))
+    self.assertCountEqual(back, weights)
+    for key, value in weights.items():
+      if "bias_hh" in key:
+        self.assertAllEqual(back[key], np.zeros_like(value))
+      elif "bias_ih" in key:
+        self.assertAllClose(back[key],
+                            value + weights[key.replace("_ih", "_hh")],
+                            atol=0, rtol=0)
+      else:
+        self.assertAllEqual(back[key], value)
+
+  def test_reference_cnn_back_to_pytorch_names(self):
+    layer = ReferenceCNNTest._randomized(self, 37)
+    back = torch_import._EXPORTERS["cnn_reference"](layer)
+    self.assertLen(back, 9 * 3 + 4 * 4 + 2)  # conv w, b, PReLU; BN x4; out.
+    clone = torch_import.to_keras(
+        {"sorter": "cnn_reference", "seq_len": 37, "hyperparameters": {}},
+        back)
+    y = np.random.RandomState(3).randn(2, 37).astype(np.float32)
+    self.assertAllEqual(clone(y, training=False), layer(y, training=False))
+
+  def test_write_init_goes_on_from_the_shipped_sorter(self):
+    with tempfile.TemporaryDirectory() as tmp:
+      path = os.path.join(tmp, "init", "lstm_d10.npz")
+      written = torch_import.write_init("lstm_d10", path, "the command")
+      entry = sorters.pretrained_index()["lstm_d10"]
+      record, weights, inputs, outputs = torch_import.read(path)
+      self.assertEqual(record, written)
+      # Its vectors, seconds and curve go on; the command chain too.
+      self.assertEqual(record["train_vectors"], entry["train_vectors"])
+      self.assertEqual(record["train_seconds"], entry["train_seconds"])
+      self.assertEqual(record["curve"], entry["curve"])
+      self.assertEqual(record["command"], entry["command"] + " && the command")
+      self.assertTrue(record["final"])
+      self.assertLen(weights, 4 * 4 + 2)
+      shipped = sorters.load_sorter("lstm", 10)
+      self.assertAllEqual(outputs, shipped(inputs, training=False))
+      sorter = torch_import.to_keras(record, weights)
+      self.assertEqual(torch_import.check(sorter, inputs, outputs), 0.)
+      self.assertEqual(training.evaluate_l1(sorter, 10, size=500),
+                       training.evaluate_l1(shipped, 10, size=500))
+      for key, message in (("lstm_d7", "lstm_d7 is not a shipped sorter"),
+                           ("pairwise_d10", "PyTorch does not train "
+                            "'pairwise'")):
+        with self.assertRaisesRegex(ValueError, message):
+          torch_import.write_init(key, os.path.join(tmp, "x.npz"), "c")
+      self.assertCountEqual(os.listdir(tmp), ["init"])
+
   def test_write_sets_are_the_package_sets(self):
     with tempfile.TemporaryDirectory() as tmp:
       torch_import.write_sets(tmp, [5])
@@ -212,6 +268,11 @@ class ImportSorterBinaryTest(tf.test.TestCase):
           ((), "import_sorter: give one of --write_sets or --torch_run."),
           ((f"--write_sets={shipped}", "--seq_lens=1"),
            "import_sorter: --seq_lens=1 must be whole numbers >= 2."),
+          (("--shipped_init=lstm_d10",),
+           "import_sorter: --shipped_init needs --write_sets."),
+          ((f"--write_sets={shipped}", "--shipped_init=lstm_d10,lstm_d9"),
+           "import_sorter: --shipped_init: lstm_d9 not shipped (shipped: "
+           + ", ".join(sorted(sorters.pretrained_index())) + ")."),
       ]:
         with self.subTest(message):
           proc = self.run_binary(*flags)

@@ -7,7 +7,9 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf.sorting import ops
 from rank4class_tf.sorting import sorters
+from rank4class_tf.sorting import synthetic
 from rank4class_tf.sorting import training
 
 
@@ -167,10 +169,42 @@ class SorterTrainingTest(tf.test.TestCase):
         config.validate()
 
   def test_evaluate_l1_of_exact_sorter_is_zero(self):
-    from rank4class_tf.sorting import ops  # pylint: disable=g-import-not-at-top
     exact = lambda y, training=False: ops.exact_rank(y)
     self.assertAlmostEqual(training.evaluate_l1(exact, 12, size=300), 0.,
                            places=6)
+
+  def test_self_gradients_of_the_handcrafted_sorter(self):
+    # Reference maths: rk_i = (1 + sum_{j != i} sigmoid(lam (y_j - y_i))) / d,
+    # so d rk_i / d y_i = -(lam / d) sum_{j != i} s (1 - s); times std(y).
+    d, lam = 7, 10.
+    g = training.self_gradients(sorters.get("handcrafted", d), d, size=30,
+                                batch_size=4)
+    y = synthetic.fixed_set(30, d, synthetic.TEST_SEED)[0].numpy().astype(
+        np.float64)
+    s = 1. / (1. + np.exp(-lam * (y[:, None, :] - y[:, :, None])))
+    slope = s * (1. - s) * (1. - np.eye(d))[None]
+    expected = -lam / d * slope.sum(-1) * y.std(1, keepdims=True)
+    self.assertEqual(g.shape, (30, d))
+    self.assertAllClose(g, expected, rtol=1e-4, atol=1e-6)
+
+  def test_smoothness_tells_sharp_from_smooth(self):
+    exact = lambda y, training=False: ops.exact_rank(y)
+    flat = training.smoothness(exact, 8, size=20)
+    self.assertEqual(flat, {"gradient_mean": 0., "gradient_median": 0.,
+                            "gradient_p99": 0., "flat_share": 1.,
+                            "wrong_sign_share": 0.})
+    smooth = training.smoothness(sorters.get("handcrafted", 8,
+                                             regularization=1.), 8, size=20)
+    sharp = training.smoothness(sorters.get("handcrafted", 8,
+                                            regularization=1000.), 8, size=20)
+    self.assertEqual(smooth["wrong_sign_share"], 0.)
+    self.assertEqual(smooth["flat_share"], 0.)
+    # A sharp comparison: most entries flat, a few steep.
+    self.assertGreater(sharp["flat_share"], 0.9)
+    self.assertGreater(sharp["gradient_p99"], 5 * smooth["gradient_p99"])
+    reversed_ranks = lambda y, training=False: 1. - ops.handcrafted_rank(y, 1.)
+    self.assertEqual(training.smoothness(reversed_ranks, 8, size=5)[
+        "wrong_sign_share"], 1.)
 
   def test_sweep_exact_is_a_staircase(self):
     values, ranks = training.sweep_first_score(None, 20, step=0.01)

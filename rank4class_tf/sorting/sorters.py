@@ -36,7 +36,7 @@ array([[0.6666..., 0.9999..., 0.3333...]], dtype=float32)
 
 import json
 import os
-from typing import Any, Dict, Sequence, Tuple, Union
+from typing import Any, Dict, Tuple, Union
 
 import numpy as np
 import tensorflow as tf

@@ -35,6 +35,8 @@ from rank4class_tf.sorting import training
 # The largest |Keras - PyTorch| output difference accepted on the check
 # vectors: float32 arithmetic in another order, not another function.
 CHECK_TOLERANCE = 1e-4
+# Check vectors in an output file (as train_sorter_torch.py writes them).
+NUM_CHECK = 16
 
 
 def read(path: str) -> Tuple[Dict[str, Any], Dict[str, np.ndarray],
@@ -138,6 +140,109 @@ def to_keras(record: Dict[str, Any],
     raise ValueError("PyTorch weights left over: "
                      f"{', '.join(sorted(remaining))}.")
   return sorter
+
+
+def _lstm_to_torch(sorter):
+  weights = {}
+  for i, rnn in enumerate(sorter.rnns):
+    for suffix, layer in (("", rnn.forward_layer),
+                          ("_reverse", rnn.backward_layer)):
+      cell = layer.cell
+      weights[f"lstm.weight_ih_l{i}{suffix}"] = cell.kernel.numpy().T
+      weights[f"lstm.weight_hh_l{i}{suffix}"] = cell.recurrent_kernel.numpy().T
+      # Keras keeps one bias, the sum of PyTorch's two: all of it in bias_ih.
+      weights[f"lstm.bias_ih_l{i}{suffix}"] = cell.bias.numpy()
+      weights[f"lstm.bias_hh_l{i}{suffix}"] = np.zeros_like(cell.bias.numpy())
+  dense = (sorter.projection if sorter.projection_kind == "full"
+           else sorter.projection.layers[0])
+  weights["projection.weight"] = dense.kernel.numpy().T
+  weights["projection.bias"] = dense.bias.numpy()
+  return weights
+
+
+def _norm_to_torch(norm, prefix):
+  return {f"{prefix}.weight": norm.gamma.numpy(),
+          f"{prefix}.bias": norm.beta.numpy(),
+          f"{prefix}.running_mean": norm.moving_mean.numpy(),
+          f"{prefix}.running_var": norm.moving_variance.numpy()}
+
+
+def _conv_to_torch(conv, prefix):
+  weights = {f"{prefix}.weight": np.transpose(conv.kernel.numpy(), (2, 1, 0))}
+  if conv.use_bias:
+    weights[f"{prefix}.bias"] = conv.bias.numpy()
+  return weights
+
+
+def _cnn_to_torch(sorter):
+  weights = {}
+  for b, (conv, norm) in enumerate(sorter.blocks):
+    weights.update(_conv_to_torch(conv, f"convs.{b}"))
+    weights.update(_norm_to_torch(norm, f"norms.{b}"))
+  weights["projection.weight"] = sorter.projection.kernel.numpy().T
+  weights["projection.bias"] = sorter.projection.bias.numpy()
+  return weights
+
+
+def _cnn_reference_to_torch(sorter):
+  weights = {}
+  for b, (conv, norm, prelu) in enumerate(sorter.blocks):
+    weights.update(_conv_to_torch(conv, f"convs.{b}"))
+    if norm is not None:
+      weights.update(_norm_to_torch(norm, f"norms.{b}"))
+    weights[f"prelus.{b}.weight"] = np.reshape(prelu.alpha.numpy(), [1])
+  weights.update(_conv_to_torch(sorter.output_conv, "output"))
+  return weights
+
+
+_EXPORTERS = {"lstm": _lstm_to_torch, "cnn": _cnn_to_torch,
+              "cnn_reference": _cnn_reference_to_torch}
+
+
+def write_init(key: str, path: str, command: str,
+               directory: str = sorters.PRETRAINED_DIR) -> Dict[str, Any]:
+  """Writes a shipped sorter as a `train_sorter_torch.py` output file, for
+  its `--init_from`: training goes on from the committed weights on a GPU
+  machine, where the PyTorch outputs of the earlier run are long gone.
+
+  The file holds the weights under their PyTorch names (the inverse of
+  `to_keras`; an LSTM's one Keras bias goes into `bias_ih`, `bias_hh` is 0),
+  the shipped entry as its record (vectors, seconds and curve go on; its
+  command, then `command`) and 16 check vectors with the Keras outputs, so
+  that `read`, `to_keras` and `check` take it back unchanged.
+
+  Returns:
+    The record written.
+
+  Raises:
+    ValueError: for a key that is not shipped or a sorter PyTorch does not
+      train.
+  """
+  index = sorters.pretrained_index(directory)
+  if key not in index:
+    raise ValueError(f"{key} is not a shipped sorter (shipped: "
+                     f"{', '.join(sorted(index)) or 'none'}).")
+  entry = index[key]
+  if entry["sorter"] not in _EXPORTERS:
+    raise ValueError(f"{key}: PyTorch does not train {entry['sorter']!r} "
+                     f"sorters (it trains {', '.join(_EXPORTERS)}).")
+  sorter = sorters.load_sorter(entry["sorter"], entry["seq_len"],
+                               directory=directory)
+  weights = _EXPORTERS[entry["sorter"]](sorter)
+  inputs = np.random.default_rng(NUM_CHECK).standard_normal(
+      (NUM_CHECK, entry["seq_len"])).astype(np.float32)
+  outputs = sorter(tf.constant(inputs), training=False).numpy()
+  record = {k: entry[k] for k in ("sorter", "seq_len", "hyperparameters",
+                                  "train_vectors", "train_seconds", "curve",
+                                  "batch_size", "device") if k in entry}
+  record.update(command=" && ".join([entry["command"], command]),
+                l1_torch=entry.get("l1_torch"), final=True)
+  tf.io.gfile.makedirs(os.path.dirname(os.path.abspath(path)))
+  np.savez_compressed(path, record=np.array(json.dumps(record)),
+                      check_inputs=inputs, check_outputs=outputs,
+                      **{f"w/{k}": v.astype(np.float32)
+                         for k, v in weights.items()})
+  return record
 
 
 def check(sorter: tf.keras.layers.Layer, inputs: np.ndarray,

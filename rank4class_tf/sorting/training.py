@@ -207,6 +207,78 @@ def evaluate_l1(sorter, d: int, size: int = synthetic.TEST_SIZE,
   return total / size
 
 
+# An entry whose rank moves by less than this fraction of d when its score
+# moves by one standard deviation of its vector counts as flat.
+FLAT_GRADIENT = 0.01
+SMOOTHNESS_SIZE = 1000
+
+
+def self_gradients(sorter, d: int, size: int = SMOOTHNESS_SIZE,
+                   seed: int = synthetic.TEST_SEED,
+                   batch_size: int = 20) -> np.ndarray:
+  """How each soft rank moves with its own score, on a fixed set.
+
+  g[k, i] = d rank_i / d y_i of vector k, times the vector's (population)
+  standard deviation: the change of the normalised rank (1/d per position)
+  when y_i moves by one standard deviation of its vector, so sorters that
+  standardise their input and those that do not (the handcrafted sorter's
+  lambda is on raw scores) are measured in one unit. The exact rank has
+  g = 0 almost everywhere (no gradient); a useful soft sorter has g < 0
+  (a higher score, a better position) and not near 0. Computed as one
+  backward pass over each vector repeated d times, row i picking rank_i.
+
+  Args:
+    sorter: a callable [batch, d] -> [batch, d].
+    d: vector length.
+    size: number of vectors of the set (its first ones).
+    seed: seed of the set (`synthetic.TEST_SEED` is the test set).
+    batch_size: vectors per pass (each becomes d rows).
+
+  Returns:
+    [size, d] float64 array.
+  """
+  scores, _ = synthetic.fixed_set(size, d, seed)
+  pick = tf.eye(d, dtype=tf.float32)
+
+  @tf.function(autograph=False)
+  def batch_gradients(x):
+    rows = tf.reshape(tf.repeat(x[:, None, :], d, axis=1), [-1, d])
+    with tf.GradientTape() as tape:
+      tape.watch(rows)
+      ranks = sorter(rows, training=False)
+      picked = tf.reduce_sum(
+          tf.reshape(ranks, [-1, d, d]) * pick[None], axis=[1, 2])
+    grads = tf.reshape(tape.gradient(  # None for an exact (argsort) rank.
+        picked, rows, unconnected_gradients=tf.UnconnectedGradients.ZERO),
+                       [-1, d, d])
+    return tf.linalg.diag_part(grads)
+
+  out = []
+  for start in range(0, size, batch_size):
+    out.append(batch_gradients(scores[start:start + batch_size]).numpy())
+  g = np.concatenate(out).astype(np.float64)
+  return g * np.std(scores.numpy().astype(np.float64), axis=1,
+                    keepdims=True)
+
+
+def smoothness(sorter, d: int, size: int = SMOOTHNESS_SIZE) -> Dict[str, float]:
+  """Summary of `self_gradients` on the test set's first `size` vectors.
+
+  Returns:
+    `gradient_mean` (mean |g|), `gradient_median` (median |g|),
+    `gradient_p99` (its 99th percentile: a sharp sorter's few large
+    gradients), `flat_share` (share of entries with |g| < FLAT_GRADIENT) and
+    `wrong_sign_share` (share with g > FLAT_GRADIENT: a higher score, a
+    worse rank, by more than a flat entry moves).
+  """
+  g = self_gradients(sorter, d, size)
+  return {"gradient_mean": float(np.mean(np.abs(g))),
+          "gradient_median": float(np.median(np.abs(g))),
+          "gradient_p99": float(np.percentile(np.abs(g), 99)),
+          "flat_share": float(np.mean(np.abs(g) < FLAT_GRADIENT)),
+          "wrong_sign_share": float(np.mean(g > FLAT_GRADIENT))}
+
+
 class _TimeKeeper(tf.keras.callbacks.Callback):
   """Accumulates training wall time and the learning curve (validation L1
   and learning rate after each epoch) over resumed sessions in a JSON file."""

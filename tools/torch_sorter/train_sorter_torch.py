@@ -32,7 +32,6 @@ of the same command resumes from it.
 import argparse
 import contextlib
 import json
-import math
 import os
 import sys
 import time
@@ -287,8 +286,9 @@ def parse(argv):
   parser.add_argument("--train_vectors", type=int, default=50_000_000)
   parser.add_argument("--max_seconds", type=float, default=0.,
                       help="Stop after the first epoch that ends past this "
-                      "many training seconds (0: no limit); the record "
-                      "holds the vectors actually seen.")
+                      "many training seconds (0: no limit), counting those "
+                      "of the --init_from run; the record holds the vectors "
+                      "actually seen.")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--sets", required=True,
                       help="Folder of validation_d<d>.npz and test_d<d>.npz.")
@@ -344,6 +344,14 @@ def main(argv):
     state = {"vectors": init["train_vectors"],
              "seconds": init["train_seconds"], "curve": init["curve"],
              "commands": [init["command"]]}
+    # The imported weights' validation L1, against the curve's last point:
+    # a wrong mapping shows here before any GPU time is spent training it.
+    print(json.dumps({"init_from": args.init_from,
+                      "vectors": state["vectors"],
+                      "val_l1": round(evaluate_l1(model, *validation), 6),
+                      "recorded_val_l1": (state["curve"][-1]["val_l1"]
+                                          if state["curve"] else None)}),
+          flush=True)
   if args.checkpoint and os.path.exists(args.checkpoint):
     saved = torch.load(args.checkpoint, map_location=device,
                        weights_only=False)
