@@ -33,7 +33,6 @@ from absl import app
 from absl import flags
 
 from pipelines import console
-from rank4class_tf.sorting import sorters
 from rank4class_tf.sorting import torch_import
 
 flags.DEFINE_string("write_sets", None,
@@ -73,21 +72,18 @@ def main(argv):
     except ValueError:
       sys.exit(f"import_sorter: --seq_lens={','.join(FLAGS.seq_lens)} must "
                "be whole numbers >= 2.")
-    index = sorters.pretrained_index()
-    unknown = [k for k in FLAGS.shipped_init if k not in index]
-    if unknown:
-      sys.exit(f"import_sorter: --shipped_init: {', '.join(unknown)} not "
-               f"shipped (shipped: {', '.join(sorted(index))}).")
+    for key in FLAGS.shipped_init:  # Before anything is written.
+      try:
+        torch_import.check_init(key)
+      except ValueError as e:
+        console.fail("import_sorter", f"--shipped_init: {e}")
     written = torch_import.write_sets(FLAGS.write_sets, seq_lens)
     command = " ".join([".venv/bin/python -m pipelines.import_sorter"] +
                        sys.argv[1:])
     inits = []
     for key in FLAGS.shipped_init:
       path = os.path.join(FLAGS.write_sets, "init", key + ".npz")
-      try:
-        torch_import.write_init(key, path, command)
-      except ValueError as e:
-        console.fail("import_sorter", f"--shipped_init: {e}")
+      torch_import.write_init(key, path, command)
       inits.append(path)
     print(json.dumps({"sets": sorted(written.values()), "init": inits}))
     return

@@ -271,8 +271,12 @@ class ImportSorterBinaryTest(tf.test.TestCase):
           (("--shipped_init=lstm_d10",),
            "import_sorter: --shipped_init needs --write_sets."),
           ((f"--write_sets={shipped}", "--shipped_init=lstm_d10,lstm_d9"),
-           "import_sorter: --shipped_init: lstm_d9 not shipped (shipped: "
-           + ", ".join(sorted(sorters.pretrained_index())) + ")."),
+           "import_sorter: --shipped_init: lstm_d9 is not a shipped sorter "
+           "(shipped: " + ", ".join(sorted(sorters.pretrained_index())) +
+           ")."),
+          ((f"--write_sets={shipped}", "--shipped_init=lstm_d10,pairwise_d10"),
+           "import_sorter: --shipped_init: pairwise_d10: PyTorch does not "
+           "train 'pairwise' sorters (it trains lstm, cnn, cnn_reference)."),
       ]:
         with self.subTest(message):
           proc = self.run_binary(*flags)

@@ -199,6 +199,20 @@ _EXPORTERS = {"lstm": _lstm_to_torch, "cnn": _cnn_to_torch,
               "cnn_reference": _cnn_reference_to_torch}
 
 
+def check_init(key: str, directory: str = sorters.PRETRAINED_DIR) -> None:
+  """Raises ValueError unless `write_init(key, ...)` can succeed: `key` is a
+  shipped sorter of a kind PyTorch trains. A binary calls it for every key
+  before it writes anything."""
+  index = sorters.pretrained_index(directory)
+  if key not in index:
+    raise ValueError(f"{key} is not a shipped sorter (shipped: "
+                     f"{', '.join(sorted(index)) or 'none'}).")
+  if index[key]["sorter"] not in _EXPORTERS:
+    raise ValueError(f"{key}: PyTorch does not train "
+                     f"{index[key]['sorter']!r} sorters (it trains "
+                     f"{', '.join(_EXPORTERS)}).")
+
+
 def write_init(key: str, path: str, command: str,
                directory: str = sorters.PRETRAINED_DIR) -> Dict[str, Any]:
   """Writes a shipped sorter as a `train_sorter_torch.py` output file, for
@@ -218,14 +232,8 @@ def write_init(key: str, path: str, command: str,
     ValueError: for a key that is not shipped or a sorter PyTorch does not
       train.
   """
-  index = sorters.pretrained_index(directory)
-  if key not in index:
-    raise ValueError(f"{key} is not a shipped sorter (shipped: "
-                     f"{', '.join(sorted(index)) or 'none'}).")
-  entry = index[key]
-  if entry["sorter"] not in _EXPORTERS:
-    raise ValueError(f"{key}: PyTorch does not train {entry['sorter']!r} "
-                     f"sorters (it trains {', '.join(_EXPORTERS)}).")
+  check_init(key, directory)
+  entry = sorters.pretrained_index(directory)[key]
   sorter = sorters.load_sorter(entry["sorter"], entry["seq_len"],
                                directory=directory)
   weights = _EXPORTERS[entry["sorter"]](sorter)
