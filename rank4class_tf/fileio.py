@@ -354,6 +354,24 @@ def create_exclusively(path: str, text: str) -> bool:
     return f.read() == text
 
 
+def copy_folder(source: str, target: str) -> None:
+  """Copies every file under the folder `source` to the same place under
+  `target` (created where missing; files there of the same names are
+  replaced), on any file system."""
+  if is_local(source) and is_local(target):
+    shutil.copytree(_local(source), _local(target), dirs_exist_ok=True)
+    return
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  for folder, _, files in tf.io.gfile.walk(source):
+    inner = target + folder[len(source):]
+    tf.io.gfile.makedirs(inner)
+    for name in files:
+      if tf.io.gfile.exists(f"{inner}/{name}"):
+        # Removed first: `ram://`'s copy appends to a file it overwrites.
+        tf.io.gfile.remove(f"{inner}/{name}")
+      tf.io.gfile.copy(f"{folder}/{name}", f"{inner}/{name}")
+
+
 def move_folder(source: str, target: str) -> None:
   """Moves the folder `source` to `target` (absent). Local: one rename,
   atomic. Elsewhere every file is copied, then `source` removed: a folder
@@ -363,12 +381,7 @@ def move_folder(source: str, target: str) -> None:
     os.replace(_local(source), _local(target))
     return
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  for folder, _, files in tf.io.gfile.walk(source):
-    inner = target + folder[len(source):]
-    tf.io.gfile.makedirs(inner)
-    for name in files:
-      tf.io.gfile.copy(f"{folder}/{name}", f"{inner}/{name}",
-                       overwrite=True)
+  copy_folder(source, target)
   try:
     tf.io.gfile.rmtree(source)
   except tf.errors.NotFoundError:

@@ -213,11 +213,17 @@ def remove_stale_exports(model_dir: str) -> None:
 
 
 def export_saved_model(model: tf.keras.Model, export_to: str,
-                       signatures_: Dict[str, Any],
-                       calibration: Optional[Dict[str, Any]] = None) -> None:
+                       signatures_: Optional[Dict[str, Any]],
+                       calibration: Optional[Dict[str, Any]] = None,
+                       copy_of: Optional[str] = None) -> None:
   """Writes the SavedModel to a temporary sibling folder, then renames it
   (`fileio.atomic_folder`: copies it file by file where the file system
   has no folder rename, as a bucket).
+
+  `copy_of`: an export this process wrote of the same weights (the best
+  checkpoint is the final one): its files are copied instead, calibration
+  included, and `model`, `signatures_` and `calibration` are not read:
+  saving again would trace every layer again for the same SavedModel.
 
   The folder gets the permissions of any folder the user creates (0777 less
   the umask), not mkdtemp's private 0700, so others can serve it.
@@ -227,6 +233,9 @@ def export_saved_model(model: tf.keras.Model, export_to: str,
   """
   with fileio.atomic_folder(export_to,
                             prefix=run_dir_lib.EXPORT_TMP_PREFIX) as tmp:
+    if copy_of is not None:
+      fileio.copy_folder(copy_of, tmp)
+      return
     # The optimizer is left out: a serving model needs none, and its slot
     # variables make `tf.saved_model.load` fail in a process that trained.
     model.save(tmp, include_optimizer=False, signatures=signatures_)

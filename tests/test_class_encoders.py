@@ -375,15 +375,16 @@ class CachedAndOnTheFlyTest(tf.test.TestCase):
 
 @pytest.mark.slow
 class MirroredTest(tf.test.TestCase):
-  """A text class encoder (shared MiniLM tower, trained) under
-  MirroredStrategy on two CPU devices, through the binary."""
+  """A text class encoder (shared tower, trained) under MirroredStrategy on
+  two CPU devices, through the binary. The tiny BERT, random weights: the
+  strategy is the subject here (MiniLM's towers: the tests above)."""
 
   def test_trains_and_exports_both_signatures(self):
     data_dir = test_text_pipelines.goemotions_fixture()
     model_dir = os.path.join(tempfile.mkdtemp(), "mirrored")
     helpers.run_module(
         "pipelines.train", "--dataset=goemotions", f"--data_dir={data_dir}",
-        "--encoder=bert", "--init_checkpoint=minilm", "--class_encoder=text",
+        "--encoder=bert", "--encoder_size=tiny", "--class_encoder=text",
         "--interaction=lc_mlp", "--mlp_units=8", "--max_seq_length=12",
         "--batch_size=4", "--train_steps=2", "--eval_every=1",
         "--learning_rate=1e-4", "--strategy=mirrored", "--cpu_devices=2",

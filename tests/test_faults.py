@@ -65,12 +65,12 @@ CRASH_IN_BEST_EXPORT = textwrap.dedent("""
     os.umask(int(sys.argv[1], 8))
     crash = "--crash=no" not in sys.argv
     write = serving.export_saved_model
-    def export(model, export_to, *args):
+    def export(model, export_to, *args, **kwargs):
       if crash and export_to.endswith("best_model_by_metric"):
         os.makedirs(os.path.join(os.path.dirname(export_to), ".tmp-killed",
                                  "variables"))
         os._exit(9)
-      write(model, export_to, *args)
+      write(model, export_to, *args, **kwargs)
     serving.export_saved_model = export
     sys.argv = ["pipelines.train"] + [a for a in sys.argv[2:]
                                       if a != "--crash=no"]
@@ -510,6 +510,36 @@ class ExportTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "^" + re.escape(record) +
                                 " is missing or unreadable"):
       callbacks_lib.read_best(record, "val_top1_accuracy", model_dir, 2)
+
+  def test_an_export_of_the_same_weights_is_a_copy(self):
+    config = config_lib.TrainConfig.create(model_dir=tempfile.mkdtemp(),
+                                           train_steps=1, eval_every=1)
+    pipeline = builders.build_pipeline(config, datasets.get("digits"))
+    model = pipeline.model_builder.build()
+    saved = []
+    save = model.save
+    model.save = lambda path, **kwargs: (saved.append(path),
+                                         save(path, **kwargs))
+    export = lambda name: os.path.join(config.trainer.model_dir, "export",
+                                       name)
+    pipeline.export_saved_model(model, export("first"))
+    pipeline.export_saved_model(model, export("same"))
+    self.assertLen(saved, 1)  # Copied, not saved again.
+    self.assertEqual(tree_digest(export("same")), tree_digest(export("first")))
+    self.assertIn("calibration.json", os.listdir(export("same")))
+    # One weight one float apart: saved, and it serves other scores.
+    kernel = model.weights[0]
+    value = kernel.numpy()
+    value.flat[0] = np.nextafter(value.flat[0], np.float32(np.inf))
+    kernel.assign(value)
+    pipeline.export_saved_model(model, export("other"))
+    self.assertLen(saved, 2)
+    images = tf.constant(datasets.get("digits").splits["test"][0][:8])
+    scores = {name: tf.saved_model.load(export(name)).signatures[
+        "serving_default"](image=images)["scores"].numpy()
+              for name in ("first", "same", "other")}
+    self.assertAllEqual(scores["same"], scores["first"])
+    self.assertNotAllEqual(scores["other"], scores["first"])
 
   def test_interrupted_export_leaves_no_loadable_folder(self):
     config = config_lib.TrainConfig.create(model_dir=tempfile.mkdtemp(),

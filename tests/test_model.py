@@ -1,5 +1,6 @@
 """Tests of the Rank4Class model, including the paper's §3.2 equivalence."""
 
+import hashlib
 import os
 import tempfile
 
@@ -148,3 +149,31 @@ class CopyWeightsTest(tf.test.TestCase):
       model_lib.copy_weights(source, head(5))
     with self.assertRaisesRegex(ValueError, "cannot copy weight"):
       model_lib.copy_weights(source, head(3, name="other"))
+
+
+class WeightsDigestTest(tf.test.TestCase):
+
+  def test_equal_weights_only(self):
+    def head(name="head"):
+      inputs = tf.keras.Input([2])
+      return tf.keras.Model(inputs, tf.keras.layers.Dense(
+          3, name=name)(inputs))
+    model = head()
+    kernel = np.arange(6, dtype=np.float32).reshape(2, 3) / 8
+    model.set_weights([kernel, np.zeros(3, np.float32)])
+    # Written out: each weight's name, dtype, shape, then its bytes.
+    want = hashlib.sha256(
+        b"head/kernel:0|<f4|(2, 3)|" + kernel.tobytes() +
+        b"head/bias:0|<f4|(3,)|" + bytes(12)).hexdigest()
+    self.assertEqual(model_lib.weights_digest(model), want)
+    other = head()
+    model_lib.copy_weights(model, other)
+    self.assertEqual(model_lib.weights_digest(other), want)
+    # One value one float apart; the same values under another name.
+    nudged = kernel.copy()
+    nudged[1, 2] = np.nextafter(nudged[1, 2], np.float32(1))
+    other.set_weights([nudged, np.zeros(3, np.float32)])
+    self.assertNotEqual(model_lib.weights_digest(other), want)
+    renamed = head("other")
+    renamed.set_weights(model.get_weights())
+    self.assertNotEqual(model_lib.weights_digest(renamed), want)

@@ -23,6 +23,7 @@ from rank4class_tf.data import features as features_lib
 from rank4class_tf import serving
 from rank4class_tf.ranking import calibration
 from rank4class_tf.training import builders
+from rank4class_tf.training import pipeline
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
@@ -215,6 +216,38 @@ class TrainEvaluateTest(tf.test.TestCase):
                "--split=dev", check=False)
     self.assertEqual(proc.returncode, 1)
     self.assertIn("--split='dev' is not valid", proc.stderr)
+
+
+class BuildOptimizerTest(tf.test.TestCase):
+  """`pipeline.build_optimizer`: the training step traced once, not twice,
+  and the same training."""
+
+  def fit(self, build_first):
+    tf.keras.utils.set_random_seed(0)
+    inputs = tf.keras.Input([4])
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(3)(inputs))
+    # The optimizer as the pipeline makes it (a legacy Adam on Keras 2).
+    model.compile(optimizer=tf.keras.optimizers.get(
+        {"class_name": "adam", "config": {"learning_rate": 0.1}}),
+                  loss="mse", steps_per_execution=2)
+    if build_first:
+      pipeline.build_optimizer(model)
+      slots = [v for v in model.optimizer.variables()
+               if v.shape == model.weights[0].shape]
+      self.assertLen(slots, 2)  # Adam's m and v of the kernel, zeros.
+      self.assertAllEqual(slots[0], np.zeros([4, 3]))
+    x = np.arange(32, dtype=np.float32).reshape(8, 4) / 32
+    y = np.stack([x.sum(1), x[:, 0], -x[:, 3]], axis=1)
+    model.fit(x, y, batch_size=2, epochs=2, verbose=0, shuffle=False)
+    return (model.train_function.experimental_get_tracing_count(),
+            model.get_weights())
+
+  def test_traced_once_same_weights(self):
+    traces, weights = self.fit(build_first=True)
+    keras_traces, keras_weights = self.fit(build_first=False)
+    self.assertEqual((traces, keras_traces), (1, 2))
+    for a, b in zip(weights, keras_weights):
+      self.assertAllEqual(a, b)
 
 
 class BadFlagsTest(tf.test.TestCase, parameterized.TestCase):

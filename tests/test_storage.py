@@ -58,6 +58,31 @@ def tree_digest(folder: str):
   return digests
 
 
+class CopyFolderTest(tf.test.TestCase):
+  """`fileio.copy_folder` between the local disk and `ram://`."""
+
+  def test_copies_every_file_into_place(self):
+    local = os.path.join(tempfile.mkdtemp(), "source")
+    ram = ram_folder("source")
+    for root in (local, ram):
+      for name, text in (("a.txt", "a"), ("variables/v.data", "v" * 3000),
+                         ("assets/vocab.txt", "x\ny")):
+        fileio.makedirs(os.path.dirname(f"{root}/{name}"))
+        fileio.write_text_atomically(f"{root}/{name}", text)
+    want = tree_digest(local)
+    self.assertEqual(tree_digest(ram), want)
+    for source in (local, ram):
+      for target in (os.path.join(tempfile.mkdtemp(), "t"),
+                     ram_folder("target")):
+        fileio.makedirs(target)
+        fileio.write_text_atomically(f"{target}/a.txt", "old")
+        fileio.write_text_atomically(f"{target}/kept.txt", "k")
+        fileio.copy_folder(source, target)
+        self.assertEqual(tree_digest(target), dict(
+            want, **{"kept.txt": hashlib.sha256(b"k").hexdigest()}),
+                         f"{source} -> {target}")
+
+
 @pytest.mark.slow
 class RamRunTest(tf.test.TestCase):
   """A digits run on `ram://`, stopped after its first validation and
@@ -104,6 +129,10 @@ class RamRunTest(tf.test.TestCase):
     self.assertEqual(serving.load_config(model_dir).flat(),
                      builders.resolve_defaults(self.ram).flat())
     self.assertEqual(run.best()["epoch"], 2)
+    # The best checkpoint is the final one: the best export, a copy of the
+    # latest (`fileio.copy_folder` on ram://), holds the same files.
+    self.assertEqual(tree_digest(run.export(run_dir_lib.BEST_EXPORT)),
+                     tree_digest(run.export(run_dir_lib.LATEST_EXPORT)))
     # And nothing on the local disk (a `ram:` folder in the working folder).
     self.assertFalse(os.path.exists("ram:"))
 

@@ -21,6 +21,7 @@ each (context, example) pair separately and would run the instance encoder
 once per class.
 """
 
+import hashlib
 from typing import Any, Callable, Dict, Optional, Sequence
 
 import numpy as np
@@ -248,6 +249,19 @@ def copy_weights(source: tf.keras.Model, target: tf.keras.Model) -> int:
       match.assign(weight)
       count += 1
   return count
+
+
+def weights_digest(model: tf.keras.Model) -> str:
+  """SHA-256 of every weight's name, dtype, shape and values, in order: two
+  models of one architecture have the same digest when all their weights
+  are equal (the trainer's exports of the same weights, `Rank4Class
+  Pipeline.export_saved_model`)."""
+  digest = hashlib.sha256()
+  for weight in model.weights:
+    value = np.ascontiguousarray(weight.numpy())
+    digest.update(f"{weight.name}|{value.dtype.str}|{value.shape}|".encode())
+    digest.update(value.tobytes())
+  return digest.hexdigest()
 
 
 def _text_class_encoder_fn(data, instance_inputs, encoder: str,
