@@ -254,8 +254,8 @@ def copy_weights(source: tf.keras.Model, target: tf.keras.Model) -> int:
 def weights_digest(model: tf.keras.Model) -> str:
   """SHA-256 of every weight's name, dtype, shape and values, in order: two
   models of one architecture have the same digest when all their weights
-  are equal (the trainer's exports of the same weights, `Rank4Class
-  Pipeline.export_saved_model`)."""
+  are equal (`Rank4ClassPipeline.export_saved_model` copies an export of
+  the same weights)."""
   digest = hashlib.sha256()
   for weight in model.weights:
     value = np.ascontiguousarray(weight.numpy())
