@@ -42,7 +42,7 @@ STAMP := $(VENV)/.installed
 # stale pin (it runs on TF 2.20 through rank4class_tf/compat.py).
 KNOWN_CONFLICT := tensorflow-ranking 0.5.5 has requirement tensorflow<2.16.0
 
-.PHONY: setup demo test clean peer-venv
+.PHONY: setup demo test check-results clean peer-venv
 
 setup: $(STAMP)
 
@@ -81,6 +81,16 @@ demo: $(STAMP)
 TESTS ?= tests
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadscope --durations=15 $(TESTS)
+
+# Each committed study report is the one this code makes of its runs
+# (`pipelines.study --check_report`: regenerated in a scratch folder, compared
+# byte for byte); every study is checked, then the first failure fails.
+RESULTS ?= results/study_digits results/study_digits_sodeep \
+  results/study_goemotions_frozen results/study_goemotions_sodeep
+check-results: $(STAMP)
+	@status=0; for study in $(RESULTS); do \
+	  $(PY) -m pipelines.study --check_report --study_dir=$$study || status=1; \
+	done; exit $$status
 
 # The PyTorch + Hugging Face peer of benchmarks.text_step_time, in its own
 # env (never a dependency of the package): torch 2.13.0 is the CPU build.

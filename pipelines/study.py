@@ -26,7 +26,9 @@ are the paper's tuning grids (1e-7 ... 0.1 by factors of about 3;
 cells; `--choose_on_seed=0` tunes on seed 0 only and runs the other seeds at
 its choices (docs/study.md). `--summary_dir` copies a summary small enough
 to commit; `--from_summary` starts a study folder from it on another machine
-and goes on where it stopped.
+and goes on where it stopped. `--check_report` writes nothing: it exits 1
+naming the report's files that differ from the report this code makes of
+the study's runs (`make check-results` checks the committed ones).
 
 Any number of workers may run the same command on one --study_dir, on one
 machine or many (a shared folder, or any file system TensorFlow reads:
@@ -137,6 +139,11 @@ flags.DEFINE_string("worker_name", None,
                     "task).")
 flags.DEFINE_bool("report_only", False,
                   "Write the report from the finished runs; train nothing.")
+flags.DEFINE_bool("check_report", False,
+                  "Write and train nothing: make the report of --study_dir's "
+                  "finished runs (a study or its summary) in a scratch "
+                  "folder and compare it byte for byte with the one there; "
+                  "exit 1 naming the files that differ.")
 
 FLAGS = flags.FLAGS
 
@@ -191,6 +198,23 @@ def worker_from_flags() -> study_claims.Worker:
                              timeout=FLAGS.claim_timeout, **kwargs)
 
 
+def check_report() -> None:
+  """`--check_report`: one line, exit 1 where the report differs."""
+  others = [name for name in ("report_only", "summary_dir", "from_summary")
+            if FLAGS[name].present]
+  if others:
+    raise ValueError(f"`check_report` writes nothing: drop --{others[0]}.")
+  differ = study_summary.check_report(FLAGS.study_dir, FLAGS.select_metric,
+                                      FLAGS.bootstrap_samples,
+                                      FLAGS.paper_table)
+  if differ:
+    sys.exit(f"study: {FLAGS.study_dir}: {len(differ)} file(s) of its report "
+             f"differ from the report this code makes of its runs: "
+             f"{', '.join(differ)} (--report_only rewrites them).")
+  print(f"{FLAGS.study_dir}: its report is the one this code makes of its "
+        "runs.")
+
+
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"study: unexpected arguments: {' '.join(argv[1:])}")
@@ -198,6 +222,9 @@ def main(argv):
     sys.exit("study: --study_dir must be set.")
   console.quiet()
   try:
+    if FLAGS.check_report:
+      check_report()
+      return
     if FLAGS.summary_dir:
       study_summary.check_summary_dir(FLAGS.study_dir, FLAGS.summary_dir)
     if FLAGS.from_summary:

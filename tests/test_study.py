@@ -6,6 +6,7 @@ grid is in test_study_pipeline.py.
 """
 
 import csv
+import glob
 import json
 import os
 import re
@@ -457,6 +458,40 @@ class ReportTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "not empty and holds no "
                                 "study.json"):
       study_summary.write_summary(self.dir, other)
+
+  def test_check_report_compares_with_the_report_this_code_makes(self):
+    def listing(folder):
+      return sorted((os.path.relpath(os.path.join(root, name), folder),
+                     os.path.getmtime(os.path.join(root, name)))
+                    for root, _, names in os.walk(folder) for name in names)
+    before = listing(self.dir)
+    scratch = os.path.join(tempfile.gettempdir(), "rank4class_check_report-*")
+    scratches = set(glob.glob(scratch))
+    self.assertEqual(study_summary.check_report(self.dir), [])
+    self.assertEqual(listing(self.dir), before)  # Nothing written.
+    self.assertEqual(set(glob.glob(scratch)), scratches)  # Removed.
+    summary = os.path.join(tempfile.mkdtemp(), "summary")
+    study_summary.write_summary(self.dir, summary)
+    figures = os.path.join(summary, study_report.FIGURES_DIR)
+    figure = sorted(os.listdir(figures))[0]
+    os.remove(os.path.join(figures, figure))
+    # A record's test Top-1 changed by hand: every table made of it differs.
+    chosen = [r for r in self.records
+              if r["learning_rate"] == 1e-3 and r["seed"] == 0][0]
+    path = os.path.join(summary, study_folder.RUNS_DIR, chosen["run"],
+                        study_folder.RESULT_FILE)
+    record = dict(chosen, test=dict(chosen["test"], top1_accuracy=0.25))
+    with open(path, "w") as f:
+      json.dump(record, f)
+    # effects.png is missing; top1_accuracy.png plots the changed Top-1.
+    self.assertEqual(figure, "effects.png")
+    self.assertEqual(study_summary.check_report(summary), [
+        "figures/effects.png", "figures/top1_accuracy.png", "report.json",
+        "results.csv", "tables.md"])
+    with self.assertRaisesRegex(ValueError, r"^`study_dir`=.*/empty holds no "
+                                r"report \(tables.md\): write it with "
+                                r"--report_only first.$"):
+      study_summary.check_report(os.path.join(summary, "empty"))
 
   def test_frozen_regime_is_stated(self):
     lines = study_tables.regime_lines(

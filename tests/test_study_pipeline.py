@@ -266,6 +266,13 @@ class BadInputTest(tf.test.TestCase):
         "from_summary": ([f"--from_summary={parent}/no_summary"],
                          f"study: --from_summary={parent}/no_summary holds "
                          "no study.json: not a study summary."),
+        "check_report_writes_nothing": (
+            ["--check_report", "--report_only"],
+            "study: --check_report writes nothing: drop --report_only."),
+        "check_report_without_report": (
+            ["--check_report"], f"study: --study_dir={parent}/"
+            "check_report_without_report holds no report (tables.md): write "
+            "it with --report_only first."),
         "train_flag": (["--batch_size=0"],
                        "study: --batch_size=0 must be > 0."),
         "missing_data": (["--dataset=mind", "--encoder=bert",

@@ -1,11 +1,15 @@
 """A study's summary: what its report is made of, small enough to commit
-(`write_summary`), and a study folder started from it on another machine
-(`start_from_summary`, `--from_summary`)."""
+(`write_summary`), a study folder started from it on another machine
+(`start_from_summary`, `--from_summary`), and a check that a committed
+report is what today's code makes of its runs (`check_report`,
+`--check_report`)."""
 
+import filecmp
 import json
 import os
 import shutil
-from typing import Optional
+import tempfile
+from typing import List, Optional
 
 import numpy as np
 
@@ -13,6 +17,7 @@ from rank4class_tf import fileio
 from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import report as report_lib
+from rank4class_tf.study import stats as stats_lib
 
 
 def check_summary_dir(study_dir: str, summary_dir: str) -> None:
@@ -167,3 +172,63 @@ def start_from_summary(summary_dir: str, study_dir: str) -> int:
     raise ValueError(f"cannot copy `from_summary`={summary_dir} to "
                      f"{e.filename or study_dir}: {e.strerror or e}.") from None
   return copied
+
+
+def _report_files(study_dir: str) -> List[str]:
+  """The report's files in `study_dir`, relative, sorted: results.csv,
+  tables.md, report.json and figures/* (not the HParams event logs, which
+  are named by time and host)."""
+  names = [name for name in (report_lib.RESULTS_FILE, report_lib.TABLES_FILE,
+                             report_lib.STAMP_FILE)
+           if os.path.isfile(os.path.join(study_dir, name))]
+  figures = os.path.join(study_dir, report_lib.FIGURES_DIR)
+  if os.path.isdir(figures):
+    names += [os.path.join(report_lib.FIGURES_DIR, name)
+              for name in sorted(os.listdir(figures))]
+  return names
+
+
+def check_report(study_dir: str, select_metric: Optional[str] = None,
+                 num_samples: int = stats_lib.DEFAULT_SAMPLES,
+                 paper_table: Optional[str] = None) -> List[str]:
+  """Which files of a study's report differ from the report this code
+  makes of its runs.
+
+  The study's records and test arrays (a summary's, or a whole study
+  folder's: never its checkpoints) are copied into a scratch folder
+  (`start_from_summary`), `write_report` writes the report there, and the
+  two are compared byte for byte: results.csv, tables.md, report.json (the
+  fingerprint of the records and the options) and every figure. A file on
+  one side only differs. Nothing in `study_dir` is written.
+
+  Args:
+    study_dir: a study folder or its summary, holding its report.
+    select_metric, num_samples, paper_table: the report's options, as
+      `write_report` takes them (defaults: the study's).
+
+  Returns:
+    The differing files, relative to `study_dir`, sorted; [] when the
+    report is the one this code writes.
+
+  Raises:
+    ValueError: `study_dir` holds no study or no report, or its report
+      cannot be made (naming the file).
+  """
+  if not os.path.isfile(os.path.join(study_dir, report_lib.TABLES_FILE)):
+    raise ValueError(f"`study_dir`={study_dir} holds no report "
+                     f"({report_lib.TABLES_FILE}): write it with "
+                     "--report_only first.")
+  scratch = tempfile.mkdtemp(prefix="rank4class_check_report-")
+  try:
+    copy = os.path.join(scratch, "study")
+    start_from_summary(study_dir, copy)
+    report_lib.write_report(copy, select_metric, num_samples, paper_table,
+                            progress=lambda line: None)
+    ours, theirs = _report_files(study_dir), _report_files(copy)
+    differ = sorted(set(ours) ^ set(theirs))
+    differ += [name for name in sorted(set(ours) & set(theirs))
+               if not filecmp.cmp(os.path.join(study_dir, name),
+                                  os.path.join(copy, name), shallow=False)]
+    return sorted(differ)
+  finally:
+    shutil.rmtree(scratch, ignore_errors=True)
