@@ -274,6 +274,41 @@ class ThreadWorkersTest(parameterized.TestCase):
     self.assertEqual(strip(records), strip(one))
 
 
+class FinishedBeforeClaimTest(absltest.TestCase):
+
+  def test_a_run_finished_between_plan_and_claim_is_not_trained_again(self):
+    # Another worker finishes a run (record written, claim released) after
+    # this worker planned it and before it claims it: a race of three
+    # thread workers made this happen now and then.
+    folder = tempfile.mkdtemp()
+    grid = study_grid.Grid(losses=("softmax",), interactions=("dot",),
+                           seeds=(0, 1), learning_rates=(1e-3, 3e-3))
+    calls, lock = [], threading.Lock()
+    execute_run = stand_in_run(calls, lock)
+    raced = "softmax.dot.lr0.003.seed0"
+    claim = study_claims.Claims.claim
+
+    def claim_after_the_other_worker(claims, run_name, progress=print):
+      if run_name == raced and raced not in calls:
+        run = next(r for r in grid.runs() if r.name == raced)
+        execute_run(None, run, folder, None, worker="other")
+      return claim(claims, run_name, progress)
+
+    with mock.patch.object(study, "execute_run", execute_run), \
+        mock.patch.object(study_claims.Claims, "claim",
+                          claim_after_the_other_worker):
+      study.run_study(folder, test_study.base_config(), grid,
+                      progress=lambda _: None,
+                      worker=study_claims.Worker(name="this", timeout=60))
+    self.assertCountEqual(calls, [run.name for run in grid.runs()])
+    records = {r["run"]: r for r in study_folder.load_records(folder)}
+    self.assertEqual(records[raced]["worker"], "other")
+    self.assertEqual({r["worker"] for n, r in records.items() if n != raced},
+                     {"this"})
+    self.assertEqual(fileio.listdir(study_claims.Claims(
+        folder, study_claims.Worker()).folder), [])  # Its claim released.
+
+
 def record(run, value, best_step=10, steps=None):
   out = {"run": run.name, "validation": {"top1_accuracy": value},
          "best_step": best_step}

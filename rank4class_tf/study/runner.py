@@ -546,10 +546,22 @@ class _Work:
 
   def train(self, plan: study_schedule.Plan, run: study_grid.Run,
             free: int) -> bool:
-    """Claims, trains and evaluates `run`; False if another worker claimed
-    it first."""
+    """Claims, trains and evaluates `run`. True when the study moved on
+    (plan again at once): the run was trained here, or another worker had
+    finished it by the time of the claim; False when another worker holds
+    it."""
     if not self.claims.claim(run.name, self.progress):
       return False
+    # A worker releases its claim once the run's record is written, so a
+    # run planned here before that record appeared can be claimed after it.
+    record, _ = study_folder.finished_record(
+        self.study_dir, run, self.base.trainer.metrics, self.progress,
+        self.summarized)
+    if record is not None and study_schedule.is_done(
+        run, {run.name: record}, plan.all_steps):
+      self.claims.release(run.name)
+      self.records[run.name] = record
+      return True
     extension = next((e for e in self.extensions if e.run == run), None)
     follows = self.followers.get(run.name)
     check_run_folder(self.base, run, self.study_dir)
