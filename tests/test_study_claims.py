@@ -48,6 +48,9 @@ class SummaryStorageTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, r"^`from_summary` needs local "
                                 r"folders, and gs://b/s is not one"):
       study_summary.start_from_summary(tempfile.mkdtemp(), "gs://b/s")
+    with self.assertRaisesRegex(ValueError, r"^`study_dir` needs local "
+                                r"folders, and ram://r is not one"):
+      study_summary.check_report("ram://r")
 
 
 class ShardFromEnvironmentTest(parameterized.TestCase):

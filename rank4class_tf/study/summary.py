@@ -211,9 +211,11 @@ def check_report(study_dir: str, select_metric: Optional[str] = None,
     report is the one this code writes.
 
   Raises:
-    ValueError: `study_dir` holds no study or no report, or its report
-      cannot be made (naming the file).
+    ValueError: `study_dir` is not local (copy a bucket's study first),
+      holds no study or no report, or its report cannot be made (naming
+      the file).
   """
+  _check_local(study_dir, "study_dir")
   if not os.path.isfile(os.path.join(study_dir, report_lib.TABLES_FILE)):
     raise ValueError(f"`study_dir`={study_dir} holds no report "
                      f"({report_lib.TABLES_FILE}): write it with "
