@@ -61,6 +61,12 @@ CLASS_NAMES_KEY = "class_names"
 CLASS_LIST_KEY = "rank_classes"
 CLASS_TEXTS = "class_texts"
 
+# Exports are written without Keras' trace of every layer's call (which
+# revives layers without their code): an export is read by its signatures
+# alone (TF Serving, `tf.saved_model.load(...).signatures`, ExportedRanker).
+# `python -m benchmarks.export` times both settings side by side.
+SAVE_TRACES = False
+
 
 def text_class_parts(model: tf.keras.Model):
   """(instance encoder, scoring head, text class encoder) of a model whose
@@ -223,7 +229,7 @@ def export_saved_model(model: tf.keras.Model, export_to: str,
   `copy_of`: an export this process wrote of the same weights (the best
   checkpoint is the final one): its files are copied instead, calibration
   included, and `model`, `signatures_` and `calibration` are not read:
-  saving again would trace every layer again for the same SavedModel.
+  saving again would trace the signatures again for the same SavedModel.
 
   The folder gets the permissions of any folder the user creates (0777 less
   the umask), not mkdtemp's private 0700, so others can serve it.
@@ -238,7 +244,8 @@ def export_saved_model(model: tf.keras.Model, export_to: str,
       return
     # The optimizer is left out: a serving model needs none, and its slot
     # variables make `tf.saved_model.load` fail in a process that trained.
-    model.save(tmp, include_optimizer=False, signatures=signatures_)
+    model.save(tmp, include_optimizer=False, signatures=signatures_,
+               save_traces=SAVE_TRACES)
     if calibration is not None:
       fileio.write_json_atomically(
           os.path.join(tmp, run_dir_lib.CALIBRATION_FILE), calibration)

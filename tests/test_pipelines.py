@@ -112,6 +112,17 @@ class TrainEvaluateTest(tf.test.TestCase):
     self.assertAllClose(served["top_k_scores"],
                         np.take_along_axis(scores, order, axis=1))
 
+  def test_export_holds_signatures_not_layer_traces(self):
+    export = os.path.join(self.model_dir, "export", "best_model_by_metric")
+    loaded = tf.saved_model.load(export)
+    self.assertCountEqual(loaded.signatures.keys(),
+                          [serving.SERVING_KEY, serving.CLASS_NAMES_KEY])
+    # Saved without Keras' layer traces (serving.export_saved_model): the
+    # loaded object has no call function of its own, only the signatures
+    # (the model itself: its config and checkpoint, as in the test above).
+    self.assertFalse(callable(loaded))
+    self.assertFalse(hasattr(loaded, "keras_api"))
+
   def test_serving_rejects_hostile_images(self):
     export = os.path.join(self.model_dir, "export", "best_model_by_metric")
     serve = tf.saved_model.load(export).signatures["serving_default"]
