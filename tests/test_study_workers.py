@@ -31,10 +31,11 @@ pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
 # claims and decisions).
 SHARED = ["--dataset=digits", "--mlp_units=8", "--train_steps=20",
           "--eval_every=10", "--export=false", "--deterministic"]
-# 4 runs: 2 losses x 2 learning rates, dot, seed 0 (enough to share out
-# between three workers).
+# 2 runs: 2 losses, dot, seed 0, one learning rate. Started together, two
+# of the three workers train one each; the third finds both claimed (and
+# later the report current).
 GRID = ["--losses=softmax,approx_ndcg", "--interactions=dot",
-        "--seeds=0", "--learning_rates=3e-3,1e-2"]
+        "--seeds=0", "--learning_rates=1e-2"]
 # Columns that differ between workers and between runs of one command.
 UNSTABLE = ("train_seconds", "resumed_at_step",
             # A commit landing between the two studies changes these alone.
@@ -93,7 +94,7 @@ class ThreeWorkersTest(absltest.TestCase):
 
   def test_each_run_trained_exactly_once(self):
     done = trainings(self.three)
-    self.assertLen(done, 4)
+    self.assertLen(done, 2)
     for run, times in done.items():
       self.assertLen(times, 1, run)
       self.assertEqual(times[0][1], "trains")
@@ -101,7 +102,7 @@ class ThreeWorkersTest(absltest.TestCase):
     said = {}
     for i, (stdout, _) in enumerate(self.outputs):
       for line in stdout.splitlines():
-        found = re.match(r"^\[\d+/4\] (\S+) \(worker (w\d)\):", line)
+        found = re.match(r"^\[\d+/2\] (\S+) \(worker (w\d)\):", line)
         if found:
           self.assertEqual(found.group(2), f"w{i}")
           said[found.group(1)] = found.group(2)
