@@ -380,6 +380,40 @@ class TrainOnTest(tf.test.TestCase):
     self.assertEqual(sorted(curves["top1_accuracy"]), [0, 1, 2, 3])
 
 
+  def test_without_exports_the_extension_goes_on_from_the_last_checkpoint(
+      self):
+    # `--export=false` (a study's runs): the finished run is its final
+    # checkpoint; more steps go on from it (not from step 0) and end where
+    # one uninterrupted run would.
+    from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+    from rank4class_tf.training import builders  # pylint: disable=g-import-not-at-top
+    from rank4class_tf.training import trainer as training  # pylint: disable=g-import-not-at-top
+    root = tempfile.mkdtemp()
+    def config(folder, steps):
+      return config_lib.TrainConfig.create(
+          dataset="digits", train_steps=steps, eval_every=10, dropout=0.0,
+          deterministic=True, export=False,
+          model_dir=os.path.join(root, folder))
+    training.train(config("extended", 20))
+    with self.assertLogs("absl", level="INFO") as logs:
+      training.train(config("extended", 40))
+    folder = os.path.join(root, "extended")
+    self.assertIn(f"Extending the finished run from {folder}/checkpoints/"
+                  "ckpt-0002 (epoch 2) to 40 steps.", "\n".join(logs.output))
+    with self.assertRaisesRegex(ValueError, "finished run with other "
+                                "settings: `train_steps`=10 \\(was 40\\)"):
+      training.train(config("extended", 10))
+    training.train(config("straight", 40))
+    self.assertFalse(run_dir_lib.RunDir(folder).has_exports())
+    data = builders.load_data(config("straight", 40))
+    got = {name: training.checkpoint_scores(
+        config(name, 40), data, ("test",),
+        checkpoint=training.final_checkpoint(config(name, 40)))["test"][1]
+           for name in ("extended", "straight")}
+    self.assertAllClose(got["extended"], got["straight"], atol=1e-6)
+    self.assertTrue(training.is_trained(config("extended", 40)))
+
+
 class ChooseOnSeedTest(tf.test.TestCase):
   """`--cells` and `--choose_on_seed`: a design that is not a product, tuned
   on one seed, the other seeds at its choices."""

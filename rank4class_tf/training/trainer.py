@@ -50,8 +50,8 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     are written): it trains no step and writes them (from the final
     checkpoint if the backup is gone).
   A finished run started with more `train_steps` goes on from its final
-  checkpoint (`extension_start`), and an interrupted extension resumes like
-  any run. Other settings are refused, naming them (with fewer
+  checkpoint (`extension_start`; with `export`=False too: it finished at
+  that checkpoint), and an interrupted extension resumes like any run. Other settings are refused, naming them (with fewer
   `train_steps` or another `top_k`, a finished run is another run), unless
   `overwrite`, which removes the old run's own files and starts afresh.
 
@@ -81,10 +81,13 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     run_guard.check_identity(model_dir, previous_config(model_dir),
                              config.flat(), trainer.overwrite)
   extend_from = None
-  if run.has_exports() and not run.has_backup() and not trainer.overwrite:
+  if not run.has_backup() and not trainer.overwrite and (
+      run.has_exports() or _trained_without_export(model_dir)):
     # A run that finished (with a backup: one interrupted in an extension
     # or before deleting its backup, resumed below), yet not under these
     # settings: more `train_steps` extend it, anything else is another run.
+    # With `export`=False it finished at its last checkpoint: a study's
+    # `--extend_steps` run goes on from there, not from step 0.
     extend_from = extension_start(config)
     if extend_from is None:
       raise ValueError(_finished_otherwise(config))
@@ -266,6 +269,16 @@ def _finished_line(config: config_lib.TrainConfig) -> Optional[str]:
   return (f"already finished: `model_dir`={model_dir} trained its "
           f"{trainer.train_steps} steps ({best}{exported}); nothing "
           "changed.")
+
+
+def _trained_without_export(model_dir: str) -> bool:
+  """Whether model_dir holds a run trained with `export`=False to its last
+  step: its config's last checkpoint (the caller has seen no backup)."""
+  old = previous_config(model_dir)
+  if not old or old.get("export", True):
+    return False
+  epoch = int(old["train_steps"]) // int(old["eval_every"])
+  return run_dir_lib.RunDir(model_dir).has_checkpoint(epoch)
 
 
 def _finished_otherwise(config: config_lib.TrainConfig) -> str:
