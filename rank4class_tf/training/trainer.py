@@ -51,9 +51,10 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     checkpoint if the backup is gone).
   A finished run started with more `train_steps` goes on from its final
   checkpoint (`extension_start`; with `export`=False too: it finished at
-  that checkpoint), and an interrupted extension resumes like any run. Other settings are refused, naming them (with fewer
-  `train_steps` or another `top_k`, a finished run is another run), unless
-  `overwrite`, which removes the old run's own files and starts afresh.
+  that checkpoint), and an interrupted extension resumes like any run.
+  Other settings are refused, naming them (with fewer `train_steps` or
+  another `top_k`, a finished run is another run), unless `overwrite`,
+  which removes the old run's own files and starts afresh.
 
   A full disk or lost permission mid-run is a one-line ValueError naming
   the file too, and leaves no half-written checkpoint.
