@@ -59,6 +59,20 @@ def build_inputs(config: config_lib.TrainConfig,
       length_bucketing=config.trainer.length_bucketing)
 
 
+def steps_per_execution(trainer: config_lib.TrainerConfig) -> int:
+  """Keras' `steps_per_execution` of a run: 1, but on a TPU.
+
+  Keras runs several steps a call in a `tf.range` loop whose result is
+  undefined before it, so autograph traces the training step twice (a
+  trial to find the loop's variables, then the loop): a 20-step digits run
+  takes about 30% less time at 1 step a call than at 10, a 600-step one
+  still less (`benchmarks.steps_per_execution`,
+  results/steps_per_execution/benchmark.md). On a TPU each call's round
+  trip to the host costs more than the trace.
+  """
+  return min(10, trainer.eval_every) if trainer.strategy == "tpu" else 1
+
+
 def build_pipeline(config: config_lib.TrainConfig,
                    data: datasets.ClassificationData,
                    strategy=None,
@@ -123,7 +137,7 @@ def build_pipeline(config: config_lib.TrainConfig,
       # takes it), else ours.
       loss=config_lib.TFR_LOSS_NAMES.get(loss.name, loss.name),
       optimizer=trainer.optimizer,
-      steps_per_execution=min(10, trainer.eval_every),
+      steps_per_execution=steps_per_execution(trainer),
       export_best_model=True,
       best_exporter_metric_higher_better=True,
       best_exporter_metric=metrics.keras_name(trainer.best_metric),
