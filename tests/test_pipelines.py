@@ -43,6 +43,26 @@ def scalar_tags(event_dir):
   return tags
 
 
+class StepsPerExecutionTest(tf.test.TestCase):
+
+  def test_one_step_per_call_but_on_a_tpu(self):
+    from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+    trainer = lambda **kw: config_lib.TrainConfig.create(
+        dataset="digits", model_dir="unused", **kw).trainer
+    self.assertEqual(builders.steps_per_execution(trainer()), 1)
+    self.assertEqual(builders.steps_per_execution(
+        trainer(strategy="mirrored", eval_every=50)), 1)
+    self.assertEqual(builders.steps_per_execution(
+        trainer(strategy="tpu", eval_every=50)), 10)
+    self.assertEqual(builders.steps_per_execution(
+        trainer(strategy="tpu", eval_every=4)), 4)
+    # What the pipeline compiles the model with.
+    config = config_lib.TrainConfig.create(
+        dataset="digits", model_dir="unused", eval_every=50)
+    pipeline = builders.build_pipeline(config, datasets.get("digits"))
+    self.assertEqual(pipeline._hparams.steps_per_execution, 1)  # pylint: disable=protected-access
+
+
 class TrainEvaluateTest(tf.test.TestCase):
 
   @classmethod
