@@ -509,6 +509,25 @@ class ChooseOnSeedTest(tf.test.TestCase):
                   "(`--choose_on_seed`)", tables)
     self.assertIn("0 of 6 chosen runs are on an edge", tables)
 
+  def test_missing_follower_is_counted_among_all_the_runs(self):
+    # A study in progress: 10 runs (6 of seed 0, 4 followers), one follower
+    # without its record. The count is the study's, not seed 0's grid (6).
+    self.run_study()
+    name = "softmax.dot.lr0.003.seed2"
+    os.remove(os.path.join(self.dir, study_folder.RUNS_DIR, name,
+                           study_folder.RESULT_FILE))
+    lines = []
+    paths = study_report.write_report(self.dir, progress=lines.append)
+    self.assertEqual(lines[0], "1 of the grid's 10 runs have no result and "
+                     f"are reported as missing: {name}.")
+    with open(paths["tables"]) as f:
+      tables = f.read()
+    self.assertIn("9 runs; 2 cells;", tables)
+    self.assertIn("**1 of the grid's 10 runs have no result**", tables)
+    self.assertIn("## Runs without a result\n\n1 of the 10 runs of the grid "
+                  "in study.json have no whole record (not run yet, or their "
+                  f"study file is unreadable): `{name}`.", tables)
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -220,8 +220,11 @@ def tables_markdown(
   if one_seed:
     lines.append("**One seed per cell: the intervals and p-values cover test "
                  "sampling only, not training noise.**")
+  # The study's runs: the grid's, its extensions' and (`choose_on_seed`)
+  # the other seeds' (grid.runs() is the tuned seed's alone).
+  num_runs = len(records) + len(missing)
   if missing:
-    lines.append(f"**{len(missing)} of the grid's {len(grid.runs())} runs "
+    lines.append(f"**{len(missing)} of the grid's {num_runs} runs "
                  "have no result** and are not in these tables (listed under "
                  "[Runs without a result](#runs-without-a-result)).")
   lines += regime_lines(shared)
@@ -327,22 +330,23 @@ def tables_markdown(
                    f"{r['mlp_units'] or '—'} | "
                    f"{r['validation'][select_metric]:.4f} | "
                    f"{r['best_step']} | {', '.join(notes) or '—'} |")
-  lines += absent_lines(grid, missing, unreadable or {}, strays)
+  lines += absent_lines(num_runs, missing, unreadable or {}, strays)
   return "\n".join(lines) + "\n"
 
 
-def absent_lines(grid: study_grid.Grid, missing: Sequence[str],
+def absent_lines(num_runs: int, missing: Sequence[str],
                  unreadable: Dict[str, str],
                  strays: Sequence[str]) -> List[str]:
   """tables.md's account of what the report leaves out (nothing when it
-  leaves nothing out)."""
+  leaves nothing out); `num_runs`: the study's runs, missing ones
+  included."""
   lines = []
   if missing:
     names = ", ".join(f"`{name}`" + (f" (unreadable: `{unreadable[name]}`)"
                                      if name in unreadable else "")
                       for name in missing)
     lines += ["", "## Runs without a result", "",
-              f"{len(missing)} of the {len(grid.runs())} runs of the grid in "
+              f"{len(missing)} of the {num_runs} runs of the grid in "
               f"{study_folder.STUDY_FILE} have no whole record (not run yet, "
               f"or their study file is unreadable): {names}."]
   if strays:
