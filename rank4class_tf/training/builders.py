@@ -65,8 +65,8 @@ def steps_per_execution(trainer: config_lib.TrainerConfig) -> int:
   Keras runs several steps a call in a `tf.range` loop whose result is
   undefined before it, so autograph traces the training step twice (a
   trial to find the loop's variables, then the loop): a 20-step digits run
-  takes 0.81-0.90 of the time at 1 step a call that it takes at 10, a 600-step one
-  the same within the noise (`benchmarks.steps_per_execution`,
+  takes 0.81-0.90 of the time at 1 step a call that it takes at 10, a
+  600-step one the same within the noise (`benchmarks.steps_per_execution`,
   results/steps_per_execution/benchmark.md). On a TPU each call's round
   trip to the host costs more than the trace.
   """
