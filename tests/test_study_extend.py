@@ -465,7 +465,7 @@ class ChooseOnSeedTest(tf.test.TestCase):
     self.assertEqual(study_grid.Grid.from_json(old),
                      study_grid.Grid(("mse",), ("dot",), (0,), (1e-3,), (128,)))
 
-  def run_study(self, extend_steps=0.):
+  def run_study(self, extend_steps=0., extend_grid=0):
     # Seed 0 peaks at 3e-3, seeds 1 and 2 at 1e-2: the followers must take
     # seed 0's choice, not their own.
     def value(run):
@@ -474,8 +474,28 @@ class ChooseOnSeedTest(tf.test.TestCase):
     lines = []
     with mock.patch.object(study, "execute_run", execute_run):
       study.run_study(self.dir, test_study.base_config(), self.grid,
-                      progress=lines.append, extend_steps=extend_steps)
+                      progress=lines.append, extend_steps=extend_steps,
+                      extend_grid=extend_grid)
     return calls, lines
+
+  def test_finished_followers_are_not_extended(self):
+    # A follower is its cell's only run on its seed, so each of its values
+    # is an edge of that seed's one-run grid: `--extend_grid` must leave
+    # it alone. The study's commit before the workers (da92c7c) did not:
+    # once every follower had finished it planned 52 runs around them in
+    # the fine-tuned GoEmotions study.
+    calls, _ = self.run_study(extend_grid=2)
+    with open(os.path.join(self.dir, study_folder.STUDY_FILE)) as f:
+      saved = json.load(f)
+    self.assertLen(saved["followers"], 4)
+    trained = [call.split("->")[0] for call in calls]
+    self.assertEqual(
+        sorted(name for name in trained if not name.endswith(".seed0")),
+        sorted(saved["followers"]))
+    self.assertEqual(
+        {e["seed"] for e in saved.get("extensions", [])} - {0}, set())
+    again, _ = self.run_study(extend_grid=2)
+    self.assertEqual(again, [])
 
   def test_other_seeds_follow_seed_0s_choice_and_steps(self):
     calls, lines = self.run_study(extend_steps=2)
