@@ -86,7 +86,8 @@ test: $(STAMP)
 # (`pipelines.study --check_report`: regenerated in a scratch folder, compared
 # byte for byte); every study is checked, then the first failure fails.
 RESULTS ?= results/study_digits results/study_digits_sodeep \
-  results/study_goemotions_frozen results/study_goemotions_sodeep
+  results/study_goemotions_frozen results/study_goemotions_sodeep \
+  results/study_goemotions_finetuned
 check-results: $(STAMP)
 	@status=0; for study in $(RESULTS); do \
 	  $(PY) -m pipelines.study --check_report --study_dir=$$study || status=1; \

@@ -32,6 +32,10 @@ STUDIES = {
         for loss in ("softmax", "pairwise_logistic", "approx_ndcg",
                      "gumbel_approx_ndcg", "mse")
         for interaction in ("dot", "lc_mlp", "concat_mlp")],
+    "study_goemotions_finetuned": [
+        "softmax.dot", "pairwise_logistic.dot", "approx_ndcg.dot",
+        "gumbel_approx_ndcg.dot", "mse.dot", "softmax.lc_mlp",
+        "softmax.concat_mlp", "approx_ndcg.lc_mlp", "approx_ndcg.concat_mlp"],
 }
 
 CELL_TITLES = {"softmax": "Softmax CE", "pairwise_logistic":
