@@ -1,9 +1,12 @@
-"""Lines of a binary stream in batches, for binaries that read stdin.
+"""Lines of a binary stream in batches, for binaries that read stdin, and
+class names printed one line each.
 
 No flags here, so tests (and other binaries) import it freely.
 """
 
 import re
+
+from rank4class_tf.data import user_files
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
@@ -39,3 +42,19 @@ def batches(stream, size):
       batch, first = [], number + 1
   if batch:
     yield first, batch
+
+
+def one_line(name):
+  """`name` with its control characters escaped (a tab as `\\t`), so that a
+  class prints as one line of `name<TAB>score` whatever its name: a run
+  refuses such names (`user_files.class_name_problem`), an export made
+  before it did may hold them.
+
+  >>> one_line("joy"), one_line("a\\tb\\nc")
+  ('joy', 'a\\\\tb\\\\nc')
+  """
+  if user_files.class_name_problem(name) is None:
+    return name
+  return "".join(
+      char.encode("unicode_escape").decode("ascii")
+      if user_files.class_name_problem(char) else char for char in name)

@@ -168,12 +168,12 @@ def input_kind(ranker):
 
 def print_rankings(rankings, first):
   """`name<TAB>score[<TAB>probability]` lines per instance, an empty line
-  between instances."""
+  between instances: one line per class (`line_input.one_line`)."""
   for i, ranking in enumerate(rankings):
     if i or not first:
       print()
     for name, score, *probability in ranking:
-      print("\t".join([name, f"{score:.4f}"] +
+      print("\t".join([line_input.one_line(name), f"{score:.4f}"] +
                       [f"{p:.4f}" for p in probability]))
 
 

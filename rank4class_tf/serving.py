@@ -41,6 +41,7 @@ import tensorflow_text  # pylint: disable=unused-import
 
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import features
+from rank4class_tf.data import user_files
 from rank4class_tf import fileio
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf.modeling import model as model_lib
@@ -363,7 +364,8 @@ def check_class_texts(class_texts: Sequence[str]) -> None:
 
   Raises:
     ValueError: the list is empty, longer than `class_encoders.
-      MAX_SERVED_CLASSES`, or has an empty or a repeated text.
+      MAX_SERVED_CLASSES`, or has an empty or a repeated text, or one
+      holding a control character (`user_files.class_name_problem`).
   """
   limit = class_encoders.MAX_SERVED_CLASSES
   if not class_texts or len(class_texts) > limit:
@@ -373,6 +375,9 @@ def check_class_texts(class_texts: Sequence[str]) -> None:
   for i, text_ in enumerate(class_texts, start=1):
     if not text_.strip():
       raise ValueError(f"`classes`: class {i} is an empty text.")
+    problem = user_files.class_name_problem(text_)
+    if problem:  # It would break predict's one line per class.
+      raise ValueError(f"`classes`: class {i} {text_!r} {problem}")
     if text_ in seen:
       raise ValueError(f"`classes`: {text_!r} is given twice (classes "
                        f"{seen[text_]} and {i}).")

@@ -5,6 +5,7 @@ splits must hold what the in-memory reader gives for the same files.
 """
 
 import gzip
+import json
 import logging
 import os
 import tempfile
@@ -30,7 +31,8 @@ def pairs(data, split):
           data.dataset(split).as_numpy_iterator()]
 
 
-class StreamedTest(tf.test.TestCase):
+class Streaming(tf.test.TestCase):
+  """A private counts cache, and `load` streaming or in memory."""
 
   def setUp(self):
     super().setUp()
@@ -44,6 +46,9 @@ class StreamedTest(tf.test.TestCase):
                            0 if stream else 1 << 40):
       return datasets.get("text_files", folder,
                           options=user_files.Options(**options))
+
+
+class StreamedTest(Streaming):
 
   def test_streams_what_memory_holds(self):
     folder = tempfile.mkdtemp()
@@ -156,6 +161,124 @@ class StreamedTest(tf.test.TestCase):
       self.load(folder)
     data = self.load(folder, skip_bad_records=True)
     self.assertEqual(pairs(data, "train"), [("a", 0), ("c", 1)])
+
+
+class StreamedProbeTest(Streaming):
+  """Issue 58's cases 1-4, 7 and 8 on files that stream: what the in-memory
+  reader accepts reads the same, what it refuses is refused in one line
+  naming the file and record."""
+
+  def folder(self, **files):
+    folder = tempfile.mkdtemp()
+    for name, content in files.items():
+      write(folder, name.replace("_", "."), content)
+    return folder
+
+  def assert_refused(self, folder, pattern, **options):
+    with self.assertRaisesRegex(ValueError, "^" + pattern + "$"):
+      self.load(folder, **options)
+
+  def test_case1_label_separator(self):
+    folder = self.folder(
+        train_csv="text,label\nso sweet,joy|love\nhow dare you,anger\n")
+    self.assert_refused(
+        folder, r"`label_separator`='\|' makes every label a list of "
+        r"classes; .*/train\.csv: files larger than memory stream "
+        r"single-label rows only\.", label_separator="|")
+
+  def test_case2_numeric_class_names(self):
+    folder = self.folder(classes_txt="3\n2\n1\n",
+                         train_csv="text,label\na,3\nb,2\nc,1\nd,2\n",
+                         test_csv="text,label\nw,1\n",
+                         validation_csv="text,label\nv,3\n")
+    names = os.path.join(folder, "classes.txt")
+    streamed = self.load(folder, class_names_file=names)
+    memory = self.load(folder, stream=False, class_names_file=names)
+    for split in datasets.SPLITS:
+      self.assertEqual(pairs(streamed, split), [
+          (t, int(y)) for t, y in zip(*memory.splits[split])])
+    self.assertEqual(pairs(streamed, "train"),
+                     [("a", 0), ("b", 1), ("c", 2), ("d", 1)])
+    # Labels 0/1/2 are ids: a streamed file's labels are names.
+    write(folder, "train.csv", "text,label\na,0\nb,1\nc,2\n")
+    write(folder, "validation.csv", "text,label\nv,2\n")
+    write(folder, "test.csv", "text,label\nw,0\n")
+    self.assert_refused(folder, ".*/train\\.csv: integer class ids \\('0'\\) "
+                        "in a file larger than memory: name the classes in "
+                        "the file\\.", class_names_file=names)
+    write(folder, "classes.txt", "2\n0\n1\n")
+    write(folder, "test.csv", "text,label\nw,2\n")
+    write(folder, "validation.csv", "text,label\nv,1\n")
+    self.assert_refused(
+        folder, r".*/train\.csv: record 1: label '0' is ambiguous: the class "
+        r"named '0' \(.*/classes\.txt:2\) or the class id 0 \('2'\); .*",
+        class_names_file=names)
+
+  def test_case3_a_column_named_twice(self):
+    folder = self.folder(train_csv="text,label,text\na,x,b\nc,y,d\n")
+    self.assert_refused(folder, r".*/train\.csv:1: columns 1 and 3 are both "
+                        r"named 'text'; name every column once\.")
+    folder = self.folder(train_jsonl='{"text": "a", "label": "x"}\n'
+                         '{"text": "a", "label": "x", "label": "y"}\n')
+    self.assert_refused(folder, r".*/train\.jsonl: record 2: not a JSON "
+                        r"object with a text 'text' and a label 'label'\.")
+
+  def test_case4_class_names_as_written(self):
+    folder = self.folder(train_csv="text,label\na,  lead\nb,lead\nc,x\n")
+    self.assert_refused(
+        folder, r".*/train\.csv: record 2: label 'lead' and '  lead' \("
+        r".*/train\.csv: record 1\) differ only in surrounding whitespace: "
+        r"one class or two\? Write them alike\.")
+    folder = self.folder(train_csv='text,label\na,joy\nb,"an\tger"\n')
+    self.assert_refused(folder, r".*/train\.csv: record 2: label 'an\\tger' "
+                        r"holds a control character \('\\t'\): a class name "
+                        r"is one printable line\.")
+    # Spelled one way everywhere: stripped, as in memory.
+    folder = self.folder(train_csv="text,label\na, joy\nb,x\n",
+                         validation_csv="text,label\nc, joy\n",
+                         test_csv="text,label\nd,x\n")
+    self.assertEqual(pairs(self.load(folder), "validation"), [("c", 0)])
+
+  def test_case7_a_field_over_128_kib(self):
+    big = "word " * (200 * 1024 // 5)
+    folder = self.folder(train_csv=f'text,label\n"{big}",joy\nb,x\n',
+                         validation_tsv=f"text\tlabel\n{big}\tx\n",
+                         test_jsonl=json.dumps({"text": big, "label": "joy"}))
+    streamed, memory = self.load(folder), self.load(folder, stream=False)
+    for split in datasets.SPLITS:
+      self.assertEqual(pairs(streamed, split), [
+          (t, int(y)) for t, y in zip(*memory.splits[split])])
+    self.assertEqual(pairs(streamed, "train"), [(big, 0), ("b", 1)])
+
+  def test_case8_odd_label_and_text_values(self):
+    good = ('{"text": "a", "label": "joy"}\n'
+            '{"text": "b", "label": "anger"}\n')
+    cases = [
+        ('{"text": "c", "label": []}', r"column 'label': an empty list; a row "
+         r"has at least one class\."),
+        ('{"text": "c \\ud83d", "label": "joy"}', r"column 'text': a lone "
+         r"surrogate \(\\ud83d, half of a UTF-16 pair\) is not text\."),
+        ('{"text": 42, "label": "joy"}', r"column 'text' is a number \(42\), "
+         r"not a string\."),
+        ('{"text": "c", "label": ["joy"]}', r"column 'label': \['joy'\] is a "
+         r"list of classes; files larger than memory stream single-label "
+         r"rows only\."),
+    ]
+    for line, pattern in cases:
+      with self.subTest(line=line):
+        self.assert_refused(self.folder(train_jsonl=good + line + "\n"),
+                            r".*/train\.jsonl: record 3: " + pattern)
+    folder = self.folder(
+        train_csv="text,label\na,[urgent]\nb,[draft] notes\nc,plain\n",
+        validation_csv="text,label\nv,plain\n",
+        test_csv="text,label\nd,[urgent]\n")
+    streamed = self.load(folder)
+    self.assertEqual(streamed.class_names,
+                     ("[draft] notes", "[urgent]", "plain"))
+    self.assertEqual(pairs(streamed, "test"), [("d", 1)])
+    folder = self.folder(train_csv="text,label\na,\"['joy', 'love']\"\n")
+    self.assert_refused(folder, r".*/train\.csv: record 1: column 'label': "
+                        r"\"\['joy', 'love'\]\" is a list of classes; .*")
 
 
 if __name__ == "__main__":

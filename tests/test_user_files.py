@@ -2,6 +2,7 @@
 
 import csv
 import gzip
+import json
 import os
 import tempfile
 
@@ -205,6 +206,180 @@ class BadFilesTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r"^`data_dir`=/no/such: not a "
                                 "folder\\.$"):
       datasets.get("text_files", "/no/such")
+
+
+class HostileProbeTest(tf.test.TestCase):
+  """Issue 58's cases 1-4, 7 and 8 (docs/testing.md's hostile table), with
+  the probe's data: correct, or one line naming file, line and column."""
+
+  def folder(self, **files):
+    folder = tempfile.mkdtemp()
+    for name, content in files.items():
+      write(folder, name.replace("_", "."), content)
+    return folder
+
+  def assert_refused(self, folder, pattern, **options):
+    with self.assertRaisesRegex(ValueError, "^" + folder + "/" + pattern +
+                                "$") as raised:
+      load(folder, **options)
+    self.assertNotIn("\n", str(raised.exception))
+
+  def test_case1_a_row_with_one_label_is_a_list_of_one(self):
+    folder = self.folder(
+        train_csv="text,label\nso sweet,joy|love\nhow dare you,anger\n",
+        validation_csv="text,label\nfine,anger\n",
+        test_csv="text,label\nlovely,love|joy\n")
+    config = config_lib.TrainConfig.create(
+        dataset="text_files", data_dir=folder, label_separator="|",
+        loss="sigmoid_cross_entropy", encoder="bert", model_dir="unused")
+    checks.validate(config)
+    data = datasets.from_config(config.data)
+    self.assertTrue(data.multi_label)
+    self.assertEqual(data.class_names, ("anger", "joy", "love"))
+    self.assertAllEqual(data.splits["train"][1], [[0, 1, 1], [1, 0, 0]])
+    self.assertAllEqual(data.splits["validation"][1], [[1, 0, 0]])
+    self.assertAllEqual(data.splits["test"][1], [[0, 1, 1]])
+
+  def test_case2_numeric_class_names_one_reading(self):
+    # Classes 3, 2, 1 and integer labels 0/1/2: `0` is no class name, so
+    # every label is an id (never `1` the name and `0` the id).
+    rows = "text,label\na,0\nb,1\nc,2\nd,1\n"
+    folder = self.folder(classes_txt="3\n2\n1\n", train_csv=rows,
+                         validation_csv="text,label\nv,2\n",
+                         test_csv="text,label\nw,0\n")
+    names = os.path.join(folder, "classes.txt")
+    data = load(folder, class_names_file=names)
+    self.assertEqual(data.class_names, ("3", "2", "1"))
+    self.assertAllEqual(data.splits["train"][1], [0, 1, 2, 1])
+    self.assertAllEqual(data.splits["validation"][1], [2])
+    self.assertAllEqual(data.splits["test"][1], [0])
+    # Every label a name (`3` is no id of 3 classes): read as names.
+    write(folder, "train.csv", "text,label\na,3\nb,2\nc,1\n")
+    write(folder, "validation.csv", "text,label\nv,1\n")
+    write(folder, "test.csv", "text,label\nw,3\n")
+    data = load(folder, class_names_file=names)
+    self.assertAllEqual(data.splits["train"][1], [0, 1, 2])
+    self.assertAllEqual(data.splits["validation"][1], [2])
+    # Every label both a name and an id of another class: refused.
+    write(folder, "classes.txt", "2\n0\n1\n")
+    write(folder, "train.csv", "text,label\na,0\nb,1\nc,2\n")
+    self.assert_refused(
+        folder, r"train\.csv:2: label '0' is ambiguous: the class named '0' "
+        r"\(.*/classes\.txt:2\) or the class id 0 \('2'\); with class names "
+        r"that are numbers, write every label as a name, or every label as "
+        r"an id\.", class_names_file=names)
+    # Names and ids mixed where one label reads both ways: refused.
+    write(folder, "classes.txt", "3\n2\n1\n")
+    write(folder, "train.csv", "text,label\na,0\nb,3\nc,2\n")
+    self.assert_refused(
+        folder, r"train\.csv:4: label '2' is ambiguous: the class named '2' "
+        r"\(.*classes\.txt:2\) or the class id 2 \('1'\); .*",
+        class_names_file=names)
+
+  def test_case3_a_column_named_twice(self):
+    for header, columns in (("text,label,text", "1 and 3 are both named "
+                             "'text'"),
+                            ("text,label,label", "2 and 3 are both named "
+                             "'label'")):
+      folder = self.folder(train_csv=header + "\na,x,b\nc,y,d\n")
+      self.assert_refused(folder, r"train\.csv:1: columns " + columns +
+                          "; name every column once\.")
+    folder = self.folder(train_csv="a,a,c,species\n1,2,3,x\n4,5,6,y\n")
+    with self.assertRaisesRegex(ValueError, "^" + folder + r"/train\.csv:1: "
+                                r"columns 1 and 2 are both named 'a'; name "
+                                r"every column once\.$"):
+      datasets.get("tabular_files", folder,
+                   options=user_files.Options(label="species"))
+    folder = self.folder(train_jsonl='{"text": "a", "label": "x", '
+                         '"text": "b"}\n')
+    self.assert_refused(folder, r"train\.jsonl:1: not a JSON object \(key "
+                        r"'text' given twice\)\.")
+
+  def test_case4_class_names_as_written(self):
+    train = "text,label\na,joy\nb,anger\n"
+    folder = self.folder(classes_txt="joy\nan\tger\n", train_csv=train)
+    names = os.path.join(folder, "classes.txt")
+    self.assert_refused(folder, r"classes\.txt:2: class name 'an\\tger' "
+                        r"holds a control character \('\\t'\): a class "
+                        r"name is one printable line\.",
+                        class_names_file=names)
+    folder = self.folder(train_csv='text,label\na,joy\nb,"an\nger"\n')
+    self.assert_refused(folder, r"train\.csv:3: label 'an\\nger' holds a "
+                        r"control character \('\\n'\): .*")
+    folder = self.folder(train_jsonl='{"text": "a", "label": "joy"}\n'
+                         '{"text": "b", "label": "fe\\u2028ar"}\n')
+    self.assert_refused(folder, r"train\.jsonl:2: label 'fe\\u2028ar' "
+                        r"holds a control character .*")
+    for first, second in (("  lead", "lead"), ("joy", "joy ")):
+      folder = self.folder(train_csv=f"text,label\na,{first}\nb,{second}\n"
+                           "c,x\n", test_csv="text,label\nd,x\n")
+      self.assert_refused(
+          folder, fr"train\.csv:3: label '{second}' and '{first}' \("
+          fr".*/train\.csv:2\) differ only in surrounding whitespace: one "
+          r"class or two\? Write them alike\.")
+    # Across splits too; spelled one way everywhere, the name is stripped.
+    folder = self.folder(train_csv="text,label\na, joy\nb,x\n",
+                         validation_csv="text,label\nc,joy\n",
+                         test_csv="text,label\nd,x\n")
+    self.assert_refused(folder, r"validation\.csv:2: label 'joy' and ' joy' "
+                        r"\(.*/train\.csv:2\) differ only in surrounding "
+                        r"whitespace: .*")
+    write(folder, "validation.csv", "text,label\nc, joy\n")
+    self.assertEqual(load(folder).class_names, ("joy", "x"))
+
+  def test_case7_a_field_over_128_kib(self):
+    big = "word " * (200 * 1024 // 5)  # 200 KiB.
+    folder = self.folder(train_csv=f'text,label\n"{big}",joy\nb,x\n',
+                         validation_tsv=f"text\tlabel\n{big}\tx\n",
+                         test_jsonl=json.dumps({"text": big, "label": "joy"}))
+    data = load(folder)
+    self.assertEqual(list(data.splits["train"][0]), [big, "b"])
+    self.assertEqual(list(data.splits["validation"][0]), [big])
+    self.assertEqual(list(data.splits["test"][0]), [big])
+    self.assertEqual(csv.field_size_limit(), 128 * 1024)  # Restored.
+
+  def test_case8_odd_label_and_text_values(self):
+    good = "\n".join(json.dumps({"text": t, "label": l}) for t, l in
+                     (("a", "joy"), ("b", "anger"))) + "\n"
+    cases = [
+        ('{"text": "c", "label": []}',
+         r"train\.jsonl:3: column 'label': an empty list; a row has at least "
+         r"one class\."),
+        ('{"text": "c \\ud83d", "label": "joy"}',
+         r"train\.jsonl:3: column 'text': a lone surrogate \(\\ud83d, "
+         r"half of a UTF-16 pair\) is not text\."),
+        ('{"text": 42, "label": "joy"}',
+         r"train\.jsonl:3: column 'text' is a number \(42\), not a "
+         r"string\."),
+        ('{"text": ["a", "b"], "label": "joy"}',
+         r"train\.jsonl:3: column 'text' is a list \(\[\"a\", \"b\"\]\), "
+         r"not a string\."),
+        ('{"text": null, "label": "joy"}',
+         r"train\.jsonl:3: column 'text' is null, not a string\."),
+    ]
+    for line, pattern in cases:
+      with self.subTest(line=line):
+        self.assert_refused(self.folder(train_jsonl=good + line + "\n"),
+                            pattern)
+    folder = self.folder(train_csv="text,label\na,joy|love\nb,anger|\n")
+    self.assert_refused(folder, r"train\.csv:3: column 'label': 'anger\|' "
+                        r"holds an empty class name \(joined by "
+                        r"`label_separator`='\|'\)\.", label_separator="|")
+    # A label starting with `[` is a class name unless it looks like a list.
+    folder = self.folder(
+        train_csv="text,label\na,[urgent]\nb,[draft] notes\nc,plain\n",
+        validation_csv="text,label\nv,plain\n",
+        test_csv="text,label\nd,[urgent]\n")
+    data = load(folder)
+    self.assertEqual(data.class_names, ("[draft] notes", "[urgent]", "plain"))
+    self.assertFalse(data.multi_label)
+    self.assertAllEqual(data.splits["test"][1], [1])
+    folder = self.folder(train_csv="text,label\na,\"['joy', 'love']\"\n")
+    self.assert_refused(
+        folder, r"train\.csv:2: column 'label': \"\['joy', 'love'\]\" starts "
+        r"like a list of classes but is not JSON \(write \[\"joy\", "
+        r"\"love\"\], double quotes; or name the classes joined by "
+        r"`label_separator`\)\.")
 
 
 class SameAsShippedTest(tf.test.TestCase):

@@ -370,7 +370,9 @@ def read_class_names(path: str) -> Tuple[str, ...]:
   """One class name per line, index = class id (surrounding spaces dropped).
 
   Raises:
-    ValueError: `file:line` for a blank or duplicate name, or naming the file
+    ValueError: `file:line` for a blank or duplicate name (`' joy'` and
+      `'joy'` are one name, given twice), a name holding a control
+      character (a tab: `user_files.class_name_problem`), or naming the file
       when it holds no name (and as `read_lines`).
   """
   names, first_seen = [], {}
@@ -379,6 +381,9 @@ def read_class_names(path: str) -> Tuple[str, ...]:
     if not name:
       raise ValueError(f"{path}:{number}: blank class name (one name per "
                        "line, no empty lines).")
+    problem = user_files.class_name_problem(name)
+    if problem:
+      raise ValueError(f"{path}:{number}: class name {name!r} {problem}")
     if name in first_seen:
       raise ValueError(f"{path}:{number}: duplicate class name {name!r} "
                        f"(first on line {first_seen[name]}).")
@@ -828,8 +833,16 @@ def get(name: str, data_dir: Optional[str] = None, download: bool = False,
   if name in USER_DATASETS or is_tfds(name):
     # Imported here: the user loaders build on this module's types.
     from rank4class_tf.data import user_records  # pylint: disable=g-import-not-at-top
-    return user_records.load(name, data_dir, options or user_files.Options(),
+    data = user_records.load(name, data_dir, options or user_files.Options(),
                              image_size=image_size, download=download)
+    # Each reader names the file and line of a bad name; this catches any
+    # other way one could come in (predict prints one line per class).
+    for i, class_name in enumerate(data.class_names):
+      problem = user_files.class_name_problem(class_name)
+      if problem:
+        raise ValueError(f"{name} `data_dir`={data_dir}: class {i} "
+                         f"{class_name!r} {problem}")
+    return data
   if name not in _DATASETS:
     raise ValueError(f"Unknown dataset {name!r}; valid names: "
                      f"{', '.join(DATASET_NAMES)}, tfds:<name>.")

@@ -37,7 +37,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 from typing import Dict, Optional, Tuple
 
 import numpy as np
@@ -106,10 +105,12 @@ def source(path: str, options: user_files.Options) -> Source:
     return Source(path, None)
   delimiter = "\t" if stem.endswith(".tsv") else ","
   opener = gzip.open if path.endswith(".gz") else open
-  with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+  with opener(path, "rt", encoding="utf-8-sig", newline="") as f, (
+      user_files.no_field_limit()):
     header = next(csv.reader(f, delimiter=delimiter), None)
   if not header:
     raise ValueError(f"{path}: empty file (a header row is needed).")
+  user_files.check_header(path, header)
   indices = {}
   for column, flag in ((options.text, "text_column"),
                        (options.label, "label_column")):
@@ -121,19 +122,31 @@ def source(path: str, options: user_files.Options) -> Source:
                 indices["label_column"])
 
 
+# A JSONL row's label that carries the reason the row is bad (code 6).
+_REASON = b"\x00"
+
+
 def _jsonl_pair(line: bytes, text: str, label: str) -> Tuple[bytes, bytes]:
-  """(text, label) of a JSONL line; (b"", b"") when it is not a record with
-  a string text and a string or integer label."""
+  """(text, label) of a JSONL line; (b"", b"") when it is not a JSON object
+  with both keys; (b"", `_REASON` + why) when its text or label is bad as
+  the in-memory reader says (`user_files.text_problem`, `label_value`)."""
   try:
-    record = json.loads(line)
-    value = record[label]
-    if not isinstance(record[text], str) or isinstance(value, bool):
-      raise TypeError
-    if not isinstance(value, (str, int)):
-      raise TypeError
-    return record[text].encode("utf-8"), str(value).encode("utf-8")
+    record = json.loads(line, object_pairs_hook=user_files.unique_keys)
+    value, instance = record[label], record[text]
   except (ValueError, KeyError, TypeError):
     return b"", b""
+  try:
+    problem = user_files.text_problem(instance, text)
+    if problem:
+      raise ValueError(problem)
+    name = user_files.label_value(value, label, "")
+    if isinstance(name, tuple):
+      raise ValueError(f"column {label!r}: {value!r} is a list of classes; "
+                       "files larger than memory stream single-label rows "
+                       "only.")
+  except ValueError as e:
+    return b"", _REASON + str(e).encode("utf-8")
+  return instance.encode("utf-8"), name.encode("utf-8")
 
 
 def records(src: Source, options: user_files.Options,
@@ -181,20 +194,20 @@ _PROBLEMS = {
     4: ("column {label!r}: {value!r} is a list of classes; files larger "
         "than memory stream single-label rows only."),
     5: "not a JSON object with a text {text!r} and a label {label!r}.",
+    6: "{reason}",  # `_jsonl_pair`'s reason.
 }
 
 
-def row_codes(text: tf.Tensor, label: tf.Tensor,
-              options: user_files.Options, jsonl: bool) -> tf.Tensor:
+def row_codes(text: tf.Tensor, label: tf.Tensor, jsonl: bool) -> tf.Tensor:
   """Per row, the code of its first problem (`_PROBLEMS`), 0 if good; the
   same tests as the in-memory reader's, in TensorFlow ops."""
   name = tf.strings.strip(label)
-  list_label = tf.strings.substr(name, 0, 1) == "["
-  if options.label_separator:
-    list_label |= tf.strings.regex_full_match(
-        name, ".*" + re.escape(options.label_separator) + ".*")
+  list_label = tf.strings.regex_full_match(name, user_files.LIST_PATTERN)
+  empty = tf.equal(text, "")
   checks = [
-      (tf.logical_and(tf.equal(text, ""), tf.equal(label, "")) if jsonl else
+      (empty & tf.strings.regex_full_match(label, "(?s)\\x00.*") if jsonl
+       else tf.zeros_like(text, tf.bool), 6),
+      (empty & tf.equal(label, "") if jsonl else
        tf.zeros_like(text, tf.bool), 5),
       (tf.logical_or(
           tf.not_equal(tf.strings.unicode_transcode(
@@ -215,8 +228,9 @@ def count(src: Source, options: user_files.Options,
           held_out: int) -> Dict[str, object]:
   """One pass over `src`: its rows' label names counted per bucket group.
 
-  Every row is checked and its label stripped by TensorFlow ops in tf.data
-  (`row_codes`); Python sees the codes and labels only, in batches.
+  Every row is checked by TensorFlow ops in tf.data (`row_codes`); Python
+  sees the codes and labels only, in batches. Labels are counted as written
+  (`load` strips them, and refuses two spellings of one name).
 
   Args:
     src: the split's file.
@@ -225,7 +239,7 @@ def count(src: Source, options: user_files.Options,
       `bucket` is below `held_out` go to those splits, in order.
 
   Returns:
-    {"parts": [{label name: rows}] one per part (the held-out splits, then
+    {"parts": [{label as written: rows}] one per part (the held-out splits, then
     the file's own rows), "bad": rows skipped, "first_bad": its reason or
     None, "unreadable": whether unparseable records were skipped}.
 
@@ -240,8 +254,7 @@ def count(src: Source, options: user_files.Options,
   ds = records(src, options, skip_unreadable=skip).enumerate()
   ds = ds.batch(_PASS_BATCH).map(
       lambda i, pair: (tf.minimum(bucket(i, options.split_seed), held_out),
-                       row_codes(pair[0], pair[1], options, jsonl),
-                       tf.strings.strip(pair[1])),
+                       row_codes(pair[0], pair[1], jsonl), pair[1]),
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   number = 0
   try:
@@ -249,10 +262,10 @@ def count(src: Source, options: user_files.Options,
       problems = np.flatnonzero(codes)
       if len(problems):
         first = problems[0]
+        value = names[first].decode("utf-8", "replace")
         reason = f"{src.path}: record {number + first + 1}: " + _PROBLEMS[
             codes[first]].format(text=options.text, label=options.label,
-                                 value=names[first].decode("utf-8",
-                                                           "replace"))
+                                 value=value.strip(), reason=value[1:])
         if not skip:
           raise ValueError(reason)
         bad += len(problems)
@@ -285,7 +298,7 @@ def cached_count(src: Source, options: user_files.Options,
       "sha256": fileio.file_sha256(src.path), "source": dataclasses.asdict(src),
       "text": options.text, "label": options.label,
       "separator": options.label_separator, "skip": options.skip_bad_records,
-      "split_seed": options.split_seed, "held_out": held_out, "version": 1,
+      "split_seed": options.split_seed, "held_out": held_out, "version": 2,
   }, sort_keys=True).encode()).hexdigest()[:24]
   path = os.path.join(cache_dir(), key + ".json")
   if os.path.exists(path):
@@ -324,7 +337,7 @@ def stream(src: Source, options: user_files.Options, class_names,
       text, label = pair
       good = tf.equal(tf.minimum(bucket(index, options.split_seed),
                                  held_out), group)
-      good &= tf.equal(row_codes(text, label, options, jsonl), 0)
+      good &= tf.equal(row_codes(text, label, jsonl), 0)
       return good & (table.lookup(tf.strings.strip(label)) >= 0)
 
     ds = ds.filter(keep_row).map(lambda index, pair: (
@@ -336,59 +349,139 @@ def stream(src: Source, options: user_files.Options, class_names,
   return datasets.Stream(read=read, size=size, exact_size=exact)
 
 
+def _first_record(src: Source, options: user_files.Options,
+                  label: str) -> int:
+  """The number of the first good record of `src` whose label is written
+  `label` (a second pass, made only to name it in an error)."""
+  ds = records(src, options, skip_unreadable=options.skip_bad_records)
+  jsonl = src.delimiter is None
+  found = ds.enumerate().filter(lambda i, pair: tf.equal(pair[1], label) & (
+      tf.equal(row_codes(pair[0], pair[1], jsonl), 0)))
+  for index, _ in found.take(1).as_numpy_iterator():
+    return int(index) + 1
+  return 0
+
+
+def _clean_counts(sources: Dict[str, Source], counts, options
+                 ) -> Dict[str, list]:
+  """Every split's counts per part, keyed by the label stripped, as
+  `user_files.clean_labels` strips the rows held in memory.
+
+  Raises:
+    ValueError: `file: record N` for a label holding a control character,
+      or two spellings of one name that differ in surrounding whitespace.
+  """
+  seen, out = {}, {}
+  for split in (s for s in user_files.SPLITS if s in sources):
+    src, parts = sources[split], []
+    for part in counts[split]["parts"]:
+      clean = collections.Counter()
+      for label, n in sorted(part.items()):
+        problem = user_files.class_name_problem(label)
+        if problem:
+          raise ValueError(f"{src.path}: record "
+                           f"{_first_record(src, options, label)}: label "
+                           f"{label!r} {problem}")
+        written, first = seen.setdefault(label.strip(), (label, src))
+        if written != label:
+          raise ValueError(
+              f"{src.path}: record {_first_record(src, options, label)}: "
+              f"label {label!r} and {written!r} ({first.path}: record "
+              f"{_first_record(first, options, written)}) differ only in "
+              "surrounding whitespace: one class or two? Write them alike.")
+        clean[label.strip()] += n
+      parts.append(dict(clean))
+    out[split] = parts
+  return out
+
+
+def _named_classes(files, sources, options, parts,
+                   read_class_names) -> Tuple[str, ...]:
+  """The classes of `class_names_file`, every label one of their names.
+
+  Raises:
+    ValueError: a label that is not a class, a label that reads as two
+      classes (`user_files.read_as`), an integer class id (streamed labels
+      are names), a class with no train row.
+  """
+  names_file = options.class_names_file
+  class_names = tuple(read_class_names(names_file))
+  labels = {}
+  for split in (s for s in user_files.SPLITS if s in sources):
+    for part in parts[split]:
+      for label in part:
+        labels.setdefault(label, split)
+  how, conflict = user_files.read_as(labels, class_names)
+  if how is None:
+    src = sources[labels[conflict]]
+    raise ValueError(user_files.ambiguous(
+        f"{src.path}: record {_first_record(src, options, conflict)}",
+        conflict, class_names, names_file))
+  train_names = set().union(*parts["train"])
+  unknown = [n for n in train_names if n not in class_names and
+             user_files.as_id(n, len(class_names)) is None]
+  if unknown:
+    raise ValueError(f"{files['train']}: label {sorted(unknown)[0]!r} is "
+                     f"not a class ({len(class_names)} classes).")
+  ids = [n for n in labels if n not in class_names and
+         user_files.as_id(n, len(class_names)) is not None]
+  if ids:
+    raise ValueError(f"{sources[labels[ids[0]]].path}: integer class ids "
+                     f"({ids[0]!r}) in a file larger than memory: name the "
+                     "classes in the file.")
+  absent = [n for n in class_names if n not in train_names]
+  if absent:
+    raise ValueError(f"{files['train']}: no train row has the class(es) "
+                     f"{', '.join(absent)} of "
+                     f"`class_names_file`={names_file}.")
+  return class_names
+
+
 def load(files: Dict[str, str], options: user_files.Options,
          read_class_names):
   """(class names, {split: Stream}) of a user's text files, streamed.
 
   Raises:
-    ValueError: one line naming the file (and record): the pass's errors,
-      a class no train row has, a validation or test label that train never
-      has (skipped with `skip_bad_records`).
+    ValueError: one line naming the file (and record): a `label_separator`
+      (every label a list), the pass's errors, a label with a control
+      character or spelled two ways, a class no train row has, a validation
+      or test label that train never has (skipped with `skip_bad_records`).
   """
+  if options.label_separator:
+    raise ValueError(
+        f"`label_separator`={options.label_separator!r} makes every label a "
+        f"list of classes; {', '.join(files.values())}: files larger than "
+        "memory stream single-label rows only.")
   sources = {split: source(path, options) for split, path in files.items()}
   missing = [s for s in user_files.SPLITS if s not in files]
   counts = {split: cached_count(src, options,
                                 len(missing) if split == "train" else 0)
             for split, src in sources.items()}
-  train = counts["train"]["parts"]
-  train_names = set().union(*train)
+  parts = _clean_counts(sources, counts, options)
   if options.class_names_file:
-    class_names = tuple(read_class_names(options.class_names_file))
-    ids = {str(i): name for i, name in enumerate(class_names)}
-    unknown = [n for n in train_names if n not in class_names and n not in ids]
-    if unknown:
-      raise ValueError(f"{files['train']}: label {sorted(unknown)[0]!r} is "
-                       f"not a class ({len(class_names)} classes).")
-    if any(n in ids and n not in class_names for n in train_names):
-      raise ValueError(f"{files['train']}: integer class ids in a file "
-                       "larger than memory: name the classes in the file.")
-    absent = [n for n in class_names if n not in train_names]
-    if absent:
-      raise ValueError(f"{files['train']}: no train row has the class(es) "
-                       f"{', '.join(absent)} of "
-                       f"`class_names_file`={options.class_names_file}.")
+    class_names = _named_classes(files, sources, options, parts,
+                                 read_class_names)
   else:
-    class_names = tuple(sorted(train_names))
+    class_names = tuple(sorted(set().union(*parts["train"])))
     logging.info("text_files: %d classes named by the train labels, sorted: "
                  "%s.", len(class_names), ", ".join(class_names))
   streams, sizes = {}, {}
   for split, src in sources.items():
-    parts = counts[split]["parts"]
     if counts[split]["bad"]:
       logging.warning("%s: skipped %d bad row(s) (`skip_bad_records`); the "
                       "first: %s", src.path, counts[split]["bad"],
                       counts[split]["first_bad"])
-    own = parts[-1]
+    own = parts[split][-1]
     unknown = sorted(n for n in own if n not in class_names)
     if unknown and not options.skip_bad_records:
       raise ValueError(f"{src.path}: label {unknown[0]!r}: no train row has "
                        "this class.")
-    held_out = len(parts) - 1
+    held_out = len(parts[split]) - 1
     groups = {split: held_out}
     groups.update({m: i for i, m in enumerate(missing)} if split == "train"
                   else {})
     for name, group in groups.items():
-      size = sum(n for label, n in parts[group].items()
+      size = sum(n for label, n in parts[split][group].items()
                  if label in class_names)
       if not size:
         raise ValueError(f"{src.path}: no rows for the {name} split.")

@@ -23,11 +23,14 @@
   (`inputs.RawInputs`), so the served model takes raw feature vectors.
 * `tfrecord` and `tfds:<name>`: `user_records`.
 
-Labels are class names, or integer ids into `class_names_file`; without
-that file the classes are the train labels' names, sorted (logged). A class
-no train row has, a label in validation or test that train never has, and
-single labels mixed with lists are refused with one line naming the file
-and line. A split without a file is cut from train by a seeded stratified
+Labels are class names, or integer ids into `class_names_file`
+(`user_files.label_reading`: one reading for the whole data set when the
+names are numbers); without that file the classes are the train labels'
+names, sorted (logged). Names are stripped of surrounding whitespace and
+may hold no control character (`user_files.clean_labels`). A class no train
+row has, a label in validation or test that train never has, and single
+labels mixed with lists are refused with one line naming the file and
+line. A split without a file is cut from train by a seeded stratified
 split (`split_seed`, 10% each), which is logged.
 """
 
@@ -62,16 +65,17 @@ def labelled_splits(rows: Dict[str, user_files.Rows],
   Raises:
     ValueError: one line naming the file and line, or the file.
   """
+  rows = user_files.clean_labels(rows)
   names, from_labels = user_files.class_names(rows, options,
                                               read_class_names)
-  from_file = not from_labels
+  names_file = "" if from_labels else options.class_names_file
   if from_labels:
     logging.info("%s: %d classes named by the train labels, sorted: %s.",
                  dataset, len(names), ", ".join(names))
+  reading = user_files.label_reading(rows, names, names_file)
   skip = options.skip_bad_records
-  rows = dict(rows)
-  rows["train"], train_ids = user_files.label_ids(rows["train"], names,
-                                                  from_file, skip=skip)
+  rows["train"], train_ids = user_files.label_ids(
+      rows["train"], names, names_file, skip=skip, reading=reading)
   train = rows["train"]
   multi = isinstance(train.labels[0], tuple)
   present = {i for row in train_ids for i in row}
@@ -89,8 +93,9 @@ def labelled_splits(rows: Dict[str, user_files.Rows],
                        f"{'single' if multi else 'multi'}-label rows, but "
                        f"{train.path} is {'multi' if multi else 'single'}-"
                        "label.")
-    rows[split], ids = user_files.label_ids(rows[split], names, from_file,
-                                            present, skip=skip)
+    rows[split], ids = user_files.label_ids(rows[split], names, names_file,
+                                            present, skip=skip,
+                                            reading=reading)
     out[split] = (rows[split].texts, ids)
   for split_rows in rows.values():
     user_files.report_skipped(split_rows)

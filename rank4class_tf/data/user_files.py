@@ -13,22 +13,29 @@ one text a file, the class its folder's name):
 
 The instance is the `text_column` (default `text`), the label the
 `label_column` (default `label`): a class name, or an integer class id when
-`class_names_file` names the classes (one a line, index = id). A label that
-is a list (a JSON list, or, with `label_separator`, names joined by it)
-makes the data set multi-label; every row of every split must then be so.
+`class_names_file` names the classes (one a line, index = id; `label_ids`
+says which reading a label takes when the names are numbers). A label that
+is a list makes the data set multi-label, and every row of every split must
+then be so: a JSON list, a field that looks like one (`LIST_PATTERN`), or,
+with `label_separator` set, every label (`anger` is then a list of one).
 Without `class_names_file` the classes are the training labels' names,
-sorted. A split without a file is cut from the training file by a seeded
-stratified split (`split_seed`): 10% each for validation and test, or for
-the one missing.
+sorted. Class names lose their surrounding whitespace (`clean_labels`: two
+spellings that differ only there are refused, never merged) and may hold no
+control character (`class_name_problem`). A split without a file is cut
+from the training file by a seeded stratified split (`split_seed`): 10%
+each for validation and test, or for the one missing.
 
-Nothing is guessed silently: a missing column, an empty text, a label that
-train never has, an empty split, mixed label kinds (names and lists), bad
-UTF-8 or a CSV quoting error stop with one line naming the file and line
-(or record) and column. Plain Python, no TensorFlow: `datasets.get` turns
-the rows into a `ClassificationData`.
+Nothing is guessed silently: a missing column, a column named twice, an
+empty text or one that is not a string, a label that train never has, an
+empty split, mixed label kinds (names and lists), bad UTF-8 or a CSV
+quoting error stop with one line naming the file and line (or record) and
+column. CSV fields have no size limit (Python's default, 128 KiB, is
+lifted while a file is read). Plain Python, no TensorFlow: `datasets.get`
+turns the rows into a `ClassificationData`.
 """
 
 import codecs
+import contextlib
 import csv
 import dataclasses
 import gzip
@@ -37,8 +44,11 @@ import json
 import logging
 import math
 import os
-from typing import (Callable, Dict, Iterator, List, Optional, Sequence,
-                    Tuple, Union)
+import re
+import sys
+import unicodedata
+from typing import (Callable, Dict, Iterable, Iterator, List, Optional,
+                    Sequence, Tuple, Union)
 
 SPLITS = ("train", "validation", "test")
 FORMATS = (".csv", ".tsv", ".jsonl")
@@ -46,6 +56,15 @@ FORMATS = (".csv", ".tsv", ".jsonl")
 HELD_OUT_FRACTION = 0.1
 
 Label = Union[str, Tuple[str, ...]]
+# A label field read as a JSON list of classes: `[` then a comma or a quote
+# (`["joy", "love"]`, and Python's `['joy']`, refused as not JSON), or an
+# empty list or a list of one id (`[]`, `[3]`). Any other field starting
+# with `[` (`[urgent]`) is a class name. RE2 and Python read it alike
+# (`streamed_files` matches it in TensorFlow).
+LIST_PATTERN = r"(?s)\[(.*[,\"'].*|\s*[0-9]*\s*\])"
+# CSV fields of any size (Python's csv refuses one over 128 KiB by default);
+# a C long on every platform.
+FIELD_SIZE_LIMIT = min(sys.maxsize, 2**31 - 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +162,98 @@ def _text(path: str) -> str:
     raise ValueError(f"{path}:{line}: not valid UTF-8.") from None
 
 
+def class_name_problem(name: str) -> Optional[str]:
+  """Why `name` cannot be a class name, or None: a control character (a
+  tab, a line break, ...) would break the one `name<TAB>score` line per class
+  that `predict` prints, and the one name a line of a class names file.
+
+  >>> class_name_problem("joy") is None
+  True
+  >>> print(class_name_problem("a\\tb"))
+  holds a control character ('\\t'): a class name is one printable line.
+  """
+  for char in name:
+    if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+      return (f"holds a control character ({char!r}): a class name is one "
+              "printable line.")
+  return None
+
+
+def _surrogate(value: str) -> Optional[str]:
+  """The first lone surrogate of `value` (a JSON `\\ud83d` escape without
+  its pair), escaped, or None."""
+  for char in value:
+    if 0xD800 <= ord(char) <= 0xDFFF:
+      return char.encode("unicode_escape").decode("ascii")
+  return None
+
+
+def _json_kind(value) -> str:
+  """What a JSON value is, for an error: `a number (42)`, `a list ([1])`."""
+  shown = json.dumps(value, ensure_ascii=False)
+  shown = shown if len(shown) <= 40 else shown[:37] + "..."
+  if value is None:
+    return "null"
+  if isinstance(value, bool):
+    return f"a boolean ({shown})"
+  if isinstance(value, (int, float)):
+    return f"a number ({shown})"
+  if isinstance(value, list):
+    return f"a list ({shown})"
+  return f"an object ({shown})"
+
+
+def text_problem(value, column: str) -> Optional[str]:
+  """Why a row's text cannot be read, or None: it is not a string (a JSON
+  number, list, object, null), blank, or holds a lone surrogate.
+
+  >>> text_problem(42, "text")
+  "column 'text' is a number (42), not a string."
+  """
+  if not isinstance(value, str):
+    return f"column {column!r} is {_json_kind(value)}, not a string."
+  if not value.strip():
+    return f"column {column!r}: empty text."
+  surrogate = _surrogate(value)
+  if surrogate:
+    return (f"column {column!r}: a lone surrogate ({surrogate}, half of a "
+            "UTF-16 pair) is not text.")
+  return None
+
+
+def unique_keys(pairs: List[Tuple[str, object]]) -> Dict[str, object]:
+  """A JSON object's keys, refused when one is given twice (`json.loads`
+  would keep the last silently)."""
+  record = {}
+  for key, value in pairs:
+    if key in record:
+      raise ValueError(f"key {key!r} given twice")
+    record[key] = value
+  return record
+
+
+def check_header(path: str, header: Sequence[str]) -> None:
+  """Refuses a header naming a column twice (a row, read by name, would
+  keep the last silently)."""
+  first = {}
+  for number, name in enumerate(header, start=1):
+    if name in first:
+      raise ValueError(f"{path}:1: columns {first[name]} and {number} are "
+                       f"both named {name!r}; name every column once.")
+    first[name] = number
+
+
+@contextlib.contextmanager
+def no_field_limit():
+  """Lifts `csv.field_size_limit` (128 KiB by default) to `FIELD_SIZE_LIMIT`
+  while a file is read, and restores it after."""
+  old = csv.field_size_limit(FIELD_SIZE_LIMIT)
+  try:
+    yield
+  finally:
+    csv.field_size_limit(old)
+
+
 def _records(path: str) -> List[Tuple[int, Union[Dict[str, object], str]]]:
   """(line, record) of every row: CSV / TSV rows under their header, or
   JSONL objects. A row that is not a record (a JSONL line that is not a JSON
@@ -153,11 +264,13 @@ def _records(path: str) -> List[Tuple[int, Union[Dict[str, object], str]]]:
   stem = path[:-3] if path.endswith(".gz") else path
   records = []
   if stem.endswith(".jsonl"):
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at \n only, as in `tf.data.TextLineDataset`: a JSON string
+    # may hold U+2028 and other characters `str.splitlines` breaks at.
+    for number, line in enumerate(text.split("\n"), start=1):
       if not line.strip():
         continue
       try:
-        record = json.loads(line)
+        record = json.loads(line, object_pairs_hook=unique_keys)
       except ValueError as e:
         records.append((number, f"{path}:{number}: not a JSON object ({e})."))
         continue
@@ -168,10 +281,19 @@ def _records(path: str) -> List[Tuple[int, Union[Dict[str, object], str]]]:
   reader = csv.reader(io.StringIO(text, newline=""),
                       delimiter="\t" if stem.endswith(".tsv") else ",",
                       strict=True)
+  with no_field_limit():
+    return _csv_records(path, reader)
+
+
+def _csv_records(path: str, reader) -> List[Tuple[int, Union[Dict[str, object],
+                                                           str]]]:
+  """`_records` of a CSV or TSV file's `reader`."""
+  records = []
   try:
     header = next(reader, None)
     if header is None:
       raise ValueError(f"{path}: empty file (a header row is needed).")
+    check_header(path, header)
     start = reader.line_num + 1
     for row in reader:
       if row:
@@ -212,32 +334,67 @@ def report_skipped(rows: "Rows") -> None:
                     "first: %s", rows.path, len(rows.skipped), rows.skipped[0])
 
 
-def _label(value, path: str, number: int, column: str,
-           separator: str) -> Label:
-  """A row's label: a name, or a tuple of names (multi-label)."""
+def label_value(value, column: str, separator: str) -> Label:
+  """A row's label field as a class name, or a tuple of names (multi-label),
+  each as written (`clean_labels` strips them).
+
+  A list is a JSON list, or a string field that looks like one
+  (`LIST_PATTERN`: parsed as JSON), or with `separator` set any string field
+  (split at it: `anger` is a list of one). An integer is read as its digits.
+
+  Raises:
+    ValueError: the reason, naming `column`: an empty label, list or name in
+      a list, a field that looks like a list but is not JSON, a lone
+      surrogate, a value that is not a name, an id or a list of them.
+  """
+  if isinstance(value, str):
+    surrogate = _surrogate(value)
+    if surrogate:
+      raise ValueError(f"column {column!r}: a lone surrogate ({surrogate}, "
+                       "half of a UTF-16 pair) is not text.")
   if isinstance(value, list):
     names = value
-  elif isinstance(value, str) and separator and separator in value:
-    names = value.split(separator)
-  elif isinstance(value, str) and value.startswith("["):
+  elif isinstance(value, str) and re.fullmatch(LIST_PATTERN, value.strip()):
     try:
       names = json.loads(value)
     except ValueError:
-      raise ValueError(f"{path}:{number}: column {column!r}: {value!r} is "
-                       "neither a label nor a JSON list.") from None
+      raise ValueError(
+          f"column {column!r}: {value!r} starts like a list of classes but "
+          'is not JSON (write ["joy", "love"], double quotes; or name the '
+          "classes joined by `label_separator`).") from None
+  elif isinstance(value, str) and separator:
+    names = value.split(separator)
   elif isinstance(value, bool) or not isinstance(value, (str, int)):
-    raise ValueError(f"{path}:{number}: column {column!r}: {value!r} is not "
-                     "a class name or id.")
+    raise ValueError(f"column {column!r}: {value!r} is not a class name or "
+                     "id.")
   else:
-    name = str(value).strip()
-    if not name:
-      raise ValueError(f"{path}:{number}: column {column!r} is empty.")
-    return name
+    if not str(value).strip():
+      raise ValueError(f"column {column!r} is empty.")
+    return str(value)
   if not isinstance(names, list) or not all(
       isinstance(n, (str, int)) and not isinstance(n, bool) for n in names):
-    raise ValueError(f"{path}:{number}: column {column!r}: {value!r} is not "
-                     "a list of class names or ids.")
-  return tuple(str(n).strip() for n in names)
+    raise ValueError(f"column {column!r}: {value!r} is not a list of class "
+                     "names or ids.")
+  if not names:
+    raise ValueError(f"column {column!r}: an empty list; a row has at least "
+                     "one class.")
+  names = [str(n) for n in names]
+  if not all(n.strip() for n in names):
+    joined = (f"joined by `label_separator`={separator!r}"
+              if isinstance(value, str) and separator and
+              not re.fullmatch(LIST_PATTERN, value.strip()) else "in a list")
+    raise ValueError(f"column {column!r}: {value!r} holds an empty class "
+                     f"name ({joined}).")
+  return tuple(names)
+
+
+def _label(value, path: str, number: int, column: str,
+           separator: str) -> Label:
+  """`label_value`, its error naming `path:number`."""
+  try:
+    return label_value(value, column, separator)
+  except ValueError as e:
+    raise ValueError(f"{path}:{number}: {e}") from None
 
 
 def read_rows(path: str, options: Options) -> Rows:
@@ -262,9 +419,9 @@ def read_rows(path: str, options: Options) -> Rows:
                            f"{', '.join(map(str, record))}); name it with "
                            f"`{flag}`.")
       text = record[options.text]
-      if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{path}:{number}: column {options.text!r}: empty "
-                         "text.")
+      problem = text_problem(text, options.text)
+      if problem:
+        raise ValueError(f"{path}:{number}: {problem}")
       label = _label(record[options.label], path, number, options.label,
                      options.label_separator)
     except ValueError as e:
@@ -365,6 +522,41 @@ def _folder_rows(folder: str, options: Options) -> Rows:
   return Rows(folder, texts, labels, places, skipped)
 
 
+def clean_labels(rows: Dict[str, Rows]) -> Dict[str, Rows]:
+  """The rows with every label name stripped of surrounding whitespace.
+
+  Raises:
+    ValueError: `file:line` (or the file of a text or image) for a name
+      holding a control character (`class_name_problem`), and for two
+      spellings of one name that differ in surrounding whitespace only
+      (`'joy '` and `'joy'`: one class or two? never merged silently), in
+      any two splits.
+  """
+  seen: Dict[str, Tuple[str, str]] = {}  # Stripped name: (as written, where).
+  out = {}
+  for split in sorted(rows, key=lambda s: SPLITS.index(s)
+                      if s in SPLITS else len(SPLITS)):
+    labels = []
+    for label, place in zip(rows[split].labels, rows[split].places):
+      multi = isinstance(label, tuple)
+      names = []
+      for name in (label if multi else (label,)):
+        problem = class_name_problem(name)
+        if problem:
+          raise ValueError(f"{place}: label {name!r} {problem}")
+        clean = name.strip()
+        written, first = seen.setdefault(clean, (name, place))
+        if written != name:
+          raise ValueError(
+              f"{place}: label {name!r} and {written!r} ({first}) differ "
+              "only in surrounding whitespace: one class or two? Write them "
+              "alike.")
+        names.append(clean)
+      labels.append(tuple(names) if multi else names[0])
+    out[split] = dataclasses.replace(rows[split], labels=labels)
+  return out
+
+
 def class_names(rows: Dict[str, Rows], options: Options,
                 read_names) -> Tuple[Tuple[str, ...], bool]:
   """(class names, whether they came from the labels): `class_names_file`
@@ -377,11 +569,97 @@ def class_names(rows: Dict[str, Rows], options: Options,
   return tuple(sorted(seen)), True
 
 
-def label_ids(rows: Rows, names: Sequence[str], from_file: bool,
-              train_ids: Optional[set] = None,
-              skip: bool = False) -> Tuple[Rows, List[Tuple[int, ...]]]:
+def as_id(name: str, count: int) -> Optional[int]:
+  """The class id a label spells (ASCII digits, below `count`), or None."""
+  if name.isascii() and name.isdigit() and int(name) < count:
+    return int(name)
+  return None
+
+
+NAMES, IDS, EITHER = "names", "ids", "either"
+
+
+def read_as(labels: Iterable[str], names: Sequence[str]
+           ) -> Tuple[Optional[str], Optional[str]]:
+  """(how `labels` are read against a class names file's `names`, the first
+  label that reads as two classes): `NAMES`, `IDS` or `EITHER` (each label
+  as the one it is), and None when the labels cannot be read one way.
+
+  A label may be a class name or a class id (its line in the file, from 0).
+  They conflict only when the names are numbers: with classes `3`, `2`, `1`
+  the label `1` is the class named `1` (id 2) or the id 1 (class `2`). Then
+  one reading holds for the whole data set: names when every label is a
+  class name, ids when every label is an id; never both. When every label
+  is both, or the labels mix the two, there is no one reading.
+
+  >>> read_as(["0", "1", "2"], ["3", "2", "1"])
+  ('ids', '1')
+  >>> read_as(["3", "1"], ["3", "2", "1"]), read_as(["1", "0"], ["1", "0"])
+  (('names', '1'), (None, '1'))
+  >>> read_as(["joy", "0"], ["joy", "anger"])
+  ('either', None)
+  """
+  index = {name: i for i, name in enumerate(names)}
+  every_name = every_id = True
+  conflict = None
+  for label in labels:
+    by_name, by_id = index.get(label), as_id(label, len(names))
+    if by_name is None and by_id is None:
+      continue  # Not a class either way: refused by `label_ids`.
+    every_name &= by_name is not None
+    every_id &= by_id is not None
+    if conflict is None and None not in (by_name, by_id) and by_name != by_id:
+      conflict = label
+  if conflict is None:
+    return EITHER, None
+  if every_name != every_id:
+    return (NAMES if every_name else IDS), conflict
+  return None, conflict
+
+
+def ambiguous(place: str, label: str, names: Sequence[str],
+              names_file: str) -> str:
+  """The one line refusing a label `read_as` finds no one reading for."""
+  by_id = as_id(label, len(names))
+  return (f"{place}: label {label!r} is ambiguous: the class named {label!r} "
+          f"({names_file}:{list(names).index(label) + 1}) or the class id "
+          f"{by_id} ({names[by_id]!r}); with class names that are numbers, "
+          "write every label as a name, or every label as an id.")
+
+
+def label_reading(rows: Dict[str, Rows], names: Sequence[str],
+                  names_file: str) -> str:
+  """How the labels of every split are read against `names_file`
+  (`read_as`); `NAMES` when the names came from the labels.
+
+  Raises:
+    ValueError: `file:line` of the first label that reads as two classes,
+      when the labels have no one reading.
+  """
+  if not names_file:
+    return NAMES
+  places = {}
+  for split in SPLITS:
+    for label, place in zip(*((rows[split].labels, rows[split].places)
+                              if split in rows else ((), ()))):
+      for name in (label if isinstance(label, tuple) else (label,)):
+        places.setdefault(name, place)
+  how, conflict = read_as(places, names)
+  if how is None:
+    raise ValueError(ambiguous(places[conflict], conflict, names,
+                               names_file))
+  if conflict is not None:
+    logging.info("%s: the class names are numbers; every label is read as "
+                 "a class %s.", names_file, how[:-1])
+  return how
+
+
+def label_ids(rows: Rows, names: Sequence[str], names_file: str = "",
+              train_ids: Optional[set] = None, skip: bool = False,
+              reading: str = EITHER) -> Tuple[Rows, List[Tuple[int, ...]]]:
   """The rows kept and each one's class ids. A label is a name of `names`,
-  or, when the names came from a file, an integer id into them.
+  or, when the names came from `names_file`, an integer id into them, as
+  `reading` (`label_reading`) says.
 
   Raises:
     ValueError: `file:line` for an unknown label or a class no train row has
@@ -400,12 +678,16 @@ def label_ids(rows: Rows, names: Sequence[str], from_file: bool,
           "single- or multi-label.")
     ids, reason = [], None
     for name in (label if multi else (label,)):
-      if name in index:
-        ids.append(index[name])
-      elif from_file and name.isdigit() and int(name) < len(names):
-        ids.append(int(name))
+      by_name = index.get(name) if reading != IDS else None
+      by_id = (as_id(name, len(names)) if names_file and reading != NAMES
+               else None)
+      if by_name is not None:
+        ids.append(by_name)
+      elif by_id is not None:
+        ids.append(by_id)
       else:
-        source = "" if from_file else ", named by the train labels"
+        source = (", named by the train labels" if not names_file else
+                  f", labels read as {reading}" if reading != EITHER else "")
         reason = (f"{place}: label {name!r} is not a "
                   f"class ({len(names)} classes{source}).")
         break
