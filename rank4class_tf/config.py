@@ -170,7 +170,8 @@ class DataConfig:
       "class id (with --class_names_file) or, multi-label, a JSON list.")
   label_separator: str = field(
       "", "text_files: joins the class names of a multi-label row in one "
-      "field (e.g. '|'); empty: multi-label rows are JSON lists.")
+      "field (e.g. '|'); set, every label is a list ('anger': a list of "
+      "one); empty: multi-label rows are JSON lists.")
   class_names_file: str = field(
       "", "A user's data: one class name a line, index = class id; empty: "
       "the train labels' names, sorted.")

@@ -489,6 +489,28 @@ class PredictInputTest(tf.test.TestCase):
                      "and 3).")
 
 
+class ClassNameLinesTest(tf.test.TestCase):
+  """Issue 58 case 4: predict prints one `name<TAB>score` line per class."""
+
+  def test_one_line_per_class(self):
+    names = ["joy", "an\tger", "fe\nar", "sad\r", "calm\u2028ly", "café"]
+    lines = "\n".join(line_input.one_line(n) + "\t0.5000" for n in names)
+    self.assertLen(lines.splitlines(), 6)
+    self.assertEqual(lines.splitlines()[1:3],
+                     ["an\\tger\t0.5000", "fe\\nar\t0.5000"])
+    self.assertEqual([line_input.one_line(n) for n in names[3:]],
+                     ["sad\\r", "calm\\u2028ly", "café"])
+
+  def test_classes_flag_with_a_tab(self):
+    proc = helpers.run_module(
+        "pipelines.predict", "--model_dir=/nonexistent", "--text=x",
+        "--classes=joy,an\tger", check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                     "predict: --classes: class 2 'an\\tger' holds a control "
+                     "character ('\\t'): a class name is one printable line.")
+
+
 class ConsoleTest(tf.test.TestCase):
   """Case 9: lines logged after the log file was closed (objects deleted at
   exit) are appended, never an `I/O operation on closed file` error."""

@@ -24,7 +24,14 @@ streams from its file and training never holds a split in Python.
 * **Multi-worker** training shards the file by record (tf.data's automatic
   `DATA` sharding: every worker reads the file and keeps its share).
 
-Limits, each refused with one line: multi-label rows (a list label), the
+* **Class names** follow the in-memory rules (`user_files.clean_labels`,
+  `user_files.read_as`): the pass counts labels as written, `load` strips
+  them and refuses a control character, two spellings of one name, or an
+  ambiguous numeric label, naming the record (found by a second pass, on
+  that error only).
+
+Limits, each refused with one line: multi-label rows (a list label, or a
+`label_separator`, which makes every label a list), integer class ids, the
 Keras folder layout (it is many small files, read in memory), and
 `--class_encoder=text` or the feature cache, which need every text.
 """
