@@ -138,7 +138,7 @@ def _jsonl_pair(line: bytes, text: str, label: str) -> Tuple[bytes, bytes]:
   with both keys; (b"", `_REASON` + why) when its text or label is bad as
   the in-memory reader says (`user_files.text_problem`, `label_value`)."""
   try:
-    record = json.loads(line, object_pairs_hook=user_files.unique_keys)
+    record = user_files.JSON_DECODER.decode(line.decode("utf-8-sig"))
     value, instance = record[label], record[text]
   except (ValueError, KeyError, TypeError):
     return b"", b""

@@ -62,6 +62,7 @@ Label = Union[str, Tuple[str, ...]]
 # with `[` (`[urgent]`) is a class name. RE2 and Python read it alike
 # (`streamed_files` matches it in TensorFlow).
 LIST_PATTERN = r"(?s)\[(.*[,\"'].*|\s*[0-9]*\s*\])"
+_LIST = re.compile(LIST_PATTERN)
 # CSV fields of any size (Python's csv refuses one over 128 KiB by default);
 # a C long on every platform.
 FIELD_SIZE_LIMIT = min(sys.maxsize, 2**31 - 1)
@@ -182,9 +183,10 @@ def class_name_problem(name: str) -> Optional[str]:
 def _surrogate(value: str) -> Optional[str]:
   """The first lone surrogate of `value` (a JSON `\\ud83d` escape without
   its pair), escaped, or None."""
-  for char in value:
-    if 0xD800 <= ord(char) <= 0xDFFF:
-      return char.encode("unicode_escape").decode("ascii")
+  try:
+    value.encode("utf-8")  # At C speed; only a surrogate cannot be encoded.
+  except UnicodeEncodeError as e:
+    return value[e.start].encode("unicode_escape").decode("ascii")
   return None
 
 
@@ -221,15 +223,27 @@ def text_problem(value, column: str) -> Optional[str]:
   return None
 
 
-def unique_keys(pairs: List[Tuple[str, object]]) -> Dict[str, object]:
+def _unique_keys(pairs: List[Tuple[str, object]]) -> Dict[str, object]:
   """A JSON object's keys, refused when one is given twice (`json.loads`
   would keep the last silently)."""
-  record = {}
-  for key, value in pairs:
-    if key in record:
-      raise ValueError(f"key {key!r} given twice")
-    record[key] = value
+  record = dict(pairs)
+  if len(record) < len(pairs):
+    seen = set()
+    for key, _ in pairs:
+      if key in seen:
+        raise ValueError(f"key {key!r} given twice")
+      seen.add(key)
   return record
+
+
+# Parses one JSONL line (a str), refusing a key given twice.
+JSON_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+
+
+def _looks_like_list(value: str) -> bool:
+  """Whether a label field is read as a JSON list (`LIST_PATTERN`)."""
+  value = value.strip()
+  return value.startswith("[") and _LIST.fullmatch(value) is not None
 
 
 def check_header(path: str, header: Sequence[str]) -> None:
@@ -270,7 +284,7 @@ def _records(path: str) -> List[Tuple[int, Union[Dict[str, object], str]]]:
       if not line.strip():
         continue
       try:
-        record = json.loads(line, object_pairs_hook=unique_keys)
+        record = JSON_DECODER.decode(line)
       except ValueError as e:
         records.append((number, f"{path}:{number}: not a JSON object ({e})."))
         continue
@@ -354,7 +368,7 @@ def label_value(value, column: str, separator: str) -> Label:
                        "half of a UTF-16 pair) is not text.")
   if isinstance(value, list):
     names = value
-  elif isinstance(value, str) and re.fullmatch(LIST_PATTERN, value.strip()):
+  elif isinstance(value, str) and _looks_like_list(value):
     try:
       names = json.loads(value)
     except ValueError:
@@ -382,7 +396,7 @@ def label_value(value, column: str, separator: str) -> Label:
   if not all(n.strip() for n in names):
     joined = (f"joined by `label_separator`={separator!r}"
               if isinstance(value, str) and separator and
-              not re.fullmatch(LIST_PATTERN, value.strip()) else "in a list")
+              not _looks_like_list(value) else "in a list")
     raise ValueError(f"column {column!r}: {value!r} holds an empty class "
                      f"name ({joined}).")
   return tuple(names)
