@@ -207,10 +207,11 @@ class StreamedProbeTest(Streaming):
                         "in a file larger than memory: name the classes in "
                         "the file\\.", class_names_file=names)
     write(folder, "classes.txt", "2\n0\n1\n")
+    write(folder, "train.csv", "text,label\na,2\nb, 0\nc,1\n")
     write(folder, "test.csv", "text,label\nw,2\n")
     write(folder, "validation.csv", "text,label\nv,1\n")
     self.assert_refused(
-        folder, r".*/train\.csv: record 1: label '0' is ambiguous: the class "
+        folder, r".*/train\.csv: record 2: label '0' is ambiguous: the class "
         r"named '0' \(.*/classes\.txt:2\) or the class id 0 \('2'\); .*",
         class_names_file=names)
 

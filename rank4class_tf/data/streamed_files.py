@@ -356,14 +356,21 @@ def stream(src: Source, options: user_files.Options, class_names,
   return datasets.Stream(read=read, size=size, exact_size=exact)
 
 
-def _first_record(src: Source, options: user_files.Options,
-                  label: str) -> int:
+def _first_record(src: Source, options: user_files.Options, label: str,
+                  as_written: bool = True) -> int:
   """The number of the first good record of `src` whose label is written
-  `label` (a second pass, made only to name it in an error)."""
+  `label` (or, not `as_written`, is `label` once stripped): a second pass,
+  made only to name the record in an error."""
   ds = records(src, options, skip_unreadable=options.skip_bad_records)
   jsonl = src.delimiter is None
-  found = ds.enumerate().filter(lambda i, pair: tf.equal(pair[1], label) & (
-      tf.equal(row_codes(pair[0], pair[1], jsonl), 0)))
+
+  def match(index, pair):
+    del index
+    written = pair[1] if as_written else tf.strings.strip(pair[1])
+    return tf.equal(written, label) & tf.equal(
+        row_codes(pair[0], pair[1], jsonl), 0)
+
+  found = ds.enumerate().filter(match)
   for index, _ in found.take(1).as_numpy_iterator():
     return int(index) + 1
   return 0
@@ -422,7 +429,8 @@ def _named_classes(files, sources, options, parts,
   if how is None:
     src = sources[labels[conflict]]
     raise ValueError(user_files.ambiguous(
-        f"{src.path}: record {_first_record(src, options, conflict)}",
+        f"{src.path}: record "
+        f"{_first_record(src, options, conflict, as_written=False)}",
         conflict, class_names, names_file))
   train_names = set().union(*parts["train"])
   unknown = [n for n in train_names if n not in class_names and

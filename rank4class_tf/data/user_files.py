@@ -13,7 +13,7 @@ one text a file, the class its folder's name):
 
 The instance is the `text_column` (default `text`), the label the
 `label_column` (default `label`): a class name, or an integer class id when
-`class_names_file` names the classes (one a line, index = id; `label_ids`
+`class_names_file` names the classes (one a line, index = id; `read_as`
 says which reading a label takes when the names are numbers). A label that
 is a list makes the data set multi-label, and every row of every split must
 then be so: a JSON list, a field that looks like one (`LIST_PATTERN`), or,
@@ -32,6 +32,10 @@ quoting error stop with one line naming the file and line (or record) and
 column. CSV fields have no size limit (Python's default, 128 KiB, is
 lifted while a file is read). Plain Python, no TensorFlow: `datasets.get`
 turns the rows into a `ClassificationData`.
+
+Longer than its siblings: every rule for reading a user's rows (formats,
+columns, texts, labels, class names) is here once, and `streamed_files`
+applies the same functions to the files that stream.
 """
 
 import codecs
