@@ -12,6 +12,11 @@ Each run's best checkpoint is scored on --split (from the feature cache for
 runs trained from one). Prints a markdown table: one row per group of runs
 equal but for their seed, named by the settings in which the groups differ;
 each metric as mean ± sample std [95% Student-t interval of the mean].
+Runs of other data (--dataset, --data_dir) are other rows; runs of one
+setting whose saved classes differ (their data changed), runs that did not
+finish training (diverged, stopped) and runs whose best checkpoint scores
+non-finite are refused, naming them (exit 1), as is a --split their data
+lacks.
 
 Calibration (docs/model.md, "Probabilities"): `--metrics` also takes
 `nll`, `ece` and `brier` of softmax (multi-label: sigmoid) of the scores,

@@ -14,8 +14,10 @@ figures/*.png and TensorBoard HParams logs
 (`tensorboard --logdir=runs/study_digits`).
 
 Rerunning the same command after a crash or a kill finishes the grid without
-redoing finished runs; another grid into the same --study_dir adds runs;
-`--report_only` rewrites the report from the finished runs, naming the runs
+redoing finished runs; a larger grid holding the study's into the same
+--study_dir adds runs (a grid that does not hold all of the study's is
+refused, naming the flags: its worker would leave the study's other runs
+unfinished); `--report_only` rewrites the report from the finished runs, naming the runs
 it lacks (not run yet, or a damaged study file, which it names) and the run
 folders the grid does not name. Every
 `pipelines.train` flag is passed to each run unchanged, except those the grid

@@ -153,17 +153,28 @@ class OpenStudyTest(tf.test.TestCase):
     self.grid = study_grid.Grid(losses=("softmax",), interactions=("dot",),
                            seeds=(0,))
 
-  def test_creates_then_extends(self):
+  def test_creates_then_grows(self):
     study.open_study(self.dir, base_config(), self.grid)
+    # A grid holding the study's grows it.
     whole = study.open_study(self.dir, base_config(),
-                             study_grid.Grid(losses=("mse",), interactions=("dot",),
-                                        seeds=(1,)))
+                             study_grid.Grid(losses=("mse", "softmax"),
+                                             interactions=("dot",),
+                                             seeds=(1, 0)))
     self.assertEqual(whole.losses, ("softmax", "mse"))
     self.assertEqual(whole.seeds, (0, 1))
     shared, grid = study_folder.load_study(self.dir)
     self.assertEqual(grid, whole)
     self.assertEqual(shared["train_steps"], 10)
     self.assertNotIn("loss", shared)
+    # One that lacks some of its runs would leave them to nobody.
+    with self.assertRaisesRegex(
+        ValueError, r"^`losses`=mse and `seeds`=1 differ from the study in "
+        r".* \(losses=softmax,mse; seeds=0,1\): with it the study would "
+        r"hold 3 run\(s\) this grid lacks \(softmax.dot.lr0.001.seed0, "
+        r"mse.dot.lr0.001.seed0, softmax.dot.lr0.001.seed1\), which"):
+      study.open_study(self.dir, base_config(), study_grid.Grid(
+          losses=("mse",), interactions=("dot",), seeds=(1,)))
+    self.assertEqual(study_folder.load_study(self.dir)[1], whole)
 
   def test_changed_shared_flag_is_refused_and_nothing_changes(self):
     study.open_study(self.dir, base_config(), self.grid)

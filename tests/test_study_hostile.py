@@ -7,11 +7,13 @@ share one tiny digits study (`TrainedStudyTest`).
 """
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +34,10 @@ from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import hparams as study_hparams
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
+from rank4class_tf import serving
+from rank4class_tf.training import builders
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import trainer as training
 import helpers
 from test_study import base_config
 from test_study import fake_run
@@ -352,14 +357,17 @@ class DamagedReportTest(tf.test.TestCase):
 class StudyFolderTest(tf.test.TestCase):
   """Creating and merging study.json, without training."""
 
-  def test_studies_started_together_merge_their_grids(self):
-    # Seeds 0 and 1 into one new folder at once, 20 times: both succeed and
-    # study.json holds both seeds (threads: each has its own lock).
+  def test_workers_started_together_agree_on_one_grid(self):
+    # Two workers into one new folder at once, 20 times: with one grid both
+    # go on; with seeds 0 and 1 (neither holds the other) the second is
+    # refused and study.json holds the first's (threads: each has its own
+    # lock).
     root = tempfile.mkdtemp()
     for attempt in range(20):
       folder = os.path.join(root, str(attempt))
       barrier = threading.Barrier(2)
       errors = []
+      seeds = (0, 0) if attempt % 2 else (0, 1)
 
       def start(seed, folder=folder, barrier=barrier, errors=errors):
         barrier.wait()
@@ -369,14 +377,67 @@ class StudyFolderTest(tf.test.TestCase):
         except ValueError as e:
           errors.append(str(e))
 
-      threads = [threading.Thread(target=start, args=(s,)) for s in (0, 1)]
+      threads = [threading.Thread(target=start, args=(s,)) for s in seeds]
       for t in threads:
         t.start()
       for t in threads:
         t.join()
-      self.assertEqual(errors, [])
-      self.assertEqual(sorted(study_folder.load_study(folder)[1].seeds), [0, 1])
+      recorded = study_folder.load_study(folder)[1].seeds
+      if seeds == (0, 0):
+        self.assertEqual(errors, [])
+        self.assertEqual(recorded, (0,))
+      else:
+        other = 1 - recorded[0]
+        self.assertEqual(errors, [
+            f"`seeds`={other} differs from the study in {folder} "
+            f"(seeds={recorded[0]}): with it the study would hold 1 run(s) "
+            f"this grid lacks (softmax.dot.lr0.001.seed{recorded[0]}), which "
+            "this worker would leave unfinished. Pass the study's grid (or "
+            "one that holds all of it, to grow the study), or another "
+            "`study_dir`."])
       self.assertEqual(sorted(os.listdir(folder)), ["runs", "study.json"])
+
+  def test_worker_with_another_grid_is_refused(self):
+    # Issue 58 case 15: workers on softmax, approx_ndcg x seeds 0, 1 and
+    # one on softmax, mse x seeds 0, 2 merged into 9 runs, 2 of them asked
+    # for by nobody; the first command then printed "2 ... missing", exit 0.
+    folder = os.path.join(tempfile.mkdtemp(), "study")
+    first = study_grid.Grid(losses=("softmax", "approx_ndcg"),
+                            interactions=("dot",), seeds=(0, 1))
+    other = study_grid.Grid(losses=("softmax", "mse"), interactions=("dot",),
+                            seeds=(0, 2))
+    study.open_study(folder, base_config(), first)
+    before = hashes(folder)
+    with self.assertRaisesRegex(ValueError, "^" + re.escape(
+        f"`losses`=softmax,mse and `seeds`=0,2 differ from the study in "
+        f"{folder} (losses=softmax,approx_ndcg; seeds=0,1): with it the "
+        "study would hold 5 run(s) this grid lacks (approx_ndcg.dot.lr0.001."
+        "seed0, softmax.dot.lr0.001.seed1, approx_ndcg.dot.lr0.001.seed1, "
+        "...), which this worker would leave unfinished. Pass the study's "
+        "grid (or one that holds all of it, to grow the study), or another "
+        "`study_dir`.") + "$"):
+      study.run_study(folder, base_config(), other, progress=print)
+    self.assertEqual(hashes(folder), before)
+    # A study.json merged so by earlier code: the first grid lacks 5 of its
+    # 9 runs (2 of which nobody asked for), and is refused too.
+    path = os.path.join(folder, study_folder.STUDY_FILE)
+    with open(path) as f:
+      saved = json.load(f)
+    saved["grid"] = dataclasses.asdict(first.union(other))
+    with open(path, "w") as f:
+      json.dump(saved, f)
+    self.assertLen(first.union(other).runs(), 9)
+    before = hashes(folder)
+    with self.assertRaisesRegex(ValueError, "^" + re.escape(
+        "`losses`=softmax,approx_ndcg and `seeds`=0,1 differ from the study "
+        f"in {folder} (losses=softmax,approx_ndcg,mse; seeds=0,1,2): with it "
+        "the study would hold 5 run(s) this grid lacks (mse.dot.lr0.001.seed0,"
+        " mse.dot.lr0.001.seed1, softmax.dot.lr0.001.seed2, ...)")):
+      study.run_study(folder, base_config(), first, progress=print)
+    self.assertEqual(hashes(folder), before)
+    # The study's whole grid goes on.
+    self.assertEqual(study.open_study(folder, base_config(),
+                                      first.union(other)), first.union(other))
 
   def test_unwritable_folder_is_one_line(self):
     # Injected (as root, a read-only folder is writable); NobodyTest runs
@@ -604,6 +665,93 @@ class TrainedStudyTest(tf.test.TestCase):
     self.assertEqual(proc.stderr.strip().splitlines()[-1],
                      f"study: --study_dir={self.dir} has no finished run "
                      "yet.")
+
+
+
+@pytest.mark.slow
+class WorkerGridBinaryTest(tf.test.TestCase):
+  """Issue 58 case 15 through `pipelines.study`: one line, exit 1, nothing
+  written."""
+
+  def test_worker_with_another_grid_is_one_line(self):
+    folder = os.path.join(tempfile.mkdtemp(), "study")
+    shared = ["--dataset=digits", "--train_steps=10", "--eval_every=5",
+              "--interactions=dot"]
+    study.open_study(folder, base_config(), study_grid.Grid(
+        losses=("softmax", "approx_ndcg"), interactions=("dot",),
+        seeds=(0, 1)))
+    before = hashes(folder)
+    proc = helpers.run_module("pipelines.study", f"--study_dir={folder}",
+                              *shared, "--losses=softmax,mse", "--seeds=0,2",
+                              check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertNotIn("Traceback", proc.stderr)
+    self.assertEqual(proc.stderr.strip().splitlines()[-1], (
+        f"study: --losses=softmax,mse and --seeds=0,2 differ from the study "
+        f"in {folder} (losses=softmax,approx_ndcg; seeds=0,1): with it the "
+        "study would hold 5 run(s) this grid lacks (approx_ndcg.dot.lr0.001."
+        "seed0, softmax.dot.lr0.001.seed1, approx_ndcg.dot.lr0.001.seed1, "
+        "...), which this worker would leave unfinished. Pass the study's "
+        "grid (or one that holds all of it, to grow the study), or another "
+        "--study_dir."))
+    self.assertEqual(hashes(folder), before)
+
+
+def image_folder(folder, per_class=30):
+  """train/{dark,grey,light}/*.png, `per_class` small images each of one
+  shade (varied a little): validation and test are cut from train, 10%
+  each."""
+  for c, (name, shade) in enumerate((("dark", 30), ("grey", 128),
+                                     ("light", 225))):
+    os.makedirs(os.path.join(folder, "train", name))
+    for i in range(per_class):
+      image = np.full([10 + i % 5, 12, 3], shade + (i % 7) - 3, np.uint8)
+      with open(os.path.join(folder, "train", name, f"{c}{i:02d}.png"),
+                "wb") as f:
+        f.write(tf.io.encode_png(image).numpy())
+  return folder
+
+
+@pytest.mark.slow
+class StreamedDataStudyTest(tf.test.TestCase):
+  """Issue 58 case 14: a study on streamed data (an image folder) with
+  `--export=false` scores each run's best checkpoint from the streamed
+  validation and test files; it ended in `KeyError: 'validation'`."""
+
+  def test_image_folder_without_exports(self):
+    root = tempfile.mkdtemp()
+    data_dir = image_folder(os.path.join(root, "images"))  # 72 train images.
+    study_dir = os.path.join(root, "study")
+    # The issue's command as written (the default --batch_size=64).
+    proc = helpers.run_module(
+        "pipelines.study", f"--study_dir={study_dir}",
+        "--dataset=image_folder", f"--data_dir={data_dir}", "--image_size=32",
+        "--encoder=small_cnn", "--losses=softmax", "--interactions=dot",
+        "--seeds=0", "--learning_rates=0.003", "--train_steps=20",
+        "--eval_every=10", "--export=false", check=False)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    self.assertEqual(proc.stdout.strip().splitlines()[-1],
+                     f"Wrote {study_dir}/results.csv, {study_dir}/tables.md "
+                     f"and {study_dir}/figures/.")
+    run = "softmax.dot.lr0.003.seed0"
+    folder = os.path.join(study_dir, "runs", run)
+    self.assertFalse(os.path.exists(os.path.join(folder, "export")))
+    with open(os.path.join(folder, study_folder.RESULT_FILE)) as f:
+      record = json.load(f)
+    arrays = study_folder.load_test_arrays(study_dir, run)
+    # The test split's labels in its order: 3 images of each class.
+    data = builders.load_data(serving.load_config(folder))
+    labels = [int(y) for _, y in data.dataset("test").as_numpy_iterator()]
+    self.assertEqual(sorted(labels), [0, 0, 0, 1, 1, 1, 2, 2, 2])
+    self.assertEqual(arrays["labels"].tolist(), labels)
+    self.assertEqual(record["num_test"], 9)
+    # The best checkpoint's metrics are those its export gives (written
+    # now, from the same checkpoint).
+    training.export_run(folder)
+    for split in ("validation", "test"):
+      exported = serving.evaluate(folder, data, split)
+      for name in ("top1_accuracy", "mrr"):
+        self.assertAllClose(record[split][name], exported[name], atol=1e-6)
 
 
 if __name__ == "__main__":

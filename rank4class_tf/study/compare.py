@@ -9,6 +9,19 @@ and reports per group the mean, the standard deviation over seeds and the
 95% Student-t interval of the mean over seeds. Groups are named by the
 settings in which they differ.
 
+Nothing is averaged that is not a result of one data set:
+
+* the data is part of a group's settings: runs of another `dataset` or
+  `data_dir` are another group (`data_dir` named in its label), and two runs
+  of one group whose saved class lists differ (the files under one
+  `data_dir` changed between their trainings) are refused, naming both;
+* a run that did not finish training (it diverged, was stopped, or is still
+  running: `training.is_trained`) is refused before any run is scored, and
+  one whose best checkpoint gives non-finite scores (diverged weights) after
+  scoring: its metrics (top-1 0, MRR 1 / num_classes on NaN scores) are not
+  a result;
+* a split the run's data lacks is refused, naming the splits it has.
+
 The study (`study.py`) does this for single-label grids with paired tests;
 this is for any set of runs, e.g. the multi-label methods of docs/multilabel.md.
 
@@ -31,9 +44,10 @@ from rank4class_tf import serving
 from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 
-# Settings that do not make two runs different models.
+# Settings that do not make two runs different models. `data_dir` does: it
+# is where a run's data is (a user's files, a TFDS folder).
 IGNORED = ("seed", "model_dir", "overwrite", "feature_cache_dir", "export",
-           "keep_checkpoints", "data_dir")
+           "keep_checkpoints")
 
 
 def seed_interval(values: Sequence[float], level: float = 0.95
@@ -71,13 +85,20 @@ class Group:
 def group_runs(model_dirs: Sequence[str]) -> List[Group]:
   """Groups runs by their settings but `IGNORED`, in first-seen order.
 
+  Runs of other data (`dataset`, `data_dir`, as their configs say) are in
+  other groups; within a group every run must have saved the same classes.
+
   Raises:
-    ValueError: a folder holds no run, or two runs of a group share a seed.
+    ValueError: a folder holds no run, two runs of a group share a seed, or
+      two runs of a group saved other class lists (the data changed).
   """
-  settings = {}
+  settings, classes = {}, {}
   for model_dir in model_dirs:
     flat = serving.load_config(model_dir).flat()
+    if flat.get("data_dir"):  # `data/x/` and `data/x` are one folder.
+      flat["data_dir"] = flat["data_dir"].rstrip("/") or "/"
     settings[model_dir] = {k: v for k, v in flat.items() if k not in IGNORED}
+    classes[model_dir] = serving.load_class_names(model_dir)
   keys = sorted({k for s in settings.values() for k in s})
   differing = [k for k in keys
                if len({repr(s.get(k)) for s in settings.values()}) > 1]
@@ -92,9 +113,32 @@ def group_runs(model_dirs: Sequence[str]) -> List[Group]:
                        f"{group.model_dirs[group.seeds.index(config.trainer.seed)]}"
                        f" are the same run settings and seed "
                        f"{config.trainer.seed}.")
+    if group.model_dirs:
+      _check_same_classes(group.model_dirs[0], model_dir, classes,
+                          settings[model_dir])
     group.model_dirs.append(model_dir)
     group.seeds.append(config.trainer.seed)
   return list(groups.values())
+
+
+def _check_same_classes(first: str, other: str, classes: Dict[str, list],
+                        settings: Dict[str, object]) -> None:
+  """Refuses two runs of one group whose saved class lists differ."""
+  a, b = classes[first], classes[other]
+  if a == b:
+    return
+  if set(a) == set(b):
+    how = "the same names in another order"
+  else:
+    how = "; ".join(f"only {run} has {', '.join(sorted(set(x) - set(y)))}"
+                    for run, x, y in ((first, a, b), (other, b, a))
+                    if set(x) - set(y))
+  raise ValueError(
+      f"`runs`: {first} and {other} have the same settings but other "
+      f"classes ({len(a)} and {len(b)} classes; {how}): the data of "
+      f"`dataset`={settings.get('dataset')} (`data_dir`="
+      f"{settings.get('data_dir')}) changed between their trainings; "
+      "compare runs trained on the same data.")
 
 
 def _value(value) -> str:
@@ -130,17 +174,39 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
       `--holdout_classes`.
 
   Raises:
-    ValueError: `holdout` / `seen` for a run with no held-out classes.
+    ValueError: `holdout` / `seen` for a run with no held-out classes; a
+      run that did not finish training (before any is scored); `split`
+      missing from a run's data; runs whose scores are not finite (after
+      scoring the others).
   """
   lookup.check_choice("instances", instances, INSTANCES)
+  configs = {d: serving.load_config(d).replace(model_dir=d)
+             for group in groups for d in group.model_dirs}
+  unfinished = [d for d, config in configs.items()
+                if not training.is_trained(config)]
+  if unfinished:
+    raise ValueError(
+        f"`runs`: {len(unfinished)} run(s) did not finish training (diverged, "
+        f"stopped, or still running: no final checkpoint, or its backup "
+        f"remains): {', '.join(unfinished)}; a best checkpoint of an "
+        "unfinished run is no result: leave it out of `runs`, or finish it.")
+  diverged = []
   for group in groups:
     for model_dir in group.model_dirs:
-      config = serving.load_config(model_dir).replace(model_dir=model_dir)
+      config = configs[model_dir]
       data = builders.load_data(config)
+      if split not in data.split_names:
+        raise ValueError(
+            f"`split`={split}: the data of {model_dir} has no {split} split "
+            f"(its splits: {', '.join(data.split_names)}); choose one of "
+            "them.")
       calibrated = [m for m in metric_names if m in CALIBRATION_METRICS]
       splits = (split,) + (("validation",) if calibrated and
                            split != "validation" else ())
       scored = training.checkpoint_scores(config, data, splits)
+      if not all(np.isfinite(scored[s][1]).all() for s in splits):
+        diverged.append(model_dir)
+        continue
       labels, scores = scored[split]
       fitted = None
       if any(m.startswith("calibrated_") for m in calibrated):
@@ -163,6 +229,11 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
         results.update(calibration_lib.report(scores, labels, fitted))
       for name in metric_names:
         group.values.setdefault(name, []).append(float(results[name]))
+  if diverged:
+    raise ValueError(
+        f"`runs`: the best checkpoint of {len(diverged)} run(s) gives "
+        f"non-finite scores (diverged weights): {', '.join(diverged)}; "
+        "their metrics are no result: leave them out of `runs`.")
 
 
 def markdown(groups: Sequence[Group], metric_names: Sequence[str]

@@ -22,14 +22,19 @@ BackupAndRestore, as `pipelines.train` does); a run killed during its export
 or evaluation is redone from its exports or from scratch. Rerunning the same
 command therefore completes the grid without redoing finished work, and with
 `deterministic=True` the records equal those of an uninterrupted study.
-Rerunning with another grid adds runs; changing a shared setting (any
-`TrainConfig` field but the grid's) is refused.
+Rerunning with a larger grid that holds the study's grows the study;
+another grid (one lacking some of the study's runs, whose union with it
+would name runs that neither asks for) is refused
+(`check_grid_holds_study`), as is a changed shared setting (any
+`TrainConfig` field but the grid's).
 
 Nothing is lost, nothing silently wrong:
 
-* Studies started together into one folder merge their grids: `study.json`
-  is read, merged and written under an exclusive lock on `study_dir`
-  (`locked`), which the report holds too while it writes.
+* Workers started together into one folder agree on one grid: `study.json`
+  is read, checked and written under an exclusive lock on `study_dir`
+  (`locked`), which the report holds too while it writes. A worker's grid
+  holds the whole study's grid when it joins, so no run is left to a
+  worker that never comes.
 * A study file that cannot be read, or a record that names another run, is
   `DamagedFile`: the study command moves it aside (`<file>.damaged`) and
   evaluates its run again (its training is finished, so it is not trained
@@ -48,7 +53,7 @@ import json
 import logging
 import os
 import time
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -153,8 +158,10 @@ def open_study(study_dir: str, base: config_lib.TrainConfig,
   Everything is checked before anything is written: a bad grid, a bad shared
   setting, a folder holding something else, or a shared setting that differs
   from the study already in `study_dir` raises ValueError (one line naming
-  the flag) and leaves the folder as it was. study.json is read, merged and
-  written under `locked`, so studies started together merge their grids.
+  the flag) and leaves the folder as it was, as does a grid that does not
+  hold all of the study's (`check_grid_holds_study`). study.json is read,
+  checked and written under `locked`, so of two workers started together
+  with other grids, the second is checked against the first's.
 
   Returns:
     The study's whole grid: the union of the grids run into it so far.
@@ -211,7 +218,59 @@ def _merge(study_dir: str, shared: Dict[str, object],
           f"the study in {study_dir} "
           f"({key}={study_grid.flag_value(old_shared.get(key))}); "
           "pass the same value, or another `study_dir`.")
-  return old_grid.union(grid)
+  whole = old_grid.union(grid)
+  check_grid_holds_study(study_dir, old_grid, grid, whole)
+  return whole
+
+
+# The grid's flags, as `pipelines.study` names them.
+_GRID_FLAGS = ("losses", "interactions", "cells", "seeds", "learning_rates",
+               "mlp_units")
+
+
+def check_grid_holds_study(study_dir: str, study: study_grid.Grid,
+                           grid: study_grid.Grid,
+                           whole: study_grid.Grid) -> None:
+  """Refuses a worker's `grid` unless it trains every run of the study it
+  joins: the study's grid, or a larger one holding all of it (which grows
+  the study). A grid that lacks some of the study's runs would leave them to
+  nobody, and two grids that differ in two flags would merge into runs that
+  neither asks for (softmax, approx_ndcg x seeds 0, 1 with softmax, mse x
+  seeds 0, 2: 9 runs, 2 asked for by nobody), the study then incomplete
+  forever. Writes nothing.
+
+  Raises:
+    ValueError: one line naming the differing flags, their values in the
+      study, the study folder and the runs this worker's grid lacks.
+  """
+  def product(g: study_grid.Grid) -> List[str]:
+    # Every seed's runs: with `choose_on_seed` the others follow its
+    # choices, planned from the worker's own seeds.
+    return [run.name for run in
+            dataclasses.replace(g, choose_on_seed=None).runs()]
+  mine = set(product(grid))
+  left = [name for name in product(whole) if name not in mine]
+  if not left:
+    return
+  def values(g: study_grid.Grid, name: str) -> Tuple:
+    if name == "cells":
+      return tuple(f"{l}.{i}" for l, i in g.cell_keys())
+    return tuple(getattr(g, name))
+  differ = [name for name in _GRID_FLAGS
+            if set(values(grid, name)) != set(values(study, name))]
+  if "cells" in differ and not (grid.cells or study.cells):
+    differ.remove("cells")  # Losses x interactions say it.
+  shown = ", ".join(left[:3]) + (", ..." if len(left) > 3 else "")
+  asked = " and ".join(f"`{name}`={study_grid.flag_value(values(grid, name))}"
+                       for name in differ)
+  recorded = "; ".join(f"{name}={study_grid.flag_value(values(study, name))}"
+                       for name in differ)
+  raise ValueError(
+      f"{asked} {'differs' if len(differ) == 1 else 'differ'} from the "
+      f"study in {study_dir} ({recorded}): with it the study would hold "
+      f"{len(left)} run(s) this grid lacks ({shown}), which this worker "
+      "would leave unfinished. Pass the study's grid (or one that holds all "
+      "of it, to grow the study), or another `study_dir`.")
 
 
 def check_run_folder(base: config_lib.TrainConfig, run: study_grid.Run,

@@ -403,14 +403,30 @@ def checkpoint_scores(config: config_lib.TrainConfig,
     ds = datasets.ranking_dataset(builder.data, split,
                                   config.trainer.batch_size, training=False,
                                   instance_inputs=builder.instance_inputs)
-    scores = model.predict(ds.map(lambda features, _: features), verbose=0)
-    if isinstance(scores, dict):
-      scores = scores["scores"]
-    # The labels of the split as scored: held-out classes' instances are
-    # not in a zero-shot run's validation split.
-    results[split] = (np.asarray(builder.data.splits[split][1]),
-                      np.asarray(scores, np.float32))
+    if split in builder.data.splits:
+      scores = _scores(model.predict(ds.map(lambda features, _: features),
+                                     verbose=0))
+      # The labels of the split as scored: held-out classes' instances are
+      # not in a zero-shot run's validation split.
+      labels = np.asarray(builder.data.splits[split][1])
+    else:
+      # A streamed split (image folders, TFRecords, large text files): its
+      # labels are read with its instances, in one pass over its files.
+      scores, labels = [], []
+      for features, one_hot in ds:
+        scores.append(_scores(model.predict_on_batch(features)))
+        labels.append(one_hot.numpy())
+      scores, labels = np.concatenate(scores), np.concatenate(labels)
+      if not builder.data.multi_label:
+        labels = labels.argmax(axis=1).astype(np.int64)  # Class ids.
+    results[split] = (labels, np.asarray(scores, np.float32))
   return results
+
+
+def _scores(outputs) -> np.ndarray:
+  """The scores of a model's outputs (a dict for some encoders)."""
+  return np.asarray(outputs["scores"] if isinstance(outputs, dict)
+                    else outputs)
 
 
 def _finished_run(model_dir: str):
