@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
+from rank4class_tf.training import builders
 from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import pipeline as pipeline_lib
 from rank4class_tf.training import run_guard
@@ -182,7 +183,10 @@ class PatienceRunTest(tf.test.TestCase):
     self.assertFalse(training.converged(config))
     self.assertStartsWith(training.already_finished(config),
                           "already finished: `model_dir`="
-                          f"{model_dir} trained its 20 steps (")
+                          f"{model_dir} trained its 20 steps, not converged "
+                          "(`patience`=2) (best top1_accuracy 0.4000 at step "
+                          "20, not exported (`export`=False)); nothing "
+                          "changed.")
     # More steps extend it from its last checkpoint, the patience counted
     # from its best (epoch 4): it stops 2 validations later, at epoch 6.
     longer = config.replace(train_steps=40)
@@ -191,6 +195,81 @@ class PatienceRunTest(tf.test.TestCase):
     self.assertEqual(run_dir_lib.RunDir(model_dir).checkpoint_epochs(),
                      [1, 2, 3, 4, 5, 6])
     self.assertTrue(training.converged(longer))
+
+
+def fake_run(trained, best, **values):
+  """A run folder as training leaves it, without weights: config.json of
+  `digits(**values)` (export=False), `checkpoints/` of epochs 1..`trained`
+  and best.json of epoch `best`; returns its config."""
+  model_dir = os.path.join(tempfile.mkdtemp(), "run")
+  config = digits(model_dir, export=False, **values)
+  run = run_dir_lib.RunDir(model_dir)
+  os.makedirs(run.checkpoints)
+  os.makedirs(run.best_checkpoints)
+  with open(run.config_file, "w") as f:
+    f.write(builders.resolve_defaults(config).to_json())
+  for epoch in range(1, trained + 1):
+    open(run.checkpoint(epoch) + ".index", "w").close()
+  with open(run.best_record, "w") as f:
+    json.dump({"epoch": best, "monitor": MONITOR, "value": 0.5}, f)
+  return config
+
+
+class FinishedTest(tf.test.TestCase, parameterized.TestCase):
+  """When a run with --patience is finished, read from its files."""
+
+  @parameterized.parameters(
+      # (epochs trained, best, ceiling in epochs of 5 steps, the command's
+      # ceiling) -> its end, converged, the finished line's middle.
+      (4, 2, 8, 8, 4, True, "stopped at step 20 of 40, converged"),
+      (4, 2, 8, 80, 4, True, "stopped at step 20 of 400, converged"),
+      # Stopped by its patience exactly at its ceiling: the same run under
+      # any larger one.
+      (4, 2, 4, 4, 4, True, "trained its 20 steps, converged"),
+      (4, 2, 4, 8, 4, True, "stopped at step 20 of 40, converged"),
+      # Still improving at its ceiling: finished, not converged; more steps
+      # extend it.
+      (4, 3, 4, 4, 4, False, "trained its 20 steps, not converged"),
+      (4, 3, 4, 8, None, False, None),
+      # Unfinished: neither stopped nor at its ceiling.
+      (3, 2, 8, 8, None, False, None),
+  )
+  def test_end_converged_and_finished_line(self, trained, best, epochs,
+                                           command, end, done, line):
+    config = fake_run(trained, best, train_steps=5 * epochs)
+    config = config.replace(train_steps=5 * command)
+    self.assertEqual(training.final_epoch(config), end)
+    self.assertEqual(training.converged(config), done)
+    finished = training.already_finished(config)
+    if line is None:
+      self.assertIsNone(finished)
+    else:
+      self.assertEqual(finished, (
+          f"already finished: `model_dir`={config.trainer.model_dir} "
+          f"{line} (`patience`=2) (best top1_accuracy 0.5000 at step "
+          f"{best * 5}, not exported (`export`=False)); nothing changed."))
+    if end is None and trained == epochs:
+      self.assertEqual(training.extension_start(config), (
+          run_dir_lib.RunDir(config.trainer.model_dir).checkpoint(trained),
+          trained))
+
+  def test_a_decaying_schedule_ties_the_run_to_its_ceiling(self):
+    config = fake_run(4, 2, lr_schedule="linear")
+    self.assertStartsWith(training.already_finished(config),
+                          "already finished: ")
+    self.assertIsNone(training.already_finished(config.replace(
+        train_steps=80)))
+
+  def test_a_run_without_patience_ends_at_its_ceiling(self):
+    config = fake_run(4, 2, patience=0)
+    self.assertIsNone(training.final_epoch(config))
+    self.assertIsNone(training.converged(config))
+    config = fake_run(8, 2, patience=0)
+    self.assertEqual(training.final_epoch(config), 8)
+    self.assertEqual(training.already_finished(config), (
+        f"already finished: `model_dir`={config.trainer.model_dir} trained "
+        "its 40 steps (best top1_accuracy 0.5000 at step 10, not exported "
+        "(`export`=False)); nothing changed."))
 
 
 class OldRunTest(tf.test.TestCase):

@@ -239,10 +239,10 @@ def already_finished(config: config_lib.TrainConfig) -> Optional[str]:
   step's checkpoint is written (or, with `patience`, the one `patience`
   validations after the best: the run stopped there, `final_epoch`), the
   backup is gone and, with `export`, both exports are written. A run that
-  `patience` stopped before its last step is finished for any
-  `train_steps` at or above the step it stopped at (it would have stopped
-  there under any of them), unless its `lr_schedule` decays (its rates
-  depend on `train_steps`). Then `train` has nothing to do, so the same command
+  `patience` stopped (`converged`) is finished for any `train_steps` at or
+  above the step it stopped at (it would have stopped there under any of
+  them), unless its `lr_schedule` decays (its rates depend on
+  `train_steps`). Then `train` has nothing to do, so the same command
   started again (a scheduler restarting a job that ended) changes nothing:
   `pipelines.train` prints this line and exits 0. Not finished: no run in
   model_dir, an unfinished one (`train` resumes it), more `train_steps`
@@ -271,14 +271,13 @@ def _finished_line(config: config_lib.TrainConfig) -> Optional[str]:
   if (old is None or run.has_backup() or not end or
       (trainer.export and not run.has_exports())):
     return None
-  stopped = converged(config) and end < trainer.train_steps // (
-      trainer.eval_every)
+  done = converged(config)
   if run_guard.differences(old, config.flat(), run_guard.STARTED_BY + (
-      # A run stopped by `patience` before its ceiling is the run of any
-      # ceiling it stopped below (at a constant rate: a decaying one's
-      # rates depend on it).
-      ("train_steps",) if stopped and not schedules.decays(trainer) else ())):
+      # A run that `patience` stopped is the run of any ceiling at or above
+      # its stop (at a constant rate: a decaying one's rates depend on it).
+      ("train_steps",) if done and not schedules.decays(trainer) else ())):
     return None
+  stopped = done and end < trainer.train_steps // trainer.eval_every
   try:
     best = run.best()
     best = (f"best {best['monitor'].replace('val_', '', 1)} "
@@ -290,9 +289,11 @@ def _finished_line(config: config_lib.TrainConfig) -> Optional[str]:
   exported = (f"exported to {run.export(run_dir_lib.BEST_EXPORT)}"
               if run.has_exports() else "not exported (`export`=False)")
   trained = (f"stopped at step {end * trainer.eval_every} of "
-             f"{trainer.train_steps}, converged (`patience`="
-             f"{trainer.patience})" if stopped else
+             f"{trainer.train_steps}" if stopped else
              f"trained its {trainer.train_steps} steps")
+  if trainer.patience:
+    trained += (f", {'' if done else 'not '}converged "
+                f"(`patience`={trainer.patience})")
   return (f"already finished: `model_dir`={model_dir} {trained} "
           f"({best}{exported}); nothing changed.")
 
@@ -351,7 +352,9 @@ def extension_start(config: config_lib.TrainConfig
   model_dir, trainer = config.trainer.model_dir, config.trainer
   run = run_dir_lib.RunDir(model_dir)
   old = previous_config(model_dir)
-  if not old or run.has_backup():
+  if not old or run.has_backup() or final_epoch(config):
+    # No run, an unfinished one, or one whose training under `config` has
+    # ended (stopped by `patience`, or at its last step).
     return None
   old_steps = int(old.get("train_steps", 0))
   epochs = trainer.train_steps // trainer.eval_every
