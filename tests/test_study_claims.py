@@ -2,6 +2,7 @@
 take-overs, shards and the decisions made per group, without training."""
 
 import dataclasses
+import os
 import tempfile
 import threading
 from unittest import mock
@@ -11,6 +12,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
+from rank4class_tf import config as config_lib
 from rank4class_tf import fileio
 from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import extend as study_extend
@@ -467,6 +469,45 @@ class ScheduleTest(parameterized.TestCase):
                            converged=False)
     self.assertNotIn(chosen, self.plan(records, steps=plan.steps,
                                        extend_steps=2.).steps)
+
+  @parameterized.parameters(
+      # The committed studies, with their commands' flags (docs/text.md):
+      # records without `converged`, lengthened once; nothing more to do.
+      ("study_goemotions_frozen", 3, 2.),
+      ("study_goemotions_finetuned", 2, 1.5))
+  def test_committed_studies_resume_unchanged(self, name, extend_grid,
+                                              extend_steps):
+    folder = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "results", name)
+    shared, grid = study_folder.load_study(folder)
+    records = {r["run"]: r for r in study_folder.load_records(folder)}
+    plan = schedule.plan(grid, records, study_folder.load_extensions(folder),
+                         study_folder.load_extended_steps(folder),
+                         study_folder.load_followers(folder),
+                         shared["best_metric"], shared["train_steps"],
+                         shared["eval_every"], extend_grid, extend_steps)
+    self.assertEqual((len(plan.runs), plan.pending, plan.decided),
+                     (len(records), [], False))
+
+  def test_a_study_begun_before_patience_takes_the_same_command(self):
+    # Its study.json's shared settings have no patience, lr_schedule or
+    # warmup_steps: read as 0, constant and 0.
+    source = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "results", "study_goemotions_finetuned")
+    folder = tempfile.mkdtemp()
+    fileio.write_json_atomically(
+        os.path.join(folder, study_folder.STUDY_FILE),
+        fileio.read_json(os.path.join(source, study_folder.STUDY_FILE)))
+    shared, grid = study_folder.load_study(folder)
+    self.assertNotIn("patience", shared)
+    names = set(config_lib.TrainConfig().flat())
+    base = config_lib.TrainConfig.create(**{
+        k: v for k, v in shared.items() if k in names})
+    self.assertEqual(study.open_study(folder, base, grid), grid)
+    with self.assertRaisesRegex(ValueError, r"^`patience`=5 differs from "
+                                r"the study in .* \(patience=0\); pass the "
+                                r"same value, or another `study_dir`\.$"):
+      study.open_study(folder, base.replace(patience=5), grid)
 
   def test_records_without_converged_peak_last_as_before(self):
     # A study without --patience, or records older than it: lengthened
