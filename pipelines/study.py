@@ -119,9 +119,17 @@ flags.DEFINE_integer(
     "choose again, up to this many rounds (0: no extension).", lower_bound=0)
 flags.DEFINE_float(
     "extend_steps", 0.,
-    "Chosen runs whose best validation is their last (still improving) go "
-    "on to this many times their --train_steps, once (0: no extension; "
-    "else > 1).", lower_bound=0.)
+    "Chosen runs that have not converged (with --patience: their best is "
+    "followed by fewer than --patience validations; without: their best "
+    "validation is their last, still improving) go on to this many times "
+    "their --train_steps, and again while they have not, up to "
+    "--extend_steps_limit (0: no extension; else > 1; not with a decaying "
+    "--lr_schedule).", lower_bound=0.)
+flags.DEFINE_integer(
+    "extend_steps_limit", 0,
+    "The most steps --extend_steps trains a run on to, a multiple of "
+    "--eval_every (0: --extend_steps x --train_steps, one lengthening).",
+    lower_bound=0)
 # Workers.
 flags.DEFINE_integer("num_shards", None,
                      "Split the grid into this many fixed parts, one per "
@@ -247,7 +255,8 @@ def main(argv):
                                  progress=console.say,
                                  extend_grid=FLAGS.extend_grid,
                                  extend_steps=FLAGS.extend_steps,
-                                 worker=worker)
+                                 worker=worker,
+                                 extend_steps_limit=FLAGS.extend_steps_limit)
       left = (study_lib.unfinished(FLAGS.study_dir, base, runs)
               if worker.num_shards > 1 else [])
       if left:

@@ -28,6 +28,9 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 
 DEFAULT_METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
 OPTIMIZERS = ("adam", "adagrad")
+# `--lr_schedule`: the learning rate after `--warmup_steps` (training.
+# schedules builds each from the Model Garden's optimization package).
+LR_SCHEDULES = ("constant", "linear", "cosine")
 PRECISIONS = ("float32", "bfloat16", "float16")
 # Settings a config written before they existed did not record: it ran with
 # these values (the behaviour of that time), not with today's defaults.
@@ -349,11 +352,22 @@ class LossConfig:
 class TrainerConfig:
   """Optimisation, validation, devices and the run's folder."""
   optimizer: str = field("adam", "adam or adagrad.")
-  learning_rate: float = field(1e-3, "Learning rate.")
+  learning_rate: float = field(
+      1e-3, "Learning rate (a decaying --lr_schedule starts from it at step "
+      "0).")
+  lr_schedule: str = field(
+      "constant", "Learning-rate schedule after --warmup_steps: constant, "
+      "linear (decays linearly to 0 at --train_steps, BERT's fine-tuning "
+      "recipe) or cosine (to 0 at --train_steps); built from the Model "
+      "Garden's official.modeling.optimization. A decaying schedule's run "
+      "is not extended by more --train_steps (its decay would change).")
+  warmup_steps: int = field(
+      0, "Steps of linear warmup from 0 to the schedule's rate at that step "
+      "(the Model Garden's LinearWarmup; 0: none; < --train_steps).")
   batch_size: int = field(64, "Global batch size (split over replicas).")
   train_steps: int = field(
-      2000, "Total training steps: exactly this many optimizer steps (a "
-      "multiple of --eval_every).")
+      2000, "Total training steps: exactly this many optimizer steps (with "
+      "--patience, at most: the ceiling), a multiple of --eval_every.")
   eval_every: int = field(
       200, "Steps between validations (one Keras epoch each); every "
       "validation writes TensorBoard scalars and may save the best "
@@ -361,6 +375,11 @@ class TrainerConfig:
   best_metric: str = field(
       "top1_accuracy", "Validation metric that picks the best checkpoint "
       "(higher is better).")
+  patience: int = field(
+      0, "Stop once --best_metric has not improved for this many "
+      "validations (Keras' EarlyStopping), --train_steps being the ceiling; "
+      "the run is then finished, and `converged` when its best is followed "
+      "by this many validations. 0: train to --train_steps.")
   metrics: Tuple[str, ...] = field(
       DEFAULT_METRICS, "Metrics: top<k>_accuracy, ndcg@<k>, ndcg, mrr, "
       "precision@<k>; multi-label map_class, map_sample, cp, cr, cf1, op, "
@@ -471,6 +490,13 @@ class TrainConfig:
     for name in _POSITIVE:
       if not values[name] > 0:
         raise ValueError(f"`{name}`={values[name]!r} must be > 0.")
+    for name in ("patience", "warmup_steps"):
+      value = values[name]
+      if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"`{name}`={value!r} must be an integer >= 0.")
+    if self.trainer.lr_schedule not in LR_SCHEDULES:
+      raise ValueError(f"`lr_schedule`={self.trainer.lr_schedule!r} is not "
+                       f"valid; choose one of: {', '.join(LR_SCHEDULES)}.")
     keep = values["keep_checkpoints"]
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
       raise ValueError(f"`keep_checkpoints`={keep!r} must be an integer "
@@ -494,6 +520,9 @@ class TrainConfig:
           f"`train_steps`={trainer.train_steps} must be a multiple of "
           f"`eval_every`={trainer.eval_every}: training runs in epochs of "
           "`eval_every` steps, each ended by a validation.")
+    if trainer.warmup_steps >= trainer.train_steps:
+      raise ValueError(f"`warmup_steps`={trainer.warmup_steps} must be less "
+                       f"than `train_steps`={trainer.train_steps}.")
     if not trainer.model_dir:
       raise ValueError("`model_dir` must be set.")
     if trainer.strategy == "tpu" and not trainer.tpu:
@@ -526,6 +555,13 @@ class TrainConfig:
           not loss.contrastive_learning_rate > 0):
         raise ValueError("`contrastive_learning_rate`="
                          f"{loss.contrastive_learning_rate!r} must be > 0.")
+      if loss.contrastive_learning_rate is not None and (
+          trainer.lr_schedule != "constant" or trainer.warmup_steps):
+        raise ValueError(
+            "`contrastive_learning_rate` sets the rate of MulCon's second "
+            "step, which a schedule (`lr_schedule`="
+            f"{trainer.lr_schedule}, `warmup_steps`={trainer.warmup_steps}) "
+            "sets too: use one or the other.")
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)

@@ -674,7 +674,8 @@ class EveryFlagTest(tf.test.TestCase, parameterized.TestCase):
       "--loss=hinge", "--interaction=bilinear", "--encoder=vit",
       "--dataset=mnist", "--metrics=top0_accuracy", "--best_metric=map",
       "--encoder_size=huge", "--model_dir=", "--seed=-1",
-      "--seed=4294967296",
+      "--seed=4294967296", "--patience=-1", "--lr_schedule=step",
+      "--warmup_steps=-1", "--warmup_steps=2000",
   )
   def test_bad_value(self, flag):
     argv = ["train", "--model_dir=/tmp/never_written", flag]

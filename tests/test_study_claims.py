@@ -2,6 +2,7 @@
 take-overs, shards and the decisions made per group, without training."""
 
 import dataclasses
+import os
 import tempfile
 import threading
 from unittest import mock
@@ -11,6 +12,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
+from rank4class_tf import config as config_lib
 from rank4class_tf import fileio
 from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import extend as study_extend
@@ -420,6 +422,103 @@ class ScheduleTest(parameterized.TestCase):
     self.assertTrue(all(isinstance(e, study_extend.Extension)
                         for e in forward))
     self.assertEqual({e.run.learning_rate for e in forward}, {3e-4})
+
+  def test_runs_that_did_not_converge_go_on_until_they_do_up_to_the_limit(
+      self):
+    # --patience: `converged` decides, not the best's place. Seed 0 of
+    # softmax chooses 1e-3, whose best (step 5 of 10) is followed by too few
+    # validations; mse's choice converged.
+    self.grid = dataclasses.replace(self.grid, seeds=(0, 1),
+                                    choose_on_seed=0)
+    runs = self.grid.runs()
+    records = {r.name: dict(record(r, peak(1e-3)(r), best_step=5),
+                            converged=r.loss == "mse") for r in runs}
+    chosen = "softmax.dot.lr0.001.seed0"
+    steps = {}
+    for to in (20, 40):  # x2 each time, up to the limit of 40 steps.
+      plan = self.plan(records, steps=steps, extend_steps=2.,
+                       extend_steps_limit=40)
+      self.assertEqual(plan.steps, {chosen: to})
+      self.assertEqual(plan.followers, {"mse.dot.lr0.001.seed1":
+                                        "mse.dot.lr0.001.seed0"})
+      steps.update(plan.steps)
+      records[chosen] = dict(record(runs[0], 0.95, best_step=to, steps=to),
+                             converged=False)
+    # At the limit, still not converged: its followers run, with its steps.
+    plan = self.plan(records, steps=steps, extend_steps=2.,
+                     extend_steps_limit=40)
+    self.assertEqual(plan.followers, {
+        "softmax.dot.lr0.001.seed1": chosen,
+        "mse.dot.lr0.001.seed1": "mse.dot.lr0.001.seed0"})
+    self.assertEqual(plan.steps, {"softmax.dot.lr0.001.seed1": 40})
+    # A follower that did not converge is trained on like a chosen run.
+    steps.update(plan.steps)
+    follower = study_grid.parse_run_name("mse.dot.lr0.001.seed1")
+    records[follower.name] = dict(record(follower, 0.9), converged=False)
+    plan = self.plan(records, steps=steps, followers={
+        "softmax.dot.lr0.001.seed1": chosen,
+        "mse.dot.lr0.001.seed1": "mse.dot.lr0.001.seed0"},
+                     extend_steps=2., extend_steps_limit=40)
+    self.assertEqual(plan.steps, {"mse.dot.lr0.001.seed1": 20})
+    # Without a limit, once (x2), as before --patience.
+    records = {r.name: dict(record(r, peak(1e-3)(r)), converged=False)
+               for r in runs}
+    plan = self.plan(records, extend_steps=2.)
+    self.assertEqual(plan.steps, {chosen: 20, "mse.dot.lr0.001.seed0": 20})
+    records[chosen] = dict(record(runs[0], 0.95, best_step=20, steps=20),
+                           converged=False)
+    self.assertNotIn(chosen, self.plan(records, steps=plan.steps,
+                                       extend_steps=2.).steps)
+
+  @parameterized.parameters(
+      # The committed studies, with their commands' flags (docs/text.md):
+      # records without `converged`, lengthened once; nothing more to do.
+      ("study_goemotions_frozen", 3, 2.),
+      ("study_goemotions_finetuned", 2, 1.5))
+  def test_committed_studies_resume_unchanged(self, name, extend_grid,
+                                              extend_steps):
+    folder = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "results", name)
+    shared, grid = study_folder.load_study(folder)
+    records = {r["run"]: r for r in study_folder.load_records(folder)}
+    plan = schedule.plan(grid, records, study_folder.load_extensions(folder),
+                         study_folder.load_extended_steps(folder),
+                         study_folder.load_followers(folder),
+                         shared["best_metric"], shared["train_steps"],
+                         shared["eval_every"], extend_grid, extend_steps)
+    self.assertEqual((len(plan.runs), plan.pending, plan.decided),
+                     (len(records), [], False))
+
+  def test_a_study_begun_before_patience_takes_the_same_command(self):
+    # Its study.json's shared settings have no patience, lr_schedule or
+    # warmup_steps: read as 0, constant and 0.
+    source = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "results", "study_goemotions_finetuned")
+    folder = tempfile.mkdtemp()
+    fileio.write_json_atomically(
+        os.path.join(folder, study_folder.STUDY_FILE),
+        fileio.read_json(os.path.join(source, study_folder.STUDY_FILE)))
+    shared, grid = study_folder.load_study(folder)
+    self.assertNotIn("patience", shared)
+    names = set(config_lib.TrainConfig().flat())
+    base = config_lib.TrainConfig.create(**{
+        k: v for k, v in shared.items() if k in names})
+    self.assertEqual(study.open_study(folder, base, grid), grid)
+    with self.assertRaisesRegex(ValueError, r"^`patience`=5 differs from "
+                                r"the study in .* \(patience=0\); pass the "
+                                r"same value, or another `study_dir`\.$"):
+      study.open_study(folder, base.replace(patience=5), grid)
+
+  def test_records_without_converged_peak_last_as_before(self):
+    # A study without --patience, or records older than it: lengthened
+    # when the best validation is the last.
+    self.grid = dataclasses.replace(self.grid, seeds=(0,))
+    runs = self.grid.runs()
+    records = {r.name: record(r, peak(1e-3)(r), best_step=5) for r in runs}
+    self.assertEqual(self.plan(records, extend_steps=2.).steps, {})
+    records["softmax.dot.lr0.001.seed0"]["best_step"] = 10
+    self.assertEqual(self.plan(records, extend_steps=2.).steps,
+                     {"softmax.dot.lr0.001.seed0": 20})
 
 
 if __name__ == "__main__":

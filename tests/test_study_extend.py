@@ -222,6 +222,59 @@ class RunStudyTest(StandInStudyCase):
       self.run_study(peak_at(1e-3), 0, extend_steps=0.5)
     self.assertFalse(os.path.exists(self.dir))
 
+  def test_runs_that_did_not_converge_go_on_up_to_the_limit(self):
+    # --patience=2: every stand-in run's record says `converged` false
+    # (still improving) until it reaches 40 steps.
+    execute_run, calls = stand_in(peak_at(3e-3))
+
+    def not_converged(base, run, study_dir, data, earlier=None,
+                      extension=None, train_steps=None, follows=None,
+                      worker=None):
+      record = execute_run(base, run, study_dir, data, earlier, extension,
+                           train_steps, follows, worker)
+      record["converged"] = train_steps == 40
+      with open(os.path.join(study_folder.run_dir(study_dir, run),
+                             study_folder.RESULT_FILE), "w") as f:
+        json.dump(record, f)
+      return record
+    self.grid = dataclasses.replace(self.grid, seeds=(0,))
+    lines = []
+    with mock.patch.object(study, "execute_run", not_converged):
+      study.run_study(self.dir, test_study.base_config(patience=2), self.grid,
+                      progress=lines.append, extend_steps=2,
+                      extend_steps_limit=40)
+    self.assertEqual(calls[3:], ["softmax.dot.lr0.003.seed0->20",
+                                 "softmax.dot.lr0.003.seed0->40"])
+    self.assertEqual([line for line in lines if "extend_steps" in line], [
+        "`extend_steps`: 1 chosen run(s) have not converged (`patience`=2): "
+        "trained on to 2 x 10 steps.",
+        "`extend_steps`: 1 chosen run(s) have not converged (`patience`=2): "
+        "trained on to 40 steps."])
+    record = {r["run"]: r for r in study_folder.load_records(self.dir)}[
+        "softmax.dot.lr0.003.seed0"]
+    self.assertEqual((record["extended_steps"], record["converged"]),
+                     ({"from": 10, "to": 40}, True))
+
+  def test_bad_extend_steps_limit_and_a_decaying_schedule(self):
+    for kwargs, base, message in (
+        (dict(extend_steps_limit=40), {}, r"^`extend_steps_limit`=40 needs "
+         r"`extend_steps`\.$"),
+        (dict(extend_steps=2, extend_steps_limit=24), {},
+         r"^`extend_steps_limit`=24 must be a multiple of `eval_every`=5 "
+         r"above `train_steps`=10\.$"),
+        (dict(extend_steps=2, extend_steps_limit=10), {},
+         r"^`extend_steps_limit`=10 must be"),
+        (dict(extend_steps=2), dict(lr_schedule="linear"),
+         r"^`extend_steps` trains a run on past `train_steps`, to which "
+         r"`lr_schedule`=linear decays \(the rate of the steps trained "
+         r"would change\): raise `train_steps` instead, with `patience` to "
+         r"stop where the runs converge\.$")):
+      with self.assertRaisesRegex(ValueError, message), mock.patch.object(
+          study, "execute_run", None):  # Never reached.
+        study.run_study(self.dir, test_study.base_config(**base), self.grid,
+                        progress=lambda _: None, **kwargs)
+      self.assertFalse(os.path.exists(self.dir))
+
   def test_best_rate_below_the_grid_ends_interior(self):
     # The peak is at 2e-4: 1e-3 -> 3e-4 -> 1e-4, where 3e-4 is interior.
     runs, calls, lines = self.run_study(peak_at(2e-4), extend_grid=3)

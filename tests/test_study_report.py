@@ -177,6 +177,35 @@ class FairnessTest(tf.test.TestCase):
                       row["best_is_last"]), ("True", "low", "", "True"))
     self.assertEqual(rows["softmax.dot.lr0.001.seed0"]["lr_edge"], "")
     self.assertEqual(rows["softmax.dot.lr0.01.seed0"]["lr_edge"], "high")
+    # No run says `converged` (no --patience): no word of it, as before.
+    self.assertNotIn("converge", tables)
+
+  def test_report_counts_chosen_runs_that_did_not_converge(self):
+    # --patience: softmax's chosen runs converged; ApproxNDCG's did not,
+    # seed 2's even after --extend_steps trained it on (its limit).
+    def record_of(run):
+      out = {"converged": run.loss == "softmax"}
+      if run.loss == "softmax":
+        out["best_step"] = 5  # Stopped, or at its last step, 1 later.
+      if run.loss == "approx_ndcg" and run.seed == 2:
+        out["extended_steps"] = {"from": 10, "to": 20}
+      return out
+    folder = make_study(lambda run: hits(0.5, run.seed),
+                        record_of=record_of)
+    _, tables = report(folder)
+    self.assertIn(
+        "**3 of 6 chosen runs did not converge** (`--patience`: their best "
+        "validation is followed by fewer validations than the patience when "
+        "they reached their last step); the others stopped, or reached "
+        "their last step, that many validations after their best.\n1 of "
+        "those 3 did not converge after `--extend_steps` had trained them "
+        "on: its limit (`--extend_steps_limit`).", tables)
+    self.assertIn("| cell | learning rate on an edge | width on an edge | "
+                  "peaked last | not converged |\n|---|---|---|---|---|",
+                  tables)
+    self.assertIn("| Softmax CE + Dot | 3 of 3 (low) | 0 of 3 | 0 of 3 | "
+                  "0 of 3 |\n| ApproxNDCG + Dot | 3 of 3 (low) | 0 of 3 | "
+                  "2 of 3 | 3 of 3 |", tables)
 
 
 class ProvenanceTest(tf.test.TestCase):

@@ -207,9 +207,14 @@ def fairness_lines(cells: Sequence[selection_lib.Cell], fair: Dict[str, Dict]
   if untuned:
     lines.append(f"Not tuned (one value tried): {' and '.join(untuned)}; "
                  "counted as \"only\" below, not as an edge.")
+  # `--patience` (runs without it, or older, record no `converged`).
+  ruled = any(fair[r["run"]].get("converged") is not None for _, r in chosen)
+  if ruled:
+    lines += convergence_lines([r for _, r in chosen], fair)
   lines += ["",
            "| cell | learning rate on an edge | width on an edge | peaked "
-           "last |", "|---|---|---|---|"]
+           "last |" + (" not converged |" if ruled else ""),
+           "|---|---|---|---|" + ("---|" if ruled else "")]
   for cell in cells:
     runs = [cell.runs[s] for s in sorted(cell.runs)]
     count = lambda key: sum(bool(fair[r["run"]][key]) for r in runs)
@@ -222,7 +227,33 @@ def fairness_lines(cells: Sequence[selection_lib.Cell], fair: Dict[str, Dict]
         f" ({sides('units_edge')})" if units else "")
     lines.append(
         f"| {common_lib.cell_title(cell.key)} | {lr_text} | {units_text} | "
-        f"{count('best_is_last')} of {len(runs)} |")
+        f"{count('best_is_last')} of {len(runs)} |" + (
+            f" {sum(fair[r['run']].get('converged') is False for r in runs)}"
+            f" of {len(runs)} |" if ruled else ""))
+  return lines
+
+
+def convergence_lines(chosen: Sequence[Dict], fair: Dict[str, Dict]
+                     ) -> List[str]:
+  """How many chosen runs did not converge under `--patience` (their best
+  followed by fewer than that many validations when they stopped at their
+  ceiling), and how many of those `--extend_steps` had trained on (its
+  limit reached)."""
+  ruled = [r for r in chosen if fair[r["run"]].get("converged") is not None]
+  open_runs = [r for r in ruled if not fair[r["run"]]["converged"]]
+  limit = [r for r in open_runs if fair[r["run"]].get("lengthened")]
+  lines = [f"**{len(open_runs)} of {len(chosen)} chosen runs did not "
+           "converge** (`--patience`: their best validation is followed by "
+           "fewer validations than the patience when they reached their "
+           "last step); the others stopped, or reached their last step, "
+           "that many validations after their best."]
+  if len(ruled) < len(chosen):
+    lines.append(f"{len(chosen) - len(ruled)} chosen run(s) were trained "
+                 "without `--patience`: not counted.")
+  if limit:
+    lines.append(f"{len(limit)} of those {len(open_runs)} did not converge "
+                 "after `--extend_steps` had trained them on: its limit "
+                 "(`--extend_steps_limit`).")
   return lines
 
 

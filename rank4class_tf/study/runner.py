@@ -75,6 +75,7 @@ from rank4class_tf.study import schedule as study_schedule
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import schedules
 from rank4class_tf.training import trainer as training
 
 _PER_RUN_FIELDS = study_grid.GRID_FIELDS + ("model_dir", "overwrite")
@@ -390,6 +391,9 @@ def execute_run(base: config_lib.TrainConfig,
     record.update(dataclasses.asdict(run),
                   run=run.name,
                   best_step=run_dir_lib.RunDir(folder).best_step(eval_every),
+                  # `--patience`: its best followed by that many validations
+                  # (None: no patience, the rule is off).
+                  converged=training.converged(config),
                   train_seconds=train_seconds,
                   resumed_at_step=resumed_at,
                   validation_curve=study_evaluation.validation_curves(
@@ -422,7 +426,8 @@ def run_study(study_dir: str,
               extend_grid: int = 0,
               extend_steps: float = 0.,
               worker: Optional[study_claims.Worker] = None,
-              sleep: Callable[[float], None] = time.sleep
+              sleep: Callable[[float], None] = time.sleep,
+              extend_steps_limit: int = 0
              ) -> List[study_grid.Run]:
   """Runs the study's unfinished runs as one worker; returns the runs of the
   whole study.
@@ -452,10 +457,13 @@ def run_study(study_dir: str,
 
   * `extend_grid` = N > 0: a choice on the edge of its grid adds the run
     one step beyond (`study_extend`), up to N rounds per group;
-  * `extend_steps` = F > 1: a settled group's chosen run whose best
-    validation is its last goes on to F times its steps (up to a
-    validation), once; recorded in study.json (`extended_steps`) and in the
-    run's record;
+  * `extend_steps` = F > 1: a settled group's chosen run that has not
+    converged (with `patience`: its record's `converged` is false; without:
+    its best validation is its last) goes on to F times its steps (up to a
+    validation), and again while it has not, up to `extend_steps_limit`
+    steps (0: F x `train_steps`, once); recorded in study.json
+    (`extended_steps`) and in the run's record. Not under a decaying
+    `lr_schedule` (its rates depend on `train_steps`: raise that instead);
   * `grid.choose_on_seed`: the other seeds run the chosen seed's choice.
   """
   if extend_grid < 0:
@@ -463,6 +471,7 @@ def run_study(study_dir: str,
   if extend_steps and not extend_steps > 1:
     raise ValueError(f"`extend_steps`={extend_steps:g} must be 0 (no "
                      "extension) or > 1.")
+  _check_extend_steps(base.trainer, extend_steps, extend_steps_limit)
   worker = worker or study_claims.Worker()
   # Everything a run reads is checked before the study writes anything.
   check_settings(base, grid)
@@ -476,7 +485,7 @@ def run_study(study_dir: str,
     check_run_folder(base, run, study_dir)
   whole = open_study(study_dir, base, grid)
   work = _Work(study_dir, base, grid, data, worker, progress, extend_grid,
-               extend_steps)
+               extend_steps, extend_steps_limit)
   plan = work.plan()
   done = len(plan.runs) - len(plan.pending)
   if done:
@@ -528,16 +537,40 @@ def run_study(study_dir: str,
   return whole.runs() + [run for run in plan.runs if run not in whole.runs()]
 
 
+def _check_extend_steps(trainer: config_lib.TrainerConfig,
+                        extend_steps: float, limit: int) -> None:
+  """Refuses `extend_steps_limit` without `extend_steps`, off the
+  validations or not above `train_steps`, and `extend_steps` under a
+  decaying `lr_schedule`.
+
+  Raises:
+    ValueError: one line naming the flag.
+  """
+  if limit and not extend_steps:
+    raise ValueError(f"`extend_steps_limit`={limit} needs `extend_steps`.")
+  if limit and (limit <= trainer.train_steps or limit % trainer.eval_every):
+    raise ValueError(
+        f"`extend_steps_limit`={limit} must be a multiple of `eval_every`="
+        f"{trainer.eval_every} above `train_steps`={trainer.train_steps}.")
+  if extend_steps and schedules.decays(trainer):
+    raise ValueError(
+        f"`extend_steps` trains a run on past `train_steps`, to which "
+        f"`lr_schedule`={trainer.lr_schedule} decays (the rate of the steps "
+        "trained would change): raise `train_steps` instead, with "
+        "`patience` to stop where the runs converge.")
+
+
 class _Work:
   """One worker's view of a study: its finished records (read once each),
   study.json's decisions, its claims (see `run_study`)."""
 
   def __init__(self, study_dir, base, grid, data, worker, progress,
-               extend_grid, extend_steps):
+               extend_grid, extend_steps, extend_steps_limit=0):
     self.study_dir, self.base, self.grid, self.data = (study_dir, base, grid,
                                                        data)
     self.worker, self.progress = worker, progress
     self.extend_grid, self.extend_steps = extend_grid, extend_steps
+    self.extend_steps_limit = extend_steps_limit
     self.claims = study_claims.Claims(study_dir, worker)
     self.records: Dict[str, Dict[str, object]] = {}
     self.earlier: Dict[str, Optional[Dict[str, object]]] = {}
@@ -557,7 +590,8 @@ class _Work:
       plan = study_schedule.plan(self.grid, self.records, self.extensions,
                                  steps, self.followers, trainer.best_metric,
                                  trainer.train_steps, trainer.eval_every,
-                                 self.extend_grid, self.extend_steps)
+                                 self.extend_grid, self.extend_steps,
+                                 self.extend_steps_limit)
       read = False
       for run in plan.pending:
         record, earlier = study_folder.finished_record(
@@ -593,10 +627,16 @@ class _Work:
     if plan.steps:
       study_folder.add_extended_steps(self.study_dir, plan.steps)
     if lengthened:
-      self.progress(
-          f"`extend_steps`: {len(lengthened)} chosen run(s) peaked at their "
-          f"last validation: trained on to {self.extend_steps:g} x "
-          f"{self.base.trainer.train_steps} steps.")
+      trainer = self.base.trainer
+      once = study_schedule.lengthened(trainer.train_steps,
+                                       trainer.eval_every, self.extend_steps)
+      to = (f"{self.extend_steps:g} x {trainer.train_steps}"
+            if set(lengthened.values()) == {once} else
+            ", ".join(map(str, sorted(set(lengthened.values())))))
+      why = (f"have not converged (`patience`={trainer.patience})"
+             if trainer.patience else "peaked at their last validation")
+      self.progress(f"`extend_steps`: {len(lengthened)} chosen run(s) {why}: "
+                    f"trained on to {to} steps.")
 
   def in_shard(self, plan: study_schedule.Plan, run: study_grid.Run) -> bool:
     return study_claims.shard_of(plan.units[run.name],

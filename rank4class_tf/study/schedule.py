@@ -6,11 +6,14 @@ A study's runs are its grid's, plus those its decisions add:
   what it tried gets the run one step beyond (`study_extend.plan`), up to N
   rounds;
 * `--extend_steps`: once its grid is settled (no extension to add), a group
-  whose chosen run peaked at its last validation trains that run on to F
-  times its steps, once;
+  whose chosen run has not converged trains that run on to F times its
+  steps, and again while it has not, up to `--extend_steps_limit` steps
+  (default F x `--train_steps`: once). Not converged: with `--patience`,
+  the record's `converged` is false (its best is followed by fewer than
+  `patience` validations); without, its best validation is its last;
 * `--choose_on_seed`: once the chosen seed's group of a cell is settled
   (steps included), the other seeds run its choice (followers), with its
-  steps; a follower that peaked last is lengthened like a chosen run.
+  steps; a follower that has not converged is lengthened like a chosen run.
 
 Every decision is made per group from that group's finished runs only
 (`plan`), by whichever worker looks first, so the same decisions come out
@@ -83,6 +86,22 @@ def lengthened(train_steps: int, eval_every: int, factor: float) -> int:
   return int(math.ceil(factor * train_steps / eval_every) * eval_every)
 
 
+def converged(record: Dict, steps: int) -> bool:
+  """Whether a finished run of `steps` steps needs no more: its record's
+  `converged` (a run under `--patience`), else (a run without patience, or
+  a record written before it existed) whether its best validation came
+  before its last.
+
+  >>> converged({"converged": False, "best_step": 40}, 100)
+  False
+  >>> converged({"best_step": 40}, 100), converged({"best_step": 100}, 100)
+  (True, False)
+  """
+  if record.get("converged") is not None:
+    return bool(record["converged"])
+  return record.get("best_step") != steps
+
+
 def is_done(run: Run, records: Dict[str, Dict], steps: Dict[str, int]) -> bool:
   """True when the run has a record of the steps it is given."""
   record = records.get(run.name)
@@ -102,7 +121,8 @@ def plan(grid: study_grid.Grid,
          train_steps: int,
          eval_every: int,
          extend_grid: int = 0,
-         extend_steps: float = 0.) -> Plan:
+         extend_steps: float = 0.,
+         extend_steps_limit: int = 0) -> Plan:
   """The runs and the decisions that the finished runs call for now.
 
   Args:
@@ -112,6 +132,8 @@ def plan(grid: study_grid.Grid,
     select_metric: the validation metric that chooses.
     train_steps, eval_every: the study's.
     extend_grid, extend_steps: `--extend_grid`, `--extend_steps` (0: off).
+    extend_steps_limit: `--extend_steps_limit`, the most steps a run is
+      lengthened to (0: one lengthening, `extend_steps` x `train_steps`).
 
   Returns:
     The `Plan`.
@@ -145,8 +167,17 @@ def plan(grid: study_grid.Grid,
   def choose(tried):
     return study_extend.choose(tried, records, select_metric)
 
-  def peaked_last(run: Run) -> bool:
-    return records[run.name].get("best_step") == train_steps
+  limit = extend_steps and (extend_steps_limit or
+                            lengthened(train_steps, eval_every, extend_steps))
+
+  def longer(run: Run) -> Optional[int]:
+    """The steps a finished run that has not converged goes on to; None
+    when it has, or has reached the limit."""
+    steps = all_steps.get(run.name, train_steps)
+    if (not extend_steps or steps >= limit or
+        converged(records[run.name], steps)):
+      return None
+    return min(limit, lengthened(steps, eval_every, extend_steps))
 
   tuned_groups: Dict[Tuple[str, str, int], List[Run]] = {}
   for run in runs:
@@ -167,11 +198,11 @@ def plan(grid: study_grid.Grid,
           add(extension.run)
         continue
     chosen = choose(tried)
-    if extend_steps and not any(run.name in all_steps for run in tried):
-      if peaked_last(chosen):
-        all_steps[chosen.name] = new_steps[chosen.name] = lengthened(
-            train_steps, eval_every, extend_steps)
-        continue
+    more = longer(chosen)
+    if more and not any(run.name in all_steps for run in tried
+                        if run.name != chosen.name):
+      all_steps[chosen.name] = new_steps[chosen.name] = more
+      continue
     if grid.choose_on_seed is None:
       continue
     for seed in grid.seeds:
@@ -192,11 +223,9 @@ def plan(grid: study_grid.Grid,
   if extend_steps:
     for name in followers:
       run = study_grid.parse_run_name(name)
-      if (in_command(run) and name not in all_steps and done(run) and
-          peaked_last(run)):
-        all_steps[name] = new_steps[name] = lengthened(train_steps,
-                                                       eval_every,
-                                                       extend_steps)
+      more = in_command(run) and done(run) and longer(run)
+      if more:
+        all_steps[name] = new_steps[name] = more
   order: Dict[Tuple, int] = {}
   for run in grid.runs():
     order.setdefault(unit_key(run, grid.choose_on_seed), len(order))

@@ -187,7 +187,9 @@ def fairness_marks(records: Sequence[Dict], train_steps: int
   study does so once: a lengthened run that peaked last again has reached
   the limit). `extension_round`: the `--extend_grid` round that added the
   run (or the run it follows), 0 for a grid run (a complete study's choice
-  on an edge from round N > 0 has reached `--extend_grid`'s limit)."""
+  on an edge from round N > 0 has reached `--extend_grid`'s limit).
+  `converged`: the record's (`--patience`: its best is followed by that
+  many validations; None for a run without patience or an older record)."""
   groups: Dict[Tuple[str, str, int], List[Dict]] = {}
   for r in records:
     groups.setdefault((r["loss"], r["interaction"], r["seed"]), []).append(r)
@@ -196,7 +198,8 @@ def fairness_marks(records: Sequence[Dict], train_steps: int
           r, groups[(r["loss"], r["interaction"], r["seed"])],
           (r.get("extended_steps") or {}).get("to", train_steps)),
       lengthened=bool(r.get("extended_steps")),
-      extension_round=(r.get("extension") or {}).get("round", 0))
+      extension_round=(r.get("extension") or {}).get("round", 0),
+      converged=r.get("converged"))
            for r in records}
   for r in records:
     followed = marks.get(r.get("follows") or "")

@@ -5,7 +5,8 @@
                  asks of a run (`is_trained`, `checkpoint_scores`)
   pipeline       TF-Ranking's `ModelFitPipeline` subclass and dataset builder
   builders       a `TrainConfig` mapped onto the pipeline
-  callbacks      the best validation's checkpoint and record
+  callbacks      the best validation's checkpoint and record; `--patience`
+  schedules      the learning rate: constant, or the Model Garden's schedules
   run_guard      the run folder's lock, identity and damage checks
   feature_cache  a frozen encoder's outputs, computed once and shared
 

@@ -40,6 +40,7 @@ from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import schedules
 
 
 def build_optimizer(model: tf.keras.Model) -> None:
@@ -203,9 +204,12 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     self._hparams = hparams
     self._strategy = strategy
     with tfr.keras.strategy_utils.strategy_scope(strategy):
+      # `--learning_rate` itself, or the Model Garden's schedule of
+      # `--lr_schedule` / `--warmup_steps` (`schedules`).
       self._optimizer = tf.keras.optimizers.get({
           "class_name": hparams.optimizer,
-          "config": {"learning_rate": hparams.learning_rate}})
+          "config": {"learning_rate": schedules.learning_rate(
+              config.trainer)}})
     self._config = config
     self._start_epoch = start_epoch
     self._start_checkpoint = start_checkpoint
@@ -298,6 +302,13 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     # First: a non-finite loss must stop the epoch before any callback below
     # saves its weights.
     guards = [run_guard.StopOnNonFinite(steps), run_guard.StopOnSignal(steps)]
+    stop = []
+    if self._config.trainer.patience:
+      # `--patience`: after the best checkpoint and its record, which the
+      # stop counts from; before the backup, which then holds the last epoch.
+      stop = [callbacks_lib.EarlyStopping(
+          run.best_checkpoints, monitor, self._config.trainer.patience,
+          steps, resume_after=self._start_epoch, model_dir=model_dir)]
     return guards + schedule + [
         tf.keras.callbacks.TensorBoard(model_dir),
         tf.keras.callbacks.ModelCheckpoint(
@@ -309,6 +320,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
                        model_dir=model_dir),
         callbacks_lib.PruneCheckpoints(
             model_dir, self._config.trainer.keep_checkpoints),
+    ] + stop + [
         # Restores model, optimizer and epoch after a crash or preemption;
         # `resume_epoch` reads the same backup to realign the data. Last, so
         # that a backup of epoch e implies that epoch e's checkpoints and

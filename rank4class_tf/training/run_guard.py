@@ -8,6 +8,15 @@
   Settings that only extend or observe a run may differ (`MAY_DIFFER`). The
   run's own settings never need `--overwrite`: they resume an unfinished
   run and leave a finished one as it is (`trainer.already_finished`).
+  `patience` is part of a run's identity: it decides where the run stops,
+  so its last checkpoint, its latest export and whether it `converged`;
+  a run stopped under one patience cannot be told finished under another
+  without replaying its validations. Under a decaying `lr_schedule`
+  (linear, cosine) `train_steps` is too: the rate of every step depends on
+  it, so other steps would continue another run's schedule. A config.json
+  written before these settings existed reads as patience 0 and a constant
+  rate (their defaults, the behaviour of that time), so old runs resume as
+  they did.
 * **Exclusivity.** One training per model_dir at a time (`RunLock`): an
   advisory `fcntl` lock on `model_dir/.lock`, which the kernel releases when
   the process ends however it ends, so a crashed run never leaves a stale
@@ -93,12 +102,19 @@ def check_identity(model_dir: str, old: Optional[Dict[str, Any]],
   """
   if old is None or overwrite:
     return
-  diff = differences(old, new)
+  may_differ, why = MAY_DIFFER, ""
+  schedule = new.get("lr_schedule", "constant")
+  if schedule != "constant":
+    may_differ = tuple(f for f in MAY_DIFFER if f != "train_steps")
+    why = (f" (`lr_schedule`={schedule} decays to `train_steps`: other "
+           "steps would change the rate of the steps trained)")
+  diff = differences(old, new, may_differ)
   if diff:
+    why = why if any(d.startswith("`train_steps`=") for d in diff) else ""
     raise ValueError(
         f"`model_dir`={model_dir} holds a run with other settings: "
-        f"{'; '.join(diff)}. Its own flags resume it (or, finished, leave "
-        "it as it is); `overwrite` deletes it and starts afresh under "
+        f"{'; '.join(diff)}{why}. Its own flags resume it (or, finished, "
+        "leave it as it is); `overwrite` deletes it and starts afresh under "
         "these.")
 
 

@@ -23,11 +23,14 @@ from rank4class_tf.data import datasets
 from rank4class_tf import distribute
 from rank4class_tf import fileio
 from rank4class_tf.modeling import stateless_dropout
+from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
 from rank4class_tf.training import builders
+from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import pipeline as pipeline_lib
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import schedules
 
 
 def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
@@ -52,9 +55,15 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   A finished run started with more `train_steps` goes on from its final
   checkpoint (`extension_start`; with `export`=False too: it finished at
   that checkpoint), and an interrupted extension resumes like any run.
-  Other settings are refused, naming them (with fewer `train_steps` or
-  another `top_k`, a finished run is another run), unless `overwrite`,
-  which removes the old run's own files and starts afresh.
+  With `patience`, training stops once `best_metric` has not improved for
+  that many validations (`callbacks.EarlyStopping`, which a resumed or
+  extended run continues from best.json: it stops where the uninterrupted
+  run would); a run so stopped is finished (`final_epoch`, `converged`) and
+  more `train_steps` leave it as it is. Other settings are refused, naming
+  them (with fewer `train_steps`, another `top_k`, `patience` or, under a
+  decaying `lr_schedule`, other `train_steps`, a run is another run),
+  unless `overwrite`, which removes the old run's own files and starts
+  afresh.
 
   A full disk or lost permission mid-run is a one-line ValueError naming
   the file too, and leaves no half-written checkpoint.
@@ -189,14 +198,15 @@ def _train_and_export(config: config_lib.TrainConfig, data,
     serving.write_run_files(
         model_dir, config, data.class_names,
         pipeline.dataset_builder.serving_spec)
-  final = None if trainer.overwrite else final_checkpoint(config)
-  num_epochs = trainer.train_steps // trainer.eval_every
+  end = None if trainer.overwrite else final_epoch(config)
   run = run_dir_lib.RunDir(model_dir)
-  if final and run.resume_epoch() in (0, num_epochs):
-    # Training finished but its exports did not (killed during them): the
-    # final checkpoint is exported, whether the backup is gone or holds the
-    # last epoch (a `fit` of no epoch would restore the backup without the
-    # optimizer slots a step creates, and TensorFlow warns about each).
+  if end and run.resume_epoch() in (0, end):
+    # Training finished (at its last step, or stopped by `patience`) but its
+    # exports did not (killed during them): the final checkpoint is
+    # exported, whether the backup is gone or holds the last epoch (a `fit`
+    # of no epoch would restore the backup without the optimizer slots a
+    # step creates, and TensorFlow warns about each).
+    final = run.checkpoint(end)
     logging.info("Training finished before; exporting from %s.", final)
     pipeline.export_only(final)
   else:
@@ -226,8 +236,13 @@ def already_finished(config: config_lib.TrainConfig) -> Optional[str]:
 
   Finished: config.json holds `config`'s settings (its `train_steps` and
   `top_k` too; only `model_dir` and `overwrite` may differ), the last
-  step's checkpoint is written, the backup is gone and, with `export`, both
-  exports are written. Then `train` has nothing to do, so the same command
+  step's checkpoint is written (or, with `patience`, the one `patience`
+  validations after the best: the run stopped there, `final_epoch`), the
+  backup is gone and, with `export`, both exports are written. A run that
+  `patience` stopped (`converged`) is finished for any `train_steps` at or
+  above the step it stopped at (it would have stopped there under any of
+  them), unless its `lr_schedule` decays (its rates depend on
+  `train_steps`). Then `train` has nothing to do, so the same command
   started again (a scheduler restarting a job that ended) changes nothing:
   `pipelines.train` prints this line and exits 0. Not finished: no run in
   model_dir, an unfinished one (`train` resumes it), more `train_steps`
@@ -252,11 +267,17 @@ def _finished_line(config: config_lib.TrainConfig) -> Optional[str]:
   model_dir = trainer.model_dir
   run = run_dir_lib.RunDir(model_dir)
   old = previous_config(model_dir)
-  if (old is None or run_guard.differences(old, config.flat(),
-                                           run_guard.STARTED_BY) or
-      run.has_backup() or not final_checkpoint(config) or
+  end = final_epoch(config)
+  if (old is None or run.has_backup() or not end or
       (trainer.export and not run.has_exports())):
     return None
+  done = converged(config)
+  if run_guard.differences(old, config.flat(), run_guard.STARTED_BY + (
+      # A run that `patience` stopped is the run of any ceiling at or above
+      # its stop (at a constant rate: a decaying one's rates depend on it).
+      ("train_steps",) if done and not schedules.decays(trainer) else ())):
+    return None
+  stopped = done and end < trainer.train_steps // trainer.eval_every
   try:
     best = run.best()
     best = (f"best {best['monitor'].replace('val_', '', 1)} "
@@ -267,9 +288,14 @@ def _finished_line(config: config_lib.TrainConfig) -> Optional[str]:
   # With `export`=False, `export_run` may have written them since.
   exported = (f"exported to {run.export(run_dir_lib.BEST_EXPORT)}"
               if run.has_exports() else "not exported (`export`=False)")
-  return (f"already finished: `model_dir`={model_dir} trained its "
-          f"{trainer.train_steps} steps ({best}{exported}); nothing "
-          "changed.")
+  trained = (f"stopped at step {end * trainer.eval_every} of "
+             f"{trainer.train_steps}" if stopped else
+             f"trained its {trainer.train_steps} steps")
+  if trainer.patience:
+    trained += (f", {'' if done else 'not '}converged "
+                f"(`patience`={trainer.patience})")
+  return (f"already finished: `model_dir`={model_dir} {trained} "
+          f"({best}{exported}); nothing changed.")
 
 
 def _trained_without_export(model_dir: str) -> bool:
@@ -278,8 +304,8 @@ def _trained_without_export(model_dir: str) -> bool:
   old = previous_config(model_dir)
   if not old or old.get("export", True):
     return False
-  epoch = int(old["train_steps"]) // int(old["eval_every"])
-  return run_dir_lib.RunDir(model_dir).has_checkpoint(epoch)
+  return final_epoch(config_lib.TrainConfig.create(
+      **dict(old, model_dir=model_dir))) is not None
 
 
 def _finished_otherwise(config: config_lib.TrainConfig) -> str:
@@ -326,7 +352,9 @@ def extension_start(config: config_lib.TrainConfig
   model_dir, trainer = config.trainer.model_dir, config.trainer
   run = run_dir_lib.RunDir(model_dir)
   old = previous_config(model_dir)
-  if not old or run.has_backup():
+  if not old or run.has_backup() or final_epoch(config):
+    # No run, an unfinished one, or one whose training under `config` has
+    # ended (stopped by `patience`, or at its last step).
     return None
   old_steps = int(old.get("train_steps", 0))
   epochs = trainer.train_steps // trainer.eval_every
@@ -341,11 +369,59 @@ def extension_start(config: config_lib.TrainConfig
 
 
 def final_checkpoint(config: config_lib.TrainConfig) -> Optional[str]:
-  """The per-validation checkpoint of a run's last epoch, if it exists."""
+  """The per-validation checkpoint where the run's training ended
+  (`final_epoch`), if it did."""
+  end = final_epoch(config)
+  return run_dir_lib.RunDir(config.trainer.model_dir).checkpoint(
+      end) if end else None
+
+
+def final_epoch(config: config_lib.TrainConfig) -> Optional[int]:
+  """The epoch where the run's training ended, None while it has not: its
+  last (`train_steps`), or with `patience`, its newest checkpoint's when
+  that is `patience` or more validations after its best (the run stopped
+  there, `converged`; never past `train_steps`)."""
   trainer = config.trainer
   run = run_dir_lib.RunDir(trainer.model_dir)
-  epoch = trainer.train_steps // trainer.eval_every
-  return run.checkpoint(epoch) if run.has_checkpoint(epoch) else None
+  epochs = trainer.train_steps // trainer.eval_every
+  if trainer.patience:
+    trained = run.checkpoint_epochs()
+    if trained and trained[-1] <= epochs:
+      best = _best_epoch(config, trained[-1])
+      if best is not None and trained[-1] - best >= trainer.patience:
+        return trained[-1]
+  return epochs if run.has_checkpoint(epochs) else None
+
+
+def _best_epoch(config: config_lib.TrainConfig, trained: int
+               ) -> Optional[int]:
+  """The best validation's epoch among the first `trained` (best.json, or
+  rebuilt from the validation logs); None when neither tells."""
+  run = run_dir_lib.RunDir(config.trainer.model_dir)
+  monitor = "val_" + metrics.keras_name(config.trainer.best_metric)
+  try:
+    return callbacks_lib.read_best_record(run.best_record, monitor, run.path,
+                                          trained)[0]
+  except (ValueError, OSError, tf.errors.OpError):
+    return None
+
+
+def converged(config: config_lib.TrainConfig) -> Optional[bool]:
+  """Whether the finished run of `config` converged: its best validation is
+  followed by at least `patience` validations (it stopped there, or at its
+  last step just as it would have). None without `patience` (the rule is
+  off); False for a run whose training has not ended.
+
+  >>> converged(config_lib.TrainConfig.create(model_dir="/nowhere"))
+  """
+  trainer = config.trainer
+  if not trainer.patience:
+    return None
+  end = final_epoch(config)
+  if not end:
+    return False
+  best = _best_epoch(config, end)
+  return best is not None and end - best >= trainer.patience
 
 
 def is_trained(config: config_lib.TrainConfig) -> bool:
