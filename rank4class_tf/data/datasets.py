@@ -91,6 +91,7 @@ from rank4class_tf.data import features as features_lib
 from rank4class_tf.data import images
 from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf.data import text
+from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
 # The dataset names and their properties (no TensorFlow), used here by name.
 from rank4class_tf.catalog import (  # pylint: disable=g-multiple-import
@@ -715,13 +716,16 @@ def tfds_streams(name: str, data_dir: Optional[str], download: bool = False
 
   Raises:
     ValueError: one line naming the dataset and directory when the data is
-      not prepared there and `download` is False.
+      not prepared there and `download` is False; one line when `download`
+      cannot download it (`tfds_download`: offline, fast, nothing left).
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   source = TFDS_SOURCES[name]
+  if download:
+    tfds_download.check_network(source.tfds_name, name)
   builder = tfds.builder(source.tfds_name, data_dir=data_dir)
   if download:
-    builder.download_and_prepare()
+    tfds_download.download_and_prepare(builder, name)
   class_names = tuple(
       at_path(builder.info.features, source.label_feature).names)
   to_pair = tfds_pair(source, len(class_names))

@@ -79,6 +79,7 @@ import tensorflow as tf
 from rank4class_tf import catalog
 from rank4class_tf.data import datasets
 from rank4class_tf.data import images
+from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_datasets
 from rank4class_tf.data import user_files
 from rank4class_tf.data.datasets import (  # pylint: disable=g-multiple-import
@@ -981,20 +982,27 @@ def load_tfds(name: str, data_dir: Optional[str], options: user_files.Options,
     download: download and prepare the data first when it is missing.
 
   Raises:
-    ValueError: one line: an unknown data set, one not prepared in the
-      directory (as `datasets.tfds_streams`), features or splits that do not
+    ValueError: one line: an unknown data set or version, one not
+      prepared in the directory (as `datasets.tfds_streams`), a download
+      that cannot be made (`tfds_download`), features or splits that do not
       fit.
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   tfds_name = name[len(catalog.TFDS_PREFIX):] if catalog.is_tfds(name) else name
+  if download:
+    tfds_download.check_network(tfds_name, name)
   try:
     builder = tfds.builder(tfds_name, data_dir=data_dir)
   except ValueError as e:
     raise ValueError(f"{name}: not a TFDS data set "
                      f"({str(e).strip().splitlines()[0].rstrip('.')})."
                     ) from None
+  except AssertionError as e:  # TFDS's word for a version it lacks.
+    reason = re.sub(r'^Failed to construct dataset "[^"]*", builder_kwargs '
+                    r'"[^"]*": ', "", str(e).strip().splitlines()[0])
+    raise ValueError(f"{name}: {reason.rstrip('.')}.") from None
   if download:
-    builder.download_and_prepare()
+    tfds_download.download_and_prepare(builder, name)
   not_prepared = ValueError(
       f"{tfds_name} is not prepared in {data_dir or builder.data_dir}: "
       f"prepare it there with TFDS (`tfds build {tfds_name} --data_dir=DIR`) "
