@@ -10,7 +10,11 @@
   mode (grey and RGBA become RGB). Every image is decoded once when loaded,
   so an undecodable one stops the run before anything is written (or, with
   `skip_bad_records`, is left out and counted); training then streams the
-  files from disk (only their paths are held), reshuffled every epoch. The
+  files from disk (only their paths are held), reshuffled every epoch. A
+  file deleted or damaged after the load stops the read (the stream's
+  `unreadable` names it for the one-line message), or with
+  `skip_bad_records` is left out where it is read and counted
+  (`decoded_or_skipped`). The
   whole image is resized to `image_size` (224 by default), aspect ratio not
   kept, as Keras' loader does; training adds a random horizontal flip, and
   both normalise with the ImageNet mean and deviation
@@ -27,7 +31,10 @@ Labels are class names, or integer ids into `class_names_file`; without
 that file the classes are the train labels' names, sorted (logged). A class
 no train row has, a label in validation or test that train never has, and
 single labels mixed with lists are refused with one line naming the file
-and line. A split without a file is cut from train by a seeded stratified
+and line; train data of fewer than two classes is refused by
+`user_records.load`, for every format. Hidden entries of the folder layouts
+(a name starting with `.`) are skipped and counted
+(`user_files.class_folders`). A split without a file is cut from train by a seeded stratified
 split (`split_seed`, 10% each), which is logged.
 """
 

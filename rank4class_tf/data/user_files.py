@@ -4,7 +4,8 @@
 named after the split: `train`, and optionally `validation` and `test`, each
 `.csv`, `.tsv` or `.jsonl`, optionally gzipped (`train.csv.gz`), or a
 folder in Keras' `text_dataset_from_directory` layout (`train/<class>/*.txt`,
-one text a file, the class its folder's name):
+one text a file, the class its folder's name; hidden entries, a name
+starting with `.`, skipped and counted: `class_folders`):
 
 * CSV and TSV have a header row naming the columns; quoted fields may hold
   the delimiter, quotes (doubled) and line breaks; a UTF-8 byte-order mark

@@ -30,8 +30,11 @@
   `skip_bad_records` it is counted, reported (`logging.warning`, the count
   and the first reason) and left out of the split's stream by the same
   checks (`RecordChecker`). An image whose first bytes are right but whose
-  body is corrupt stops training when it is read (TensorFlow's decode
-  error).
+  body is corrupt stops training when it is read; its stream's
+  `unreadable` (`first_unreadable`) then finds it, decoding the images
+  again, for the one-line message `FILE: record N: ...`; with
+  `skip_bad_records` it is left out where it is read, and counted
+  (`user_datasets.decoded_or_skipped`).
 
   A missing validation or test split is cut from the train files: a record
   goes to it when a hash of `split_seed`, its file's name and its record
@@ -55,7 +58,11 @@
   (`train=train[:90%]`, `validation=train[90%:]`, `test=test`) and must then
   name all three; without it they are TFDS's `train`, `validation` and
   `test`, a missing one cut from the end of train with TFDS's slicing (10%
-  each: `train[:90%]` and `train[90%:]`; logged).
+  each: `train[:90%]` and `train[90%:]`; logged). A version TFDS lacks is
+  refused in one line; `download` goes through `tfds_download` (offline:
+  one line at once, nothing written; a failed download cleaned up).
+
+Every format's train data must hold two classes or more (`load`).
 
 Images of both are decoded with `user_datasets.decode` (grey and RGBA
 become RGB) and preprocessed as `image_folder`'s
