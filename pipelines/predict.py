@@ -49,6 +49,7 @@ import tensorflow as tf
 from pipelines import console
 from pipelines import line_input
 from rank4class_tf.data import user_datasets
+from rank4class_tf.data import user_files
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
@@ -119,6 +120,11 @@ def parse_vectors(lines, source, num_features, first_line=1):
     if len(row) != num_features or not np.all(np.isfinite(row)):
       raise ValueError(f"{source}:{number}: expected {num_features} "
                        f"comma-separated finite numbers, got {line.strip()!r}.")
+    for field, value in zip(fields, row):
+      if not user_files.fits_float32(value):  # inf as the model's float32.
+        raise ValueError(f"{source}:{number}: {field!r} is beyond float32's "
+                         "range (+-3.4028235e38), in which the model reads "
+                         "features.")
     rows.append(row)
   return np.array(rows, np.float32)
 

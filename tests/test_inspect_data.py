@@ -390,5 +390,26 @@ class BinaryTest(tf.test.TestCase):
     self.assertFalse(os.path.exists(out2))
 
 
+  def test_one_class(self):
+    # Issue 58 case 5: inspect_data showed a one-class train split without
+    # a word; it now refuses it as training does, writing nothing.
+    folder = tempfile.mkdtemp()
+    for i in range(20):
+      os.makedirs(os.path.join(folder, "train", "joy"), exist_ok=True)
+      with open(os.path.join(folder, "train", "joy", f"{i:03d}.txt"), "w",
+                encoding="utf-8") as f:
+        f.write(f"so happy {i}")
+    out = os.path.join(tempfile.mkdtemp(), "never")
+    proc = helpers.run_module(
+        "pipelines.inspect_data", "--dataset=text_files",
+        f"--data_dir={folder}", f"--output_dir={out}", check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                     f"inspect_data: {folder}/train: 1 class (joy) in train; "
+                     "a classifier needs two or more: give train instances "
+                     "of another class.")
+    self.assertNotIn("Traceback", proc.stderr)
+    self.assertFalse(os.path.exists(out))
+
 if __name__ == "__main__":
   tf.test.main()

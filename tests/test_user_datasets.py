@@ -4,6 +4,7 @@
 import logging
 import os
 import tempfile
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf.data import user_files
+from rank4class_tf.training import builders
+from rank4class_tf.training import trainer as training
 
 
 def write(folder, name, content):
@@ -280,3 +283,220 @@ class EndToEndTest(tf.test.TestCase):
     self.assertEqual(out.stderr.strip().splitlines()[-1],
                      "predict: <stdin>:3: expected 2 comma-separated "
                      "finite numbers, got '1,2,3'.")
+
+
+class OneClassTest(tf.test.TestCase):
+  """Issue 58 case 5: train data of one class is refused (it trained to
+  loss 0 and Top-1 1.0, exit 0), in every user format."""
+
+  def test_text_folder_image_folder_and_csv(self):
+    texts = tempfile.mkdtemp()
+    for i in range(20):
+      write(texts, f"train/joy/{i:03d}.txt", f"so happy {i}")
+    with self.assertRaises(ValueError) as refused:
+      load("text_files", texts)
+    self.assertEqual(str(refused.exception),
+                     f"{texts}/train: 1 class (joy) in train; a classifier "
+                     "needs two or more: give train instances of another "
+                     "class.")
+    images = tempfile.mkdtemp()
+    for i in range(20):
+      write(images, f"train/cat/{i}.png", png(4, 4, i))
+    with self.assertRaises(ValueError) as refused:
+      load("image_folder", images)
+    self.assertEqual(str(refused.exception),
+                     f"{images}/train: 1 class (cat) in train; a classifier "
+                     "needs two or more: give train instances of another "
+                     "class.")
+    table = tempfile.mkdtemp()
+    write(table, "train.csv", "f,label\n" + "1,x\n" * 20)
+    with self.assertRaisesRegex(ValueError, r"/train\.csv: 1 class \(x\) in "
+                                "train; a classifier needs two or more"):
+      load("tabular_files", table)
+    names = write(table, "names.txt", "only\n")
+    write(table, "train.csv", "f,label\n" + "1,0\n" * 20)
+    with self.assertRaisesRegex(ValueError, r"/train\.csv: 1 class \(only\) "
+                                "in train"):
+      load("tabular_files", table, class_names_file=names)
+
+
+class HiddenEntriesTest(tf.test.TestCase):
+  """Issue 58 case 6: hidden folders and files (a name starting with '.')
+  are skipped and counted: `.ipynb_checkpoints/` and `.thumbnails/` were
+  classes, AppleDouble `._001.txt` / `._000.png` stopped the run."""
+
+  APPLE_DOUBLE = b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        \xff\xfe"
+
+  def test_text_folders(self):
+    folder = tempfile.mkdtemp()
+    write(folder, "train/joy/001.txt", "so happy")
+    write(folder, "train/joy/._001.txt", self.APPLE_DOUBLE)
+    write(folder, "train/anger/002.txt", "so cross")
+    write(folder, "train/.ipynb_checkpoints/003-checkpoint.txt", "so happy")
+    write(folder, "test/joy/004.txt", "glad")
+    write(folder, "test/anger/005.txt", "mad")
+    write(folder, "validation/joy/006.txt", "merry")
+    write(folder, "validation/anger/007.txt", "furious")
+    with self.assertLogs(level=logging.INFO) as logs:
+      data = load("text_files", folder)
+    self.assertEqual(data.class_names, ("anger", "joy"))
+    self.assertEqual(sorted(data.splits["train"][0]), ["so cross", "so happy"])
+    self.assertIn(f"{folder}/train: skipped 2 hidden entries (a name "
+                  "starting with '.'): .ipynb_checkpoints/, joy/._001.txt",
+                  "\n".join(logs.output))
+
+  def test_image_folders(self):
+    folder = tempfile.mkdtemp()
+    for split in ("train", "validation", "test"):
+      write(folder, f"{split}/cat/000.png", png(4, 4, 10))
+      write(folder, f"{split}/dog/001.png", png(4, 4, 200))
+    write(folder, "train/cat/._000.png", self.APPLE_DOUBLE)
+    write(folder, "train/.thumbnails/000.png", png(2, 2, 10))
+    write(folder, "train/cat/002.png", png(5, 4, 30))
+    write(folder, "train/dog/003.png", png(4, 5, 220))
+    with self.assertLogs(level=logging.INFO) as logs:
+      data = load("image_folder", folder, image_size=8)
+    self.assertEqual(data.class_names, ("cat", "dog"))
+    self.assertEqual([data.size(s) for s in datasets.SPLITS], [4, 2, 2])
+    self.assertIn(f"{folder}/train: skipped 2 hidden entries (a name "
+                  "starting with '.'): .thumbnails/, cat/._000.png",
+                  "\n".join(logs.output))
+    only_hidden = tempfile.mkdtemp()
+    write(only_hidden, "train/.thumbnails/000.png", png(2, 2, 10))
+    with self.assertRaises(ValueError) as refused:
+      load("image_folder", only_hidden)
+    self.assertEqual(str(refused.exception),
+                     f"{only_hidden}/train: no class folders "
+                     "(<split>/<class>/*.jpg); 1 hidden entries (a name "
+                     "starting with '.') skipped.")
+
+
+def table_config(folder, model_dir, **kwargs):
+  return config_lib.TrainConfig.create(
+      dataset="tabular_files", data_dir=folder, encoder="mlp",
+      train_steps=2, eval_every=2, batch_size=2, model_dir=model_dir,
+      **kwargs)
+
+
+class BeyondFloat32Test(tf.test.TestCase):
+  """Issue 58 case 9: a value beyond float32 (`1e39`) is refused as `inf`
+  is, naming file, line and column, before anything is written; so is one
+  given to `predict --features`."""
+
+  def test_refused_before_anything_is_written(self):
+    folder = tempfile.mkdtemp()
+    write(folder, "train.csv", "a,b,c,label\n1,2,3,x\n1,1e39,2,y\n"
+          "4,5,6,x\n7,8,9,y\n")
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    with self.assertRaises(ValueError) as refused:
+      training.train(table_config(folder, model_dir))
+    self.assertEqual(str(refused.exception),
+                     f"{folder}/train.csv:3: column 'b': '1e39' is beyond "
+                     "float32's range (+-3.4028235e38), in which the model "
+                     "reads features.")
+    self.assertFalse(os.path.exists(model_dir))
+    # The largest float32 as written is one (rounded), -1e39 is not.
+    write(folder, "train.csv", "a,b,c,label\n1,3.4028235e38,3,x\n"
+          "1,-1e39,2,y\n")
+    with self.assertRaisesRegex(ValueError, r"train\.csv:3: column 'b': "
+                                "'-1e39' is beyond float32's range"):
+      load("tabular_files", folder)
+
+  @pytest.mark.slow
+  def test_predict_features(self):
+    folder = tempfile.mkdtemp()
+    write(folder, "train.csv", "a,b,c,label\n" + "".join(
+        f"{i},{i % 2},{-i},{'xy'[i % 2]}\n" for i in range(20)))
+    model_dir = os.path.join(tempfile.mkdtemp(), "run")
+    training.train(table_config(folder, model_dir))
+    proc = helpers.run_module("pipelines.predict", f"--model_dir={model_dir}",
+                              "--features=1,1e39,2", check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                     "predict: --features:1: '1e39' is beyond float32's "
+                     "range (+-3.4028235e38), in which the model reads "
+                     "features.")
+    self.assertNotIn("Traceback", proc.stderr)
+
+
+def train_broken(config, path, empty=False):
+  """`training.train(config)` with `path` deleted (or with `empty`, left
+  empty) once the data is loaded: as if it broke while the run trained
+  (the load decoded every image), at the first read, whatever tf.data
+  has read ahead."""
+  load_data = builders.load_data
+
+  def load_then_break(config):
+    data = load_data(config)
+    if empty:
+      open(path, "wb").close()
+    else:
+      os.remove(path)
+    return data
+
+  with mock.patch.object(builders, "load_data", load_then_break):
+    training.train(config)
+
+
+class BreaksDuringTrainingTest(tf.test.TestCase):
+  """Issue 58 case 10: an image deleted or emptied while the run trains
+  (the load had decoded it) stops training with one line naming it, and
+  the run resumes; with `skip_bad_records` it is skipped and counted."""
+
+  def folder(self):
+    folder = tempfile.mkdtemp()
+    for i in range(6):
+      write(folder, f"train/dark/{i}.png", png(6, 6, 20 + i))
+      write(folder, f"train/light/{i}.png", png(6, 6, 230 - i))
+    for split in ("validation", "test"):
+      write(folder, f"{split}/dark/0.png", png(6, 6, 25))
+      write(folder, f"{split}/light/0.png", png(6, 6, 225))
+    return folder
+
+  def config(self, folder, **kwargs):
+    return config_lib.TrainConfig.create(
+        dataset="image_folder", data_dir=folder, image_size=32,
+        encoder="small_cnn", train_steps=4, eval_every=2, batch_size=4,
+        export=False, model_dir=os.path.join(tempfile.mkdtemp(), "run"),
+        **kwargs)
+
+  def test_deleted_then_resumed(self):
+    folder = self.folder()
+    victim = os.path.join(folder, "train", "dark", "3.png")
+    config = self.config(folder)
+    helpers.train_killed_after_first_validation(config)
+    with self.assertRaises(ValueError) as stopped:
+      train_broken(config, victim)
+    self.assertEqual(str(stopped.exception),
+                     f"training stopped: {victim}: no such file. Fix or "
+                     "remove it and start the same command again: the run "
+                     "resumes from step 2, its last validation (or pass "
+                     "`skip_bad_records` to a new run to skip such files).")
+    # Removed (the user's fix): the same command resumes and finishes.
+    with self.assertLogs(level=logging.INFO) as logs:
+      training.train(config)
+    self.assertIn("resuming after epoch 1", "\n".join(logs.output))
+    self.assertTrue(training.is_trained(config))
+
+  def test_emptied(self):
+    folder = self.folder()
+    victim = os.path.join(folder, "train", "light", "2.png")
+    with self.assertRaises(ValueError) as stopped:
+      train_broken(self.config(folder), victim, empty=True)
+    self.assertEqual(str(stopped.exception),
+                     f"training stopped: {victim}: cannot be decoded as an "
+                     "image (Input is empty.). Fix or remove it and start "
+                     "the same command again: no validation had passed, so "
+                     "the run starts afresh (or pass `skip_bad_records` to "
+                     "a new run to skip such files).")
+
+  def test_skipped_and_counted(self):
+    folder = self.folder()
+    victim = os.path.join(folder, "train", "dark", "3.png")
+    config = self.config(folder, skip_bad_records=True)
+    with self.assertLogs(level=logging.WARNING) as logs:
+      train_broken(config, victim)
+    self.assertTrue(training.is_trained(config))
+    self.assertIn("train: skipped 1 instance(s) that could not be read when "
+                  f"training read them (`skip_bad_records`): {victim}",
+                  "\n".join(logs.output))

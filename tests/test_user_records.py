@@ -8,18 +8,24 @@ through `data.dataset(split)` and compared value by value.
 """
 
 import os
+import socket
 import tempfile
+import time
+from unittest import mock
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rank4class_tf import config as config_lib
 from rank4class_tf import serving
 from rank4class_tf.data import datasets
+from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
 from rank4class_tf.data import user_records
 from rank4class_tf.training import trainer as training
+import helpers
 
 
 def example(**features) -> bytes:
@@ -591,12 +597,132 @@ class TfdsTest(tf.test.TestCase):
                      "there with TFDS (`tfds build tiny_texts "
                      "--data_dir=DIR`) and pass `data_dir`=DIR, or pass "
                      "`download`.")
-    # `download` prepares it (nothing to fetch for this builder).
-    data = tfds_get("tiny_texts", empty, download=True)
+    # `download` prepares it (nothing to fetch for this builder; the
+    # network check is not the test's).
+    with mock.patch.object(tfds_download, "network_problem",
+                           return_value=None):
+      data = tfds_get("tiny_texts", empty, download=True)
     self.assertEqual(data.size("test"), 4)
     with self.assertRaisesRegex(ValueError, r"^tfds:no_such_set_r4c: not a "
                                 r"TFDS data set \([^\n]*\)\.$"):
       tfds_get("no_such_set_r4c", empty)
+
+
+class BrokenDownload(tfds.core.GeneratorBasedBuilder):
+  """A download that fails midway, as one offline does: a temporary file
+  written, then requests' ConnectionError."""
+  VERSION = tfds.core.Version("1.0.0")
+
+  def _info(self):
+    return tfds.core.DatasetInfo(
+        builder=self, features=tfds.features.FeaturesDict({
+            "text": tfds.features.Text(),
+            "label": tfds.features.ClassLabel(names=["a", "b"])}))
+
+  def _split_generators(self, dl_manager):
+    import requests  # pylint: disable=g-import-not-at-top
+    os.makedirs(dl_manager.download_dir, exist_ok=True)
+    with open(os.path.join(dl_manager.download_dir,
+                           "data.zip.tmp.0123abcd"), "wb") as f:
+      f.write(b"half")
+    raise requests.exceptions.ConnectionError(
+        "HTTPSConnectionPool(host='example.invalid', port=443): Max retries "
+        "exceeded")
+
+  def _generate_examples(self):
+    yield 0, {"text": "x", "label": 0}
+
+
+def closed_port() -> int:
+  """A local TCP port nothing listens on (bound, then released)."""
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+class TfdsFailuresTest(tf.test.TestCase):
+  """Issue 58 case 11: an unknown TFDS version gave a 48-line AssertionError;
+  an offline `--download` retried for 3 min 20 s (213 lines) and left
+  `downloads/*.tmp.*` behind. One line each now, fast, nothing left."""
+
+  def test_unknown_version(self):
+    with self.assertRaises(ValueError) as refused:
+      tfds_get("tiny_texts:9.9.9", tempfile.mkdtemp())
+    self.assertEqual(str(refused.exception),
+                     "tfds:tiny_texts:9.9.9: Dataset tiny_texts cannot be "
+                     "loaded at version 9.9.9, only: 1.0.0.")
+
+  def test_offline_download_fails_fast_writing_nothing(self):
+    data_dir = os.path.join(tempfile.mkdtemp(), "tfds")
+    offline = socket.gaierror(-2, "Name or service not known")
+    start = time.time()
+    with mock.patch.object(tfds_download.socket, "create_connection",
+                           side_effect=offline):
+      with self.assertRaises(ValueError) as refused:
+        tfds_get("tiny_texts", data_dir, download=True)
+    self.assertLess(time.time() - start, 30)
+    self.assertEqual(str(refused.exception),
+                     "tfds:tiny_texts: `download` needs the network, and "
+                     "storage.googleapis.com:443 does not answer (Name or "
+                     "service not known); prepare it where the network is "
+                     "(`tfds build tiny_texts --data_dir=DIR`) and pass "
+                     "`data_dir`=DIR without `download`. Nothing was "
+                     "written.")
+    self.assertFalse(os.path.exists(data_dir))
+
+  def test_a_failed_download_leaves_nothing(self):
+    data_dir = tempfile.mkdtemp()
+    keep = os.path.join(data_dir, "downloads", "kept.zip")
+    os.makedirs(os.path.dirname(keep))
+    with open(keep, "w") as f:
+      f.write("a download of another data set")
+    before = sorted(os.path.relpath(os.path.join(root, name), data_dir)
+                    for root, dirs, files in os.walk(data_dir)
+                    for name in dirs + files)
+    with mock.patch.object(tfds_download, "network_problem",
+                           return_value=None):
+      with self.assertRaises(ValueError) as refused:
+        tfds_get("broken_download", data_dir, download=True)
+    self.assertEqual(str(refused.exception),
+                     "tfds:broken_download: the download failed "
+                     "(HTTPSConnectionPool(host='example.invalid', port=443): "
+                     f"Max retries exceeded); what it had written in "
+                     f"{data_dir} is removed.")
+    after = sorted(os.path.relpath(os.path.join(root, name), data_dir)
+                   for root, dirs, files in os.walk(data_dir)
+                   for name in dirs + files)
+    self.assertEqual(after, before)
+
+  @pytest.mark.slow
+  def test_binaries(self):
+    version = helpers.run_module(
+        "pipelines.inspect_data", "--dataset=tfds:mnist:99.0.0",
+        f"--data_dir={tempfile.mkdtemp()}", check=False)
+    self.assertEqual(version.returncode, 1)
+    self.assertRegex(version.stderr.strip().splitlines()[-1],
+                     r"^inspect_data: tfds:mnist:99\.0\.0: Dataset mnist "
+                     r"cannot be loaded at version 99\.0\.0, only: [0-9.]+\.$")
+    self.assertNotIn("Traceback", version.stderr)
+    # Offline (a proxy that does not answer: no test needs the network).
+    folder = tempfile.mkdtemp()
+    data_dir = os.path.join(folder, "tfds")
+    model_dir = os.path.join(folder, "run")
+    port = closed_port()
+    start = time.time()
+    proc = helpers.run_module(
+        "pipelines.train", "--dataset=tfds:mnist", "--download",
+        f"--data_dir={data_dir}", f"--model_dir={model_dir}", check=False,
+        env=dict(os.environ, HTTPS_PROXY=f"http://127.0.0.1:{port}"))
+    self.assertLess(time.time() - start, 60)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                     "train: tfds:mnist: --download needs the network, and "
+                     f"127.0.0.1:{port} does not answer (Connection "
+                     "refused); prepare it where the network is (`tfds "
+                     "build mnist --data_dir=DIR`) and pass --data_dir=DIR "
+                     "without --download. Nothing was written.")
+    self.assertNotIn("Traceback", proc.stderr)
+    self.assertEqual(os.listdir(folder), [])
 
 
 class TrainingTest(tf.test.TestCase):
@@ -622,6 +748,50 @@ class TrainingTest(tf.test.TestCase):
         np.array(["happy joy", "awful"], object))
     self.assertEqual(scores.shape, (2, 2))
     self.assertTrue(np.all(np.isfinite(scores)))
+
+
+class CorruptImageRecordTest(tf.test.TestCase):
+  """Issue 58 case 10: a record whose image starts like a PNG but whose body
+  is garbage passes the load's pass (which checks the first bytes only) and
+  stopped training with a 36-line `Invalid PNG` traceback: one line naming
+  the file and record now, or with `skip_bad_records` skipped and counted."""
+
+  def config(self, **kwargs):
+    folder = tempfile.mkdtemp()
+    records = [example(image=[png(np.full([4, 4, 3], 40 * i, np.uint8))],
+                       label=[b"ab"[i % 2:i % 2 + 1]]) for i in range(8)]
+    records[4] = example(image=[b"\x89PNG\r\n\x1a\n" + b"garbage" * 9],
+                         label=[b"a"])
+    self.train_file = write(folder, "train.tfrecord", records)
+    write(folder, "validation.tfrecord", records[:2])
+    write(folder, "test.tfrecord", records[2:4])
+    # Every epoch is one pass over the 8 train records.
+    return config_lib.TrainConfig.create(
+        dataset="tfrecord", data_dir=folder, image_size=32,
+        encoder="small_cnn", batch_size=4, train_steps=4, eval_every=2,
+        export=False, model_dir=os.path.join(tempfile.mkdtemp(), "run"),
+        **kwargs)
+
+  def test_one_line_naming_the_record(self):
+    config = self.config()
+    with self.assertRaises(ValueError) as stopped:
+      training.train(config)
+    self.assertEqual(str(stopped.exception),
+                     f"training stopped: {self.train_file}: record 5: "
+                     "feature 'image' cannot be decoded as an image (Invalid "
+                     "PNG. Failed to initialize decoder.). Fix or remove it "
+                     "and start the same command again: no validation had "
+                     "passed, so the run starts afresh (or pass "
+                     "`skip_bad_records` to a new run to skip such files).")
+
+  def test_skipped_and_counted(self):
+    config = self.config(skip_bad_records=True)
+    with self.assertLogs(level="WARNING") as logs:
+      training.train(config)
+    self.assertTrue(training.is_trained(config))
+    self.assertIn("train: skipped 1 instance(s) that could not be read when "
+                  "training read them (`skip_bad_records`): "
+                  f"{self.train_file}: record 5", "\n".join(logs.output))
 
 
 class CheckerTest(tf.test.TestCase):

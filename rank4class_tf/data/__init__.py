@@ -12,6 +12,7 @@
   user_datasets  a user's text files, image folders and tables as datasets
   user_records   a user's TFRecords and any TFDS data set; `load` for all
   streamed_files text files larger than memory, streamed by tf.data
+  tfds_download  TFDS's download, failing fast offline, nothing left behind
   inspection  what `pipelines.inspect_data` reports about a dataset
 
 May import the foundation modules (`config`, `catalog`, `lookup`, `fileio`,

@@ -91,6 +91,7 @@ from rank4class_tf.data import features as features_lib
 from rank4class_tf.data import images
 from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf.data import text
+from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
 # The dataset names and their properties (no TensorFlow), used here by name.
 from rank4class_tf.catalog import (  # pylint: disable=g-multiple-import
@@ -124,11 +125,22 @@ class Stream:
       unknown to tf.data.
     multi_label: the labels are multi-hot vectors, not class ids.
     exact_size: whether `size` counts exactly the examples `read` yields.
+    unreadable: for a stream of a user's files, `unreadable()` -> the first
+      instance that cannot be read now, `FILE: reason` or `FILE: record N:
+      reason`, or None: asked when reading failed during a run (a file
+      deleted or damaged since it was loaded), to name what broke
+      (`first_unreadable`).
+    skipped_reads: with `skip_bad_records`, `skipped_reads()` -> the places
+      of the instances `read` left out because they could not be read when
+      read (after the load's checks passed them); None: nothing is skipped
+      so.
   """
   read: Callable[[bool, int], tf.data.Dataset]
   size: int
   multi_label: bool = False
   exact_size: bool = True
+  unreadable: Optional[Callable[[], Optional[str]]] = None
+  skipped_reads: Optional[Callable[[], List[str]]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +228,30 @@ class ClassificationData:
     x, y = self.splits[split]
     y = y.astype(np.float32) if y.ndim == 2 else y.astype(np.int64)
     return tf.data.Dataset.from_tensor_slices((x, y))
+
+
+def first_unreadable(data: ClassificationData,
+                     splits: Sequence[str] = SPLITS) -> Optional[str]:
+  """The first instance of `splits` that cannot be read now
+  (`Stream.unreadable`), or None: every one reads, or no split can say."""
+  for split in splits:
+    stream = data.streams.get(split)
+    if stream is not None and stream.unreadable is not None:
+      found = stream.unreadable()
+      if found:
+        return found
+  return None
+
+
+def skipped_reads(data: ClassificationData) -> Dict[str, List[str]]:
+  """{split: the places its stream left out when read}
+  (`Stream.skipped_reads`), for the splits that left any out."""
+  out = {}
+  for split, stream in data.streams.items():
+    places = stream.skipped_reads() if stream.skipped_reads else []
+    if places:
+      out[split] = places
+  return out
 
 
 def ranking_features(instance_inputs: Callable,
@@ -685,13 +721,16 @@ def tfds_streams(name: str, data_dir: Optional[str], download: bool = False
 
   Raises:
     ValueError: one line naming the dataset and directory when the data is
-      not prepared there and `download` is False.
+      not prepared there and `download` is False; one line when `download`
+      cannot download it (`tfds_download`: offline, fast, nothing left).
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   source = TFDS_SOURCES[name]
+  if download:
+    tfds_download.check_network(source.tfds_name, name)
   builder = tfds.builder(source.tfds_name, data_dir=data_dir)
   if download:
-    builder.download_and_prepare()
+    tfds_download.download_and_prepare(builder, name)
   class_names = tuple(
       at_path(builder.info.features, source.label_feature).names)
   to_pair = tfds_pair(source, len(class_names))

@@ -10,7 +10,11 @@
   mode (grey and RGBA become RGB). Every image is decoded once when loaded,
   so an undecodable one stops the run before anything is written (or, with
   `skip_bad_records`, is left out and counted); training then streams the
-  files from disk (only their paths are held), reshuffled every epoch. The
+  files from disk (only their paths are held), reshuffled every epoch. A
+  file deleted or damaged after the load stops the read (the stream's
+  `unreadable` names it for the one-line message), or with
+  `skip_bad_records` is left out where it is read and counted
+  (`decoded_or_skipped`). The
   whole image is resized to `image_size` (224 by default), aspect ratio not
   kept, as Keras' loader does; training adds a random horizontal flip, and
   both normalise with the ImageNet mean and deviation
@@ -30,12 +34,18 @@ names, sorted (logged). Names are stripped of surrounding whitespace and
 may hold no control character (`user_files.clean_labels`). A class no train
 row has, a label in validation or test that train never has, and single
 labels mixed with lists are refused with one line naming the file and
-line. A split without a file is cut from train by a seeded stratified
+line; train data of fewer than two classes is refused by
+`user_records.load`, for every format. Hidden entries of the folder layouts
+(a name starting with `.`) are skipped and counted
+(`user_files.class_folders`). A split without a file is cut from train by a
+seeded stratified
 split (`split_seed`, 10% each), which is logged.
 """
 
 import logging
 import os
+import re
+import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -204,14 +214,10 @@ def image_rows(folder: str, options: user_files.Options) -> user_files.Rows:
   if not os.path.isdir(folder):
     raise ValueError(f"{folder}: not a folder (image_folder reads "
                      "<split>/<class>/*.jpg|png).")
-  classes = sorted(n for n in os.listdir(folder)
-                   if os.path.isdir(os.path.join(folder, n)))
-  if not classes:
-    raise ValueError(f"{folder}: no class folders (<split>/<class>/*.jpg).")
   paths, labels, skipped = [], [], []
-  for name in classes:
-    for file in sorted(os.listdir(os.path.join(folder, name))):
-      path = os.path.join(folder, name, file)
+  for name, files in user_files.class_folders(folder, "*.jpg"):
+    for path in files:
+      file = os.path.basename(path)
       if not file.lower().endswith(IMAGE_EXTENSIONS) or os.path.isdir(path):
         continue
       problem = undecodable(path)
@@ -240,30 +246,120 @@ def decode(contents: tf.Tensor) -> tf.Tensor:
 
 def undecodable(path: str) -> Optional[str]:
   """Why the image file cannot be read and decoded, or None when it can."""
+  if not os.path.exists(path):
+    return "no such file."
   try:
-    image = decode(tf.io.read_file(path))
+    contents = tf.io.read_file(path)
+  except tf.errors.OpError as e:
+    return f"cannot be read ({op_message(e)})."
+  return decode_problem(contents)
+
+
+def op_message(error: tf.errors.OpError) -> str:
+  """The first line of a TensorFlow op's error, without the function and
+  op names eager execution wraps it in (`{{function_node ...}} Input is
+  empty. [Op:DecodeImage] name: ` -> `Input is empty.`)."""
+  first = (error.message or str(error)).strip().splitlines()[0]
+  first = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", first)
+  return re.sub(r"\s*\[Op:[^\]]*\](\s*name:.*)?$", "", first)
+
+
+def decode_problem(contents) -> Optional[str]:
+  """Why encoded image bytes cannot be decoded, or None when they can."""
+  try:
+    image = decode(contents)
   except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError,
           tf.errors.UnknownError) as e:
-    return f"cannot be decoded as an image ({e.message.splitlines()[0]})."
+    return f"cannot be decoded as an image ({op_message(e)})."
   if 0 in image.shape:
     return "an empty image."
   return None
 
 
-def image_stream(paths: List[str], labels: np.ndarray) -> Stream:
+def skipped_table() -> tf.lookup.experimental.MutableHashTable:
+  """The places a stream left out when read (`decoded_or_skipped`)."""
+  return tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, 0)
+
+
+def decoded_or_skipped(ds: tf.data.Dataset, decode_fn, skipped,
+                       what: str) -> tf.data.Dataset:
+  """(raw, label, place) -> (decode_fn(raw), label), leaving out the
+  elements `decode_fn` fails on (`skip_bad_records`: a file deleted or
+  damaged after the load's checks): each is added to `skipped` (a
+  `skipped_table`), and the first skip of a place prints one line to
+  standard error, `<what>: skipped <place> ...; <n> skipped so far`.
+
+  Each element is decoded in a dataset of its own, whose error
+  `ignore_errors` drops, so a failure is known per element and the order
+  stays that of `ds`; no Python runs per element.
+  """
+  empty = tf.zeros([0, 0, 3], tf.uint8)
+
+  def one(raw, label, place):
+    decoded = tf.data.Dataset.from_tensors(raw).map(
+        lambda r: (decode_fn(r), True)).ignore_errors()
+    return decoded.concatenate(tf.data.Dataset.from_tensors(
+        (empty, False))).take(1).map(lambda x, ok: (x, label, ok, place))
+
+  def keep(x, label, ok, place):
+    del x, label  # Unused.
+
+    def first_skip():
+      with tf.control_dependencies([skipped.insert(place, 1)]):
+        tf.print(tf.strings.join([
+            what, ": skipped ", place, " (it cannot be read now; "
+            "`skip_bad_records`); ", tf.strings.as_string(skipped.size()),
+            " skipped so far."]), output_stream=sys.stderr)
+        return tf.constant(False)
+
+    return tf.cond(ok, lambda: tf.constant(True),
+                   lambda: tf.cond(skipped.lookup(place) == 0, first_skip,
+                                   lambda: tf.constant(False)))
+
+  ds = ds.interleave(one, cycle_length=16, block_length=1,
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return ds.filter(keep).map(lambda x, label, ok, place: (x, label))
+
+
+def table_places(skipped) -> List[str]:
+  """The places in a `skipped_table`, sorted."""
+  return sorted(p.decode("utf-8", "backslashreplace")
+                for p in skipped.export()[0].numpy())
+
+
+def image_stream(paths: List[str], labels: np.ndarray,
+                 skip_bad_records: bool = False) -> Stream:
   """The files as a `Stream` of (uint8 image, label) pairs, decoded as they
   are read; `read(shuffle_files=True, seed)` reshuffles the files every
-  pass."""
+  pass. A file that cannot be read any more stops the read (its
+  `unreadable` names it), or with `skip_bad_records` is left out
+  (`decoded_or_skipped`)."""
   y = labels.astype(np.float32) if labels.ndim == 2 else labels
+  skipped = skipped_table() if skip_bad_records else None
 
   def read(shuffle_files: bool = False, seed: int = 0) -> tf.data.Dataset:
     ds = tf.data.Dataset.from_tensor_slices((np.array(paths), y))
     if shuffle_files:
       ds = ds.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
+    if skipped is not None:
+      return decoded_or_skipped(
+          ds.map(lambda path, label: (path, label, path)),
+          lambda path: decode(tf.io.read_file(path)), skipped,
+          "image_folder")
     return ds.map(lambda path, label: (decode(tf.io.read_file(path)), label),
                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
-  return Stream(read=read, size=len(paths), multi_label=labels.ndim == 2)
+  def unreadable() -> Optional[str]:
+    for path in paths:
+      problem = undecodable(path)
+      if problem:
+        return f"{path}: {problem}"
+    return None
+
+  return Stream(read=read, size=len(paths), multi_label=labels.ndim == 2,
+                unreadable=unreadable,
+                skipped_reads=(None if skipped is None else
+                               lambda: table_places(skipped)))
 
 
 def load_image_folder(data_dir: Optional[str],
@@ -289,5 +385,6 @@ def load_image_folder(data_dir: Optional[str],
       name="image_folder", class_names=names, instance_key="image",
       instance_shape=preprocessing.output_shape, instance_dtype=tf.float32,
       streams={split: image_stream(parts[split][0], label_array(
-          parts[split][1], len(names), False)) for split in SPLITS},
+          parts[split][1], len(names), False), options.skip_bad_records)
+               for split in SPLITS},
       preprocessing=preprocessing, shuffle_buffer=IMAGE_SHUFFLE_BUFFER)

@@ -4,7 +4,8 @@
 named after the split: `train`, and optionally `validation` and `test`, each
 `.csv`, `.tsv` or `.jsonl`, optionally gzipped (`train.csv.gz`), or a
 folder in Keras' `text_dataset_from_directory` layout (`train/<class>/*.txt`,
-one text a file, the class its folder's name):
+one text a file, the class its folder's name; hidden entries, a name
+starting with `.`, skipped and counted: `class_folders`):
 
 * CSV and TSV have a header row naming the columns; quoted fields may hold
   the delimiter, quotes (doubled) and line breaks; a UTF-8 byte-order mark
@@ -49,6 +50,7 @@ import logging
 import math
 import os
 import re
+import struct
 import sys
 import unicodedata
 from typing import (Callable, Dict, Iterable, Iterator, List, Optional,
@@ -272,6 +274,20 @@ def no_field_limit():
     csv.field_size_limit(old)
 
 
+def fits_float32(value: float) -> bool:
+  """Whether a finite number stays finite as a float32 (the model's
+  features): not beyond +-3.4028235e38 once rounded, as `1e39` is.
+
+  >>> fits_float32(3.4028235e38), fits_float32(1e39), fits_float32(-1e39)
+  (True, False, False)
+  """
+  try:
+    struct.pack("<f", value)  # Rounds as float32 does; beyond: overflow.
+  except OverflowError:
+    return False
+  return True
+
+
 def _records(path: str) -> List[Tuple[int, Union[Dict[str, object], str]]]:
   """(line, record) of every row: CSV / TSV rows under their header, or
   JSONL objects. A row that is not a record (a JSONL line that is not a JSON
@@ -463,7 +479,8 @@ def read_table(path: str, options: Options) -> Tuple[Tuple[str, ...], Rows]:
 
   Raises:
     ValueError: `file:line` naming the column for a missing column, a value
-      that is not a finite number, or a malformed row (unless
+      that is not a finite number or is beyond float32's range (`1e39`:
+      inf to the model), or a malformed row (unless
       `options.skip_bad_records`); naming the file when it holds no row.
   """
   if os.path.isdir(path) or path.endswith((".jsonl", ".jsonl.gz")):
@@ -495,6 +512,10 @@ def read_table(path: str, options: Options) -> Tuple[Tuple[str, ...], Rows]:
         if not math.isfinite(number_value):
           raise ValueError(f"{path}:{number}: column {column!r}: {value!r} "
                            "is not a finite number.")
+        if not fits_float32(number_value):
+          raise ValueError(f"{path}:{number}: column {column!r}: {value!r} "
+                           "is beyond float32's range (+-3.4028235e38), in "
+                           "which the model reads features.")
         vector.append(number_value)
       label = _label(record[options.label], path, number, options.label,
                      options.label_separator)
@@ -510,17 +531,54 @@ def read_table(path: str, options: Options) -> Tuple[Tuple[str, ...], Rows]:
   return names, Rows(path, vectors, labels, places, skipped)
 
 
+def class_folders(folder: str, kind: str
+                 ) -> List[Tuple[str, List[str]]]:
+  """(class, its file paths, sorted) of each class folder of a split folder
+  (`folder/<class>/*`), the classes sorted.
+
+  Hidden entries, a name starting with `.`, are not data and are skipped:
+  folders (`.ipynb_checkpoints/`, `.thumbnails/`), as Keras'
+  `*_dataset_from_directory` skips them, and files (macOS's AppleDouble
+  `._001.png`, `.DS_Store`), which Keras would read; how many is logged,
+  with the first few.
+
+  Raises:
+    ValueError: naming `folder` when it has no class folder (`kind`: the
+      layout's file pattern, for the message).
+  """
+  hidden = []
+
+  def visible(parent: str) -> List[str]:
+    names = sorted(os.listdir(parent))
+    hidden.extend(os.path.join(parent, n) for n in names if n.startswith("."))
+    return [n for n in names if not n.startswith(".")]
+
+  classes = [n for n in visible(folder)
+             if os.path.isdir(os.path.join(folder, n))]
+  if not classes:
+    raise ValueError(f"{folder}: no class folders (<split>/<class>/{kind})" +
+                     (f"; {len(hidden)} hidden entries (a name starting "
+                      "with '.') skipped." if hidden else "."))
+  out = [(name, [os.path.join(folder, name, file)
+                 for file in visible(os.path.join(folder, name))])
+         for name in classes]
+  if hidden:
+    shown = [os.path.relpath(h, folder) + ("/" if os.path.isdir(h) else "")
+             for h in hidden]
+    logging.info("%s: skipped %d hidden entr%s (a name starting with '.'): "
+                 "%s", folder, len(hidden),
+                 "y" if len(hidden) == 1 else "ies",
+                 ", ".join(shown[:5]) + (", ..." if len(shown) > 5 else ""))
+  return out
+
+
 def _folder_rows(folder: str, options: Options) -> Rows:
   """Keras' `text_dataset_from_directory` layout: `folder/<class>/*.txt`,
-  one text a file, the class its folder's name."""
-  classes = sorted(n for n in os.listdir(folder)
-                   if os.path.isdir(os.path.join(folder, n)))
-  if not classes:
-    raise ValueError(f"{folder}: no class folders (<split>/<class>/*.txt).")
+  one text a file, the class its folder's name (`class_folders`)."""
   texts, labels, places, skipped = [], [], [], []
-  for name in classes:
-    for file in sorted(os.listdir(os.path.join(folder, name))):
-      path = os.path.join(folder, name, file)
+  for name, paths in class_folders(folder, "*.txt"):
+    for path in paths:
+      file = os.path.basename(path)
       if not file.endswith(".txt") or not os.path.isfile(path):
         continue
       try:

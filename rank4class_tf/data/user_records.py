@@ -30,8 +30,11 @@
   `skip_bad_records` it is counted, reported (`logging.warning`, the count
   and the first reason) and left out of the split's stream by the same
   checks (`RecordChecker`). An image whose first bytes are right but whose
-  body is corrupt stops training when it is read (TensorFlow's decode
-  error).
+  body is corrupt stops training when it is read; its stream's
+  `unreadable` (`first_unreadable`) then finds it, decoding the images
+  again, for the one-line message `FILE: record N: ...`; with
+  `skip_bad_records` it is left out where it is read, and counted
+  (`user_datasets.decoded_or_skipped`).
 
   A missing validation or test split is cut from the train files: a record
   goes to it when a hash of `split_seed`, its file's name and its record
@@ -55,7 +58,11 @@
   (`train=train[:90%]`, `validation=train[90%:]`, `test=test`) and must then
   name all three; without it they are TFDS's `train`, `validation` and
   `test`, a missing one cut from the end of train with TFDS's slicing (10%
-  each: `train[:90%]` and `train[90%:]`; logged).
+  each: `train[:90%]` and `train[90%:]`; logged). A version TFDS lacks is
+  refused in one line; `download` goes through `tfds_download` (offline:
+  one line at once, nothing written; a failed download cleaned up).
+
+Every format's train data must hold two classes or more (`load`).
 
 Images of both are decoded with `user_datasets.decode` (grey and RGBA
 become RGB) and preprocessed as `image_folder`'s
@@ -79,6 +86,7 @@ import tensorflow as tf
 from rank4class_tf import catalog
 from rank4class_tf.data import datasets
 from rank4class_tf.data import images
+from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_datasets
 from rank4class_tf.data import user_files
 from rank4class_tf.data.datasets import (  # pylint: disable=g-multiple-import
@@ -634,17 +642,56 @@ def _first_unreadable(files: Sequence[RecordFile],
 
 
 def _finish(pairs: tf.data.Dataset, kind: str, size: int, training: bool,
-            seed: int) -> tf.data.Dataset:
+            seed: int, skipped=None) -> tf.data.Dataset:
   """Encoded (instance, label) pairs -> the stream: shuffled before
-  decoding in training, images decoded, the exact size asserted."""
+  decoding in training, the exact size asserted, images decoded.
+
+  With `skipped` (a `user_datasets.skipped_table`, `skip_bad_records`) the
+  pairs are (instance, label, place) triples, and an image that does not
+  decode is left out (`user_datasets.decoded_or_skipped`)."""
   if training:
     pairs = pairs.shuffle(RECORD_SHUFFLE_BUFFER[kind], seed=seed,
                           reshuffle_each_iteration=True)
+  pairs = pairs.apply(tf.data.experimental.assert_cardinality(size))
+  if kind == "image" and skipped is not None:
+    return user_datasets.decoded_or_skipped(pairs, user_datasets.decode,
+                                            skipped, "tfrecord")
+  if skipped is not None:
+    pairs = pairs.map(lambda x, label, place: (x, label))
   if kind == "image":
     pairs = pairs.map(lambda image, label: (user_datasets.decode(image),
                                             label),
                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  return pairs.apply(tf.data.experimental.assert_cardinality(size))
+  return pairs
+
+
+def first_unreadable(files: Sequence[RecordFile], checker: RecordChecker,
+                     options: user_files.Options) -> Optional[str]:
+  """The first record of `files` that cannot be read now, `FILE: record
+  N: reason` (or the file that cannot be read), or None: the stream's
+  `unreadable` (a file deleted, truncated or rewritten since the data was
+  loaded, or an image whose first bytes are right but whose body is not,
+  which the load's pass does not decode)."""
+  try:
+    tally(files, checker, options)  # Records bad as the load's pass says.
+  except ValueError as e:
+    return str(e)
+  if checker.layout.kind != "image" or options.skip_bad_records:
+    return None  # With `skip_bad_records` an undecodable image is skipped.
+  for file_ids, numbers, records in read_records(files).batch(CHECK_BATCH):
+    _, instances, _, _ = checker.examine(records)
+    index = np.arange(len(numbers))
+    decoded = set(tf.data.Dataset.from_tensor_slices((index, instances)).map(
+        lambda k, image: (k, tf.size(user_datasets.decode(image)))
+    ).ignore_errors().map(lambda k, _: k).as_numpy_iterator())
+    for k in index:
+      if k not in decoded:
+        problem = user_datasets.decode_problem(instances[k])
+        if problem:
+          return (f"{files[int(file_ids[k])].path}: record "
+                  f"{int(numbers[k]) + 1}: feature "
+                  f"{checker.layout.instance!r} {problem}")
+  return None
 
 
 def record_stream(files: Sequence[RecordFile], checker: RecordChecker,
@@ -653,38 +700,53 @@ def record_stream(files: Sequence[RecordFile], checker: RecordChecker,
   """The `Stream` of the good records of `files` (of their `part` when
   `cut` splits are cut from them): (text or uint8 image, label) pairs."""
   num_classes = len(checker.classes.names)
+  skip = options.skip_bad_records
+  skipped = user_datasets.skipped_table() if skip else None
+  paths = tf.constant([file.path for file in files])
 
   @tf.autograph.experimental.do_not_convert
   def pairs(file_ids, numbers, records):
-    """Records [k] -> the (code, instance, label) of those of `part`."""
+    """Records [k] -> the (code, instance, label) of those of `part`, and
+    with `skip_bad_records` their places (`FILE: record N`)."""
     if cut:
       mine = parts(files, options.split_seed, cut, file_ids, numbers) == part
       records = tf.boolean_mask(records, mine)
+      file_ids = tf.boolean_mask(file_ids, mine)
+      numbers = tf.boolean_mask(numbers, mine)
     codes, instances, _, ids = checker.examine(records)
     if multi_label:  # -1 (no class) only in bad records.
       labels = tf.minimum(tf.reduce_sum(tf.one_hot(
           ids.to_tensor(-1), num_classes, dtype=tf.float32), axis=1), 1.0)
     else:
       labels = ids.to_tensor(-1, shape=[None, 1])[:, 0]
-    return codes, instances, labels
+    if not skip:
+      return codes, instances, labels
+    places = (tf.gather(paths, file_ids) + ": record " +
+              tf.strings.as_string(numbers + 1))
+    return codes, instances, labels, places
 
   def read(shuffle_files: bool = False, seed: int = 0) -> tf.data.Dataset:
     ds = read_records(files, shuffle_files, seed)
-    if options.skip_bad_records:
+    if skip:
       # One record at a time: one that does not parse raises, and is left
       # out; the others `examine` finds bad are filtered out.
       ds = ds.map(lambda i, n, record: pairs(i[None], n[None], record[None]),
                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
       ds = ds.ignore_errors().unbatch().filter(
-          lambda code, x, y: code == GOOD)
+          lambda code, x, y, place: code == GOOD)
+      ds = ds.map(lambda code, x, y, place: (x, y, place))
     else:  # The pass found every record good.
       ds = ds.batch(CHECK_BATCH).map(pairs,
                                      num_parallel_calls=tf.data.AUTOTUNE,
                                      deterministic=True).unbatch()
-    ds = ds.map(lambda code, x, y: (x, y))
-    return _finish(ds, checker.layout.kind, size, shuffle_files, seed)
+      ds = ds.map(lambda code, x, y: (x, y))
+    return _finish(ds, checker.layout.kind, size, shuffle_files, seed,
+                   skipped)
 
-  return Stream(read=read, size=size, multi_label=multi_label)
+  return Stream(read=read, size=size, multi_label=multi_label,
+                unreadable=lambda: first_unreadable(files, checker, options),
+                skipped_reads=(None if skipped is None else
+                               lambda: user_datasets.table_places(skipped)))
 
 
 def _preview(names: Sequence[str], most: int = 20) -> str:
@@ -927,20 +989,27 @@ def load_tfds(name: str, data_dir: Optional[str], options: user_files.Options,
     download: download and prepare the data first when it is missing.
 
   Raises:
-    ValueError: one line: an unknown data set, one not prepared in the
-      directory (as `datasets.tfds_streams`), features or splits that do not
+    ValueError: one line: an unknown data set or version, one not
+      prepared in the directory (as `datasets.tfds_streams`), a download
+      that cannot be made (`tfds_download`), features or splits that do not
       fit.
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   tfds_name = name[len(catalog.TFDS_PREFIX):] if catalog.is_tfds(name) else name
+  if download:
+    tfds_download.check_network(tfds_name, name)
   try:
     builder = tfds.builder(tfds_name, data_dir=data_dir)
   except ValueError as e:
     raise ValueError(f"{name}: not a TFDS data set "
                      f"({str(e).strip().splitlines()[0].rstrip('.')})."
                     ) from None
+  except AssertionError as e:  # TFDS's word for a version it lacks.
+    reason = re.sub(r'^Failed to construct dataset "[^"]*", builder_kwargs '
+                    r'"[^"]*": ', "", str(e).strip().splitlines()[0])
+    raise ValueError(f"{name}: {reason.rstrip('.')}.") from None
   if download:
-    builder.download_and_prepare()
+    tfds_download.download_and_prepare(builder, name)
   not_prepared = ValueError(
       f"{tfds_name} is not prepared in {data_dir or builder.data_dir}: "
       f"prepare it there with TFDS (`tfds build {tfds_name} --data_dir=DIR`) "
@@ -1003,13 +1072,37 @@ def load_tfds(name: str, data_dir: Optional[str], options: user_files.Options,
 def load(name: str, data_dir: Optional[str], options: user_files.Options,
          image_size: Optional[int] = None,
          download: bool = False) -> ClassificationData:
-  """The user's data set `name` (`catalog.USER_DATASETS`, `tfds:<name>`)."""
+  """The user's data set `name` (`catalog.USER_DATASETS`, `tfds:<name>`).
+
+  Raises:
+    ValueError: one line, as each format's loader; naming the train data
+      when it holds fewer than two classes (a ranking of one class is no
+      classifier: its loss is 0 and its accuracy 1 whatever it learns).
+  """
   if name == "text_files":
-    return user_datasets.load_text_files(data_dir, options)
-  if name == "tabular_files":
-    return user_datasets.load_tabular_files(data_dir, options)
+    data = user_datasets.load_text_files(data_dir, options)
+  elif name == "tabular_files":
+    data = user_datasets.load_tabular_files(data_dir, options)
+  elif name == "image_folder":
+    data = user_datasets.load_image_folder(data_dir, options, image_size)
+  elif name == "tfrecord":
+    data = load_tfrecord(data_dir, options, image_size)
+  else:
+    data = load_tfds(name, data_dir, options, image_size, download)
+  if data.num_classes < 2:
+    raise ValueError(
+        f"{_train_place(name, data_dir)}: {data.num_classes} class "
+        f"({', '.join(data.class_names)}) in train; a classifier needs two "
+        "or more: give train instances of another class.")
+  return data
+
+
+def _train_place(name: str, data_dir: Optional[str]) -> str:
+  """Where the train split of a user's data set `name` is, for messages."""
+  if name in ("text_files", "tabular_files"):
+    return user_files.split_files(data_dir)["train"]
   if name == "image_folder":
-    return user_datasets.load_image_folder(data_dir, options, image_size)
+    return os.path.join(data_dir, "train")
   if name == "tfrecord":
-    return load_tfrecord(data_dir, options, image_size)
-  return load_tfds(name, data_dir, options, image_size, download)
+    return describe(record_files(data_dir)["train"])
+  return name

@@ -154,6 +154,16 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
           f"{e.strerror or e}; the checkpoints and exports written before "
           "are intact.") from None
     except tf.errors.OpError as e:
+      broken = _unreadable_data(data, e)
+      if broken:
+        done = run.resume_epoch() * trainer.eval_every
+        resumes = (f"the run resumes from step {done}, its last validation"
+                   if done else
+                   "no validation had passed, so the run starts afresh")
+        raise ValueError(
+            f"training stopped: {broken} Fix or remove it and start the "
+            f"same command again: {resumes} (or pass `skip_bad_records` to "
+            "a new run to skip such files).") from None
       # A full disk or a lost permission inside a TensorFlow op (SaveV2 of
       # a checkpoint, the events writer), or memory exhausted: one line.
       # Anything else is a defect and keeps its traceback.
@@ -167,12 +177,35 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
       raise ValueError(
           f"training stopped in {model_dir}: {type(e).__name__}: {first}; "
           "the checkpoints and exports written before are intact.") from None
+  for split, places in datasets.skipped_reads(data).items():
+    logging.warning("%s: skipped %d instance(s) that could not be read when "
+                    "training read them (`skip_bad_records`): %s", split,
+                    len(places), ", ".join(places[:5]) +
+                    (", ..." if len(places) > 5 else ""))
   if not chief:
     # TF-Ranking writes a non-chief worker's copies under workertemp_<id>.
     scratch = run.worker_scratch(strategy.cluster_resolver.task_id)
     if fileio.exists(scratch):
       fileio.rmtree(scratch)
   return run.export(run_dir_lib.BEST_EXPORT)
+
+
+def _unreadable_data(data: datasets.ClassificationData,
+                     error: tf.errors.OpError) -> Optional[str]:
+  """The instance that stopped training, when `error` came from reading
+  the data (an image deleted or damaged since the data was loaded: a
+  NotFoundError, `Input is empty.`, `Invalid PNG data`): `FILE: reason` or
+  `FILE: record N: reason` (`datasets.first_unreadable`). None for any
+  other error, or when every instance reads now."""
+  if not isinstance(error, (tf.errors.NotFoundError,
+                            tf.errors.InvalidArgumentError,
+                            tf.errors.DataLossError,
+                            tf.errors.PermissionDeniedError,
+                            tf.errors.UnknownError)):
+    return None
+  if "IteratorGetNext" not in str(error):  # Not the input pipeline's.
+    return None
+  return datasets.first_unreadable(data, ("train", "validation"))
 
 
 def _remove_partial_checkpoints(model_dir: str) -> None:
