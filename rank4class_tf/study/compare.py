@@ -136,7 +136,7 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
   for group in groups:
     for model_dir in group.model_dirs:
       config = serving.load_config(model_dir).replace(model_dir=model_dir)
-      data = builders.load_data(config)
+      data, _ = builders.load_run_data(model_dir, config=config)
       calibrated = [m for m in metric_names if m in CALIBRATION_METRICS]
       splits = (split,) + (("validation",) if calibrated and
                            split != "validation" else ())
