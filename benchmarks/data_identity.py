@@ -10,10 +10,11 @@ start), then twice with the cache filled (a `stat`: every later command).
   .venv/bin/python -m benchmarks.data_identity --megabytes=200 \
       --data_dir=/tmp/data_identity
 
-Prints a markdown table: per call, the seconds the fingerprint took (in the
-child, after its imports) and the file's size; and `uptime`'s load. The
-file was just written, so the first hash reads it from the page cache, as
-on a machine that has read it recently; from a cold disk add its read time.
+Prints a markdown table: per call, the milliseconds the fingerprint took
+(in the child, after its imports) and the file's size; and `uptime`'s load.
+The file was just written, so the first hash reads it from the page cache,
+as on a machine that has read it recently; from a cold disk add its read
+time.
 """
 
 import os
@@ -74,9 +75,9 @@ def main(argv):
     out = subprocess.run([sys.executable, "-c", _CHILD, data_dir], env=env,
                          capture_output=True, text=True, check=True)
     seconds, size = out.stdout.split()
-    rows.append(f"| {label} | {float(seconds):.3f} | "
+    rows.append(f"| {label} | {float(seconds) * 1000:,.1f} | "
                 f"{int(size) / 1e6:,.0f} |")
-  print("| fingerprint of train.csv | seconds | MB |")
+  print("| fingerprint of train.csv | ms | MB |")
   print("|---|---|---|")
   print("\n".join(rows))
   print(f"\nload: {os.getloadavg()[0]:.1f} (1 min), "

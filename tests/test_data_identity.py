@@ -346,8 +346,8 @@ class ChangedDataTest(tf.test.TestCase):
     os.rename(self.data_dir, moved)
     self.addCleanup(os.rename, moved, self.data_dir)
     with self.assertRaisesRegex(ValueError, "^" + (
-        f"`data_dir`={self.data_dir}, where `model_dir`={self.trained} trained, "
-        "is gone (moved or deleted): put the data back there.").replace(
+        f"`data_dir`={self.data_dir}, where `model_dir`={self.trained} "
+        "trained, is gone (moved or deleted): put the data back there.").replace(
             "(", r"\(").replace(")", r"\)") + "$"):
       builders.load_run_data(self.trained, allow_changed_data=True)
     # config.json edited to the new place: the same files, another folder.
