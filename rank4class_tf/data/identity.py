@@ -447,7 +447,11 @@ def load_checked(model_dir: str, config: config_lib.DataConfig,
     raise ValueError(f"`data_dir`={data_dir}, where `model_dir`={model_dir} "
                      "trained, is gone (moved or deleted): put the data "
                      "back there.")
-  new = fingerprint(config, like=old)
+  try:
+    new = fingerprint(config, like=old)
+  except ValueError as e:  # Its train file is gone, say.
+    raise ValueError(f"the data changed since `model_dir`={model_dir} "
+                     f"trained: {str(e).rstrip('.')}.") from None
   try:
     data = load()
   except ValueError as e:
