@@ -19,7 +19,12 @@ after, e.g.
    "calibrated_ece": 0.03, ...}, ...}, "latest_model": {...}}
 
 A folder that holds no finished run, or a run whose scores are not finite
-(it diverged), exits with status 1 and one line.
+(it diverged, or its weights are NaN), exits with status 1 and one line,
+writing nothing: both calibrations are fitted before either export is
+written. So does a run whose data changed since it trained (its data
+record, docs/data.md "The data record"); --allow_changed_data calibrates on
+it anyway, says so in the run's log.txt, and adds `"data_changed": "..."`
+to the JSON line.
 
 A study trained before calibration existed (docs/study.md):
 
@@ -55,6 +60,10 @@ flags.DEFINE_string("model_dir", None, "Directory of a finished run.")
 flags.DEFINE_string("study_dir", None, "A study folder: calibrate every "
                     "finished run's record that has no calibration, then "
                     "rewrite its report.")
+flags.DEFINE_bool("allow_changed_data", False,
+                  "With --model_dir: calibrate even when the run's data "
+                  "files changed since it trained (never another class "
+                  "list); logged in its log.txt and the JSON line.")
 flags.DEFINE_bool("recompute", False, "With --study_dir: calibrate every "
                   "finished run's record, also those that have a "
                   "calibration (computed by an older release).")
@@ -67,6 +76,9 @@ def main(argv):
     sys.exit(f"calibrate: unexpected arguments: {' '.join(argv[1:])}")
   if bool(FLAGS.model_dir) == bool(FLAGS.study_dir):
     sys.exit("calibrate: set one of --model_dir and --study_dir.")
+  if FLAGS.allow_changed_data and not FLAGS.model_dir:
+    sys.exit("calibrate: --allow_changed_data is read with --model_dir "
+             "only.")
   if FLAGS.recompute and not FLAGS.study_dir:
     sys.exit("calibrate: --recompute is read with --study_dir only "
              "(--model_dir always fits the calibration again).")
@@ -85,10 +97,14 @@ def main(argv):
     print(f"Calibrated {done} run(s); wrote {paths['tables']}.")
     return
   try:
-    records = training.recalibrate(FLAGS.model_dir)
+    records = training.recalibrate(FLAGS.model_dir,
+                                   FLAGS.allow_changed_data)
     run = run_dir_lib.RunDir(FLAGS.model_dir)
     best = records[run_dir_lib.BEST_EXPORT]
-    data = builders.load_data(serving.load_config(FLAGS.model_dir))
+    data, changes = builders.load_run_data(FLAGS.model_dir,
+                                           FLAGS.allow_changed_data)
+    if changes:
+      records["data_changed"] = console.flag_terms(changes.line())
     labels, scores = serving.split_scores(
         serving.ExportedRanker(FLAGS.model_dir), data, "validation")
     calibration.reliability_diagram(

@@ -24,22 +24,29 @@ confusion_matrix.csv, confusion_matrix.png and confused_pairs.md into
 the JSON line. An existing --report_dir is replaced only when it is empty or
 holds a previous report and nothing else; any other folder, a file, or a
 path that cannot be made exits with status 1 before anything is scored.
+
+The run's data is checked against what it trained on (its data record,
+docs/data.md "The data record"): changed files, another class list, a moved
+`--data_dir` exit with status 1 and one line saying what changed;
+--allow_changed_data evaluates changed files anyway and adds
+`"data_changed": "..."` to the JSON line (and to the report).
 """
 
 import json
 import os
 import sys
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from absl import app
 from absl import flags
 
 from pipelines import console
-from rank4class_tf.data import datasets
+from rank4class_tf.data import identity
 from rank4class_tf.ranking import class_report
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf import serving
+from rank4class_tf.training import builders
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
 flags.DEFINE_string("split", "test", "train, validation or test.")
@@ -58,6 +65,11 @@ flags.DEFINE_string("report_dir", None,
                     "whole or not at all; an existing one is replaced only "
                     "if it holds a previous report.")
 
+flags.DEFINE_bool("allow_changed_data", False,
+                  "Evaluate even when the run's data files changed since it "
+                  "trained (never another class list); the JSON line then "
+                  "says what changed (`data_changed`).")
+
 FLAGS = flags.FLAGS
 
 
@@ -71,16 +83,19 @@ def main(argv):
   try:
     if report_dir is not None:  # Before anything is scored.
       class_report.check_report_dir(report_dir)
-    data = datasets.from_config(serving.load_config(FLAGS.model_dir).data)
+    data, changes = builders.load_run_data(FLAGS.model_dir,
+                                           FLAGS.allow_changed_data)
     results = serving.evaluate(FLAGS.model_dir, data, FLAGS.split,
                                FLAGS.export, metric_names=FLAGS.metrics,
                                threshold=FLAGS.threshold)
     written = [] if report_dir is None else write_report(
         FLAGS.model_dir, data, FLAGS.split, FLAGS.export, FLAGS.threshold,
-        report_dir)
+        report_dir, changes)
   except ValueError as e:
     console.fail("evaluate", e)
   results.update({"split": FLAGS.split, "export": FLAGS.export})
+  if changes:
+    results["data_changed"] = console.flag_terms(changes.line())
   if any(metrics.is_multilabel(name) for name in results):
     results["threshold"] = FLAGS.threshold
   print(json.dumps(results, sort_keys=True))
@@ -90,15 +105,19 @@ def main(argv):
 
 
 def write_report(model_dir: str, data, split: str, export: str,
-                 threshold: float, report_dir: str) -> List[str]:
+                 threshold: float, report_dir: str,
+                 changes: Optional[identity.Changes] = None) -> List[str]:
   """Scores the split again (`serving.evaluate` keeps its scores to itself)
-  and writes its per-class report; returns the paths written."""
+  and writes its per-class report, which names the data's changes that
+  `--allow_changed_data` accepted; returns the paths written."""
   ranker = serving.ExportedRanker(model_dir, export)
   labels, scores = serving.split_scores(ranker, data, split)
   report = class_report.class_report(labels, scores, ranker.class_names,
                                      threshold=threshold)
   context: Dict[str, str] = {"model_dir": model_dir, "export": export,
                              "split": split}
+  if changes:
+    context["data_changed"] = console.flag_terms(changes.line())
   return class_report.write(report, report_dir, context)
 
 

@@ -10,7 +10,11 @@ Writes `export/latest_model` (final checkpoint) and
 would have at the end of training, for a run trained from a feature cache
 the model over raw text with the frozen encoder. Prints the two paths.
 A run that is unfinished or already exported exits with status 1 and one
-line, writing nothing.
+line, writing nothing; so does a run whose data changed since it trained
+(its data record, docs/data.md "The data record": a table's
+standardisation comes from its train file). --allow_changed_data exports
+anyway, a table's run with the standardisation it trained with, and says so
+in the run's log.txt.
 """
 
 import sys
@@ -22,6 +26,10 @@ from pipelines import console
 from rank4class_tf.training import trainer as training
 
 flags.DEFINE_string("model_dir", None, "Directory of a finished run.")
+flags.DEFINE_bool("allow_changed_data", False,
+                  "Export even when the run's data files changed since it "
+                  "trained (never another class list); logged in the run's "
+                  "log.txt.")
 
 FLAGS = flags.FLAGS
 
@@ -33,7 +41,8 @@ def main(argv):
     sys.exit("export: --model_dir must be set.")
   console.quiet()
   try:
-    latest, best = training.export_run(FLAGS.model_dir)
+    latest, best = training.export_run(FLAGS.model_dir,
+                                       FLAGS.allow_changed_data)
   except ValueError as e:
     console.fail("export", e)
   print(f"Exported {latest}")

@@ -14,8 +14,11 @@ duplicates within a split and across splits (leakage), and per kind token
 lengths against --max_seq_length with the [UNK] rate, image sizes and
 undecodable files, or feature statistics; then plain warnings. With
 --output_dir, also writes `inspection.json` (every number) and
-`class_counts.png` there, each atomically. Bad input exits with status 1 and
-one line naming it (docs/pipelines.md#inspect-your-data-first).
+`class_counts.png` there, each atomically: a new or empty folder, or a
+previous inspection's (replaced); a folder holding other files is refused
+before the data is read, as `evaluate --report_dir` refuses one. Bad input
+exits with status 1 and one line naming it
+(docs/pipelines.md#inspect-your-data-first).
 """
 
 import sys
@@ -47,7 +50,8 @@ for _name in _TOKENIZER_FLAGS:
   flags.declare_key_flag(_name)
 flags.DEFINE_string("output_dir", None,
                     "Folder for inspection.json and class_counts.png "
-                    "(made if missing); unset: print only.")
+                    "(made if missing; an existing one must be empty or "
+                    "hold a previous inspection); unset: print only.")
 
 FLAGS = flags.FLAGS
 
@@ -63,6 +67,8 @@ def main(argv):
     if model.max_seq_length < 3:
       raise ValueError(f"`max_seq_length`={model.max_seq_length} must be "
                        ">= 3 ([CLS], a token, [SEP]).")
+    if FLAGS.output_dir is not None:  # Before the data is read.
+      inspection.check_output_dir(FLAGS.output_dir)
     data = datasets.from_config(data_config)
     if data_config.holdout_classes:  # As training reads it (zero-shot).
       data = classes_lib.without_classes(data, classes_lib.holdout_ids(

@@ -23,6 +23,7 @@ written.
 
 import dataclasses
 import json
+import os
 import typing
 from typing import Any, Dict, Iterator, Optional, Tuple
 
@@ -447,6 +448,22 @@ _POSITIVE = ("encoder_dim", "mlp_units", "cpu_devices", "sample_size",
              "contrastive_base_temperature")
 
 
+def absolute_path(path: Optional[str]) -> Optional[str]:
+  """A local path made absolute against the current folder; None, an empty
+  path or another file system's (`gs://...`) as it is.
+
+  >>> absolute_path("/data/x"), absolute_path("gs://b/x"), absolute_path("")
+  ('/data/x', 'gs://b/x', '')
+  """
+  if not path or "://" in path:
+    return path
+  return os.path.abspath(path)
+
+
+# The data settings that name files: a run records them absolute.
+DATA_PATHS = ("data_dir", "class_names_file")
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
   """Hyper-parameters of one training run, in four groups."""
@@ -467,6 +484,16 @@ class TrainConfig:
   def flat(self) -> Dict[str, Any]:
     """{flag name: value} of every setting."""
     return to_flat(self)
+
+  def with_absolute_paths(self) -> "TrainConfig":
+    """The config with its relative `data_dir` and `class_names_file` made
+    absolute against the current folder (`absolute_path`): a run records
+    them so, and reads the same data from wherever it is evaluated."""
+    changed = {name: absolute_path(getattr(self.data, name))
+               for name in DATA_PATHS}
+    if all(getattr(self.data, k) == v for k, v in changed.items()):
+      return self
+    return self.replace(**changed)
 
   def validate(self) -> None:
     """Checks what the config alone can tell. Runs no TensorFlow op (a

@@ -5,6 +5,9 @@ its model_dir; this module is the only place that names what is in it:
 
   config.json                  the resolved TrainConfig: the run's identity
   classes.json                 the class names, in class-id order
+  data.json                    what the run trained on: the data's files'
+                               fingerprints, classes, split sizes
+                               (`data.identity`)
   serving.json                 what the exports take (instance key, shape)
   train/, validation/          TensorBoard events (loss and every metric)
   checkpoints/ckpt-NNNN        weights after validation NNNN (1-based epoch)
@@ -34,6 +37,7 @@ from rank4class_tf import fileio
 
 CONFIG_FILE = "config.json"
 CLASSES_FILE = "classes.json"
+DATA_FILE = "data.json"
 SERVING_FILE = "serving.json"
 TRAIN_EVENTS = "train"
 VALIDATION_EVENTS = "validation"
@@ -57,7 +61,8 @@ FEATURE_CACHE = "feature_cache"
 # A run's state, removed by `--overwrite` (log.txt, the log of every start,
 # is kept).
 STATE = (BACKUP, CHECKPOINTS, BEST_CHECKPOINT, EXPORT, TRAIN_EVENTS,
-         VALIDATION_EVENTS, CONFIG_FILE, CLASSES_FILE, SERVING_FILE)
+         VALIDATION_EVENTS, CONFIG_FILE, CLASSES_FILE, SERVING_FILE,
+         DATA_FILE)
 # What a run of this package writes into its model_dir, besides `STATE`:
 # top-level names (glob patterns), and for each folder `--overwrite` removes,
 # the names it may hold (Keras' backup folders below `backup/` are Keras');
@@ -134,6 +139,10 @@ class RunDir:
   @property
   def classes_file(self) -> str:
     return self.join(CLASSES_FILE)
+
+  @property
+  def data_file(self) -> str:
+    return self.join(DATA_FILE)
 
   @property
   def serving_file(self) -> str:

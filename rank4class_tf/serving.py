@@ -303,13 +303,18 @@ def write_run_files(model_dir: str, config: config_lib.TrainConfig,
 
 
 def load_config(model_dir: str) -> config_lib.TrainConfig:
-  """Reads the resolved config a run wrote into `model_dir`."""
+  """Reads the resolved config a run wrote into `model_dir`.
+
+  A relative `data_dir` or `class_names_file` (a run trained before runs
+  recorded them absolute) is read against the current folder, as it always
+  was (`TrainConfig.with_absolute_paths`); such a run has no data record,
+  and reading its data says so (`data.identity`)."""
   path = run_dir_lib.RunDir(model_dir).config_file
   if not fileio.exists(path):
     raise ValueError(f"{path} not found: `model_dir` is not a trained run.")
   try:
     with tf.io.gfile.GFile(path) as f:
-      return config_lib.TrainConfig.from_json(f.read())
+      return config_lib.TrainConfig.from_json(f.read()).with_absolute_paths()
   except (ValueError, TypeError, KeyError, AttributeError,
           tf.errors.OpError) as e:
     # JSONDecodeError (a truncated file), TypeError (a field this version

@@ -616,7 +616,8 @@ class StrategyTest(tf.test.TestCase):
     self.assertCountEqual(
         os.listdir(model_dir),
         ["best_checkpoint", "checkpoints", "classes.json", "config.json",
-         "export", "log.txt", "serving.json", "train", "validation"])
+         "data.json", "export", "log.txt", "serving.json", "train",
+         "validation"])
     last = [[l for l in out.splitlines() if "val_top1_accuracy" in l][-1]
             for out, _ in outputs]
     value = lambda line: float(line.split("val_top1_accuracy: ")[1].split()[0])

@@ -135,6 +135,7 @@ class OverwriteTest(tf.test.TestCase):
                  "best_checkpoint/best.json", "backup/chief/anything",
                  "export/latest_model/saved_model.pb", "export/.tmp-x/a",
                  "config.json", "classes.json", "serving.json", "log.txt",
+                 "data.json",
                  ".lock", "study.log", "study_result.json",
                  "study_test.npz", "study_result.json.damaged",
                  "events.out.tfevents.3.host.study_hparams",

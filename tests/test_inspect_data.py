@@ -411,5 +411,72 @@ class BinaryTest(tf.test.TestCase):
     self.assertNotIn("Traceback", proc.stderr)
     self.assertFalse(os.path.exists(out))
 
+
+class OutputDirTest(tf.test.TestCase):
+  """Issue 58, case 16: `--output_dir` replaced inspection.json in a folder
+  holding a user's files; now it is refused as `evaluate --report_dir`
+  refuses one, before the data is read."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.data_dir = tempfile.mkdtemp()
+    header = ("x", "label")
+    write_csv(os.path.join(cls.data_dir, "train.csv"),
+              [(float(i), "ab"[i % 2]) for i in range(20)], header)
+    cls.report = inspection.inspect(datasets.get("tabular_files",
+                                                 cls.data_dir))
+
+  def test_a_folder_of_other_files_is_refused(self):
+    folder = tempfile.mkdtemp()
+    for name, text in (("notes.txt", "mine"),
+                       ("inspection.json", '{"mine": 1}')):
+      with open(os.path.join(folder, name), "w") as f:
+        f.write(text)
+      with self.assertRaises(ValueError) as caught:
+        inspection.write(self.report, folder)
+      self.assertEqual(
+          str(caught.exception),
+          f"`output_dir`={folder} exists and holds other files than a "
+          "previous inspection (inspection.json, class_counts.png): give a "
+          "new or empty folder (a previous inspection's folder is "
+          "replaced).")
+    with open(os.path.join(folder, "inspection.json")) as f:
+      self.assertEqual(f.read(), '{"mine": 1}')  # Untouched.
+    self.assertEqual(sorted(os.listdir(folder)),
+                     ["inspection.json", "notes.txt"])
+    path = os.path.join(folder, "notes.txt")
+    with self.assertRaisesRegex(ValueError, f"^`output_dir`={path} is a "
+                                "file, not a folder.$"):
+      inspection.write(self.report, path)
+
+  def test_an_empty_or_previous_inspection_folder_is_written(self):
+    folder = tempfile.mkdtemp()
+    inspection.write(self.report, folder)  # Empty.
+    report, chart = inspection.write(self.report, folder)  # Its own.
+    self.assertEqual(sorted(os.listdir(folder)),
+                     ["class_counts.png", "inspection.json"])
+    with open(report, encoding="utf-8") as f:
+      self.assertEqual(json.load(f), self.report)
+    self.assertEqual(chart, os.path.join(folder, "class_counts.png"))
+
+  def test_binary_refuses_before_reading(self):
+    folder = tempfile.mkdtemp()
+    with open(os.path.join(folder, "keep.csv"), "w") as f:
+      f.write("a user's file\n")
+    proc = helpers.run_module(
+        "pipelines.inspect_data", "--dataset=tabular_files",
+        f"--data_dir={self.data_dir}", f"--output_dir={folder}", check=False)
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(
+        proc.stderr.strip().splitlines()[-1],
+        f"inspect_data: --output_dir={folder} exists and holds other files "
+        "than a previous inspection (inspection.json, class_counts.png): "
+        "give a new or empty folder (a previous inspection's folder is "
+        "replaced).")
+    self.assertEqual(proc.stdout, "")  # Refused before the data was read.
+    self.assertEqual(os.listdir(folder), ["keep.csv"])
+
+
 if __name__ == "__main__":
   tf.test.main()

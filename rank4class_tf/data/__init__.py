@@ -14,7 +14,11 @@
   streamed_files text files larger than memory, streamed by tf.data
   tfds_download  TFDS's download, failing fast offline, nothing left behind
   inspection  what `pipelines.inspect_data` reports about a dataset
+  identity    a run's data record (data.json): what it trained on, checked
+              whenever its data is read again
+  file_hashes the SHA-256 of data files, cached per version of a file
 
 May import the foundation modules (`config`, `catalog`, `lookup`, `fileio`,
-`ops`); nothing from `modeling`, `ranking`, `training`, `serving` or `study`.
+`ops`) and `run_dir` (the record's place in a run folder); nothing from
+`modeling`, `ranking`, `training`, `serving` or `study`.
 """

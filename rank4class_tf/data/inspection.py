@@ -41,7 +41,8 @@ feature), e.g. "12 test texts also appear in train (leakage)". They speak in
 argument terms (`max_seq_length`); a binary shows them as its flags.
 `summary(report)` is one screen of plain text; `write(report, output_dir)`
 writes `inspection.json` and the class-count bar chart `class_counts.png`,
-each atomically (`fileio`).
+each atomically (`fileio`), into a new or empty folder or a previous
+inspection's, never into a folder holding other files (`check_output_dir`).
 
 Only per-instance numbers (token counts, image sizes, 16-byte digests of
 the instances, for duplicates) are kept while reading, never the instances
@@ -779,17 +780,65 @@ def class_count_chart(report: Dict[str, Any]) -> bytes:
     plt.close(fig)
 
 
+def _is_previous_inspection(folder: str) -> bool:
+  """Whether `folder` holds nothing, or a previous inspection's files and
+  nothing else: `inspection.json` (an inspection report), `class_counts.png`
+  and the temporary files of an interrupted write of them."""
+  entries = os.listdir(folder)
+  ours = (REPORT_FILE, CHART_FILE)
+  for name in entries:
+    if name not in ours and not any(
+        name.startswith(f".{own}{fileio.TMP_MARK}") for own in ours):
+      return False
+  if REPORT_FILE not in entries:
+    return not any(name in ours for name in entries)
+  try:
+    with open(os.path.join(folder, REPORT_FILE), encoding="utf-8") as f:
+      report = json.load(f)
+  except (OSError, ValueError):
+    return False
+  return isinstance(report, dict) and {"dataset", "splits",
+                                       "warnings"} <= set(report)
+
+
+def check_output_dir(output_dir: str) -> None:
+  """Raises ValueError, naming `output_dir`, unless an inspection can go
+  there: a new folder, an empty one, or a previous inspection's (its
+  files are replaced). A folder holding anything else (a user's files) is
+  refused, as `evaluate`'s `report_dir` is. Changes nothing on disk."""
+  if not output_dir or not output_dir.strip():
+    raise ValueError("`output_dir` is empty: give the folder the inspection "
+                     "goes to.")
+  if not os.path.lexists(output_dir):
+    return
+  if not os.path.isdir(output_dir):
+    raise ValueError(f"`output_dir`={output_dir} is a file, not a folder.")
+  try:
+    previous = _is_previous_inspection(output_dir)
+  except OSError as e:
+    raise ValueError(f"`output_dir`={output_dir} cannot be read "
+                     f"({e.strerror or e}).") from None
+  if not previous:
+    raise ValueError(
+        f"`output_dir`={output_dir} exists and holds other files than a "
+        f"previous inspection ({REPORT_FILE}, {CHART_FILE}): give a new or "
+        "empty folder (a previous inspection's folder is replaced).")
+
+
 def write(report: Dict[str, Any], output_dir: str) -> Tuple[str, str]:
   """Writes `inspection.json` and `class_counts.png` into `output_dir` (made
   if missing), each atomically: the chart is drawn before either is written,
-  and a failed write leaves that file as it was.
+  and a failed write leaves that file as it was. An existing `output_dir`
+  is written only if `check_output_dir` accepts it.
 
   Returns:
     The two paths.
 
   Raises:
-    ValueError: naming the folder or file that cannot be written.
+    ValueError: naming the folder or file that cannot be written, or the
+      folder when it is refused.
   """
+  check_output_dir(output_dir)
   chart = class_count_chart(report)
   try:
     os.makedirs(output_dir, exist_ok=True)

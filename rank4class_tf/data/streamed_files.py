@@ -51,6 +51,7 @@ import tensorflow as tf
 
 from rank4class_tf import fileio
 from rank4class_tf.data import datasets
+from rank4class_tf.data import file_hashes
 from rank4class_tf.data import user_files
 
 # A split file larger than this (bytes on disk) makes every split stream.
@@ -300,9 +301,10 @@ def count(src: Source, options: user_files.Options,
 
 def cached_count(src: Source, options: user_files.Options,
                  held_out: int) -> Dict[str, object]:
-  """`count`, cached by the file's SHA-256 and the options it depends on."""
+  """`count`, cached by the file's SHA-256 (`file_hashes`: read once per
+  version of the file) and the options it depends on."""
   key = hashlib.sha256(json.dumps({
-      "sha256": fileio.file_sha256(src.path), "source": dataclasses.asdict(src),
+      "sha256": file_hashes.sha256(src.path), "source": dataclasses.asdict(src),
       "text": options.text, "label": options.label,
       "separator": options.label_separator, "skip": options.skip_bad_records,
       "split_seed": options.split_seed, "held_out": held_out, "version": 2,

@@ -194,7 +194,7 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
   for group in groups:
     for model_dir in group.model_dirs:
       config = configs[model_dir]
-      data = builders.load_data(config)
+      data, _ = builders.load_run_data(model_dir, config=config)
       if split not in data.split_names:
         raise ValueError(
             f"`split`={split}: the data of {model_dir} has no {split} split "

@@ -14,6 +14,7 @@ import numpy as np
 
 from rank4class_tf import config as config_lib
 from rank4class_tf import fileio
+from rank4class_tf.data import identity
 from rank4class_tf.ranking import calibration as calibration_lib
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
@@ -137,6 +138,7 @@ def _calibrate_record(folder: str, data_of: Dict, progress,
   key = json.dumps(dataclasses.asdict(config.data), sort_keys=True)
   if key not in data_of:
     data_of[key] = builders.load_data(config)
+  identity.check_runs([folder], config.data, data_of[key])
   scored = training.checkpoint_scores(config, data_of[key])
   record["calibration"] = calibration_record(*scored["validation"],
                                              *scored["test"])

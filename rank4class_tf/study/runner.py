@@ -61,6 +61,7 @@ import tensorflow as tf
 from rank4class_tf import catalog
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import identity
 from rank4class_tf import fileio
 from rank4class_tf import provenance
 from rank4class_tf.ranking import metrics
@@ -476,6 +477,9 @@ def run_study(study_dir: str,
   # Everything a run reads is checked before the study writes anything.
   check_settings(base, grid)
   data = builders.load_data(base)
+  # The runs trained before share this data, or the study stops here.
+  identity.check_runs(sorted(tf.io.gfile.glob(os.path.join(
+      study_dir, study_folder.RUNS_DIR, "*"))), base.data, data)
   if data.multi_label:  # A user's files (`text_files`) can be multi-label.
     raise ValueError(f"`dataset`={base.data.dataset} is multi-label; the "
                      "study reproduces the paper's single-label tables.")

@@ -18,6 +18,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import classes as classes_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features
+from rank4class_tf.data import identity
 from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf.data import text
 from rank4class_tf import distribute
@@ -28,6 +29,7 @@ from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.modeling import pretrained
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
+from rank4class_tf import serving
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import pipeline as pipeline_lib
 
@@ -195,7 +197,10 @@ def resolve_defaults(config: config_lib.TrainConfig
   """The config with the defaults that depend on other settings filled in,
   so that config.json records what the run used: a text encoder's pooling
   (`encoders.default_pooling`); `length_bucketing` false for a dataset that
-  is not text (it has no lengths)."""
+  is not text (it has no lengths); a relative `data_dir` or
+  `class_names_file` made absolute (evaluated from another folder, the run
+  reads its own data)."""
+  config = config.with_absolute_paths()
   model = config.model
   if model.encoder in encoders.TEXT_ENCODERS and not model.pooling:
     config = config.replace(pooling=encoders.default_pooling(
@@ -204,6 +209,38 @@ def resolve_defaults(config: config_lib.TrainConfig
       config.data.dataset not in catalog.TEXT_DATASETS):
     config = config.replace(length_bucketing=False)
   return config
+
+
+def load_run_data(model_dir: str, allow_changed_data: bool = False,
+                  config: Optional[config_lib.TrainConfig] = None,
+                  remedy: Optional[str] = None
+                 ) -> Tuple[datasets.ClassificationData, identity.Changes]:
+  """The data of a trained run, read again and checked against what the run
+  trained on (its data record, `data.identity.load_checked`): the one way
+  every command that reads a run's data again gets it (evaluate, export,
+  calibrate, a study going on, compare_runs, a resumed run).
+
+  Args:
+    model_dir: the run's folder.
+    allow_changed_data: proceed on changed files (recorded by the caller:
+      the changes are returned); never on another class list.
+    config: the run's config (default: its config.json).
+    remedy: the end of the refusal's line (default: pass
+      `allow_changed_data`).
+
+  Returns:
+    (the data, what changed: empty unless `allow_changed_data` let it
+    pass).
+
+  Raises:
+    ValueError: one line saying what changed, before anything is written.
+  """
+  if config is None:
+    config = serving.load_config(model_dir)
+  kwargs = {} if remedy is None else {"remedy": remedy}
+  return identity.load_checked(model_dir, config.data,
+                               lambda: load_data(config),
+                               allow_changed_data, **kwargs)
 
 
 def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:

@@ -21,7 +21,7 @@ signatures. What the run writes, and where, is `run_dir`'s.
 import contextlib
 import dataclasses
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from absl import logging
 import numpy as np
@@ -219,6 +219,8 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     # {weights digest: the export written of those weights}: the best
     # export of a run whose best checkpoint is its final one is a copy.
     self._exported: Dict[str, str] = {}
+    # Weights digest -> their calibration (`_calibrated`).
+    self._calibrations: Dict[str, Tuple[Any, Dict[str, Any]]] = {}
 
   @property
   def start_epoch(self) -> int:
@@ -334,26 +336,62 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
             delete_checkpoint=False),
     ]
 
-  def export_only(self, final_checkpoint: str, force: bool = False) -> None:
+  def export_only(self, final_checkpoint: str, force: bool = False,
+                  calibrated: bool = False,
+                  before_writing: Optional[Callable[[], None]] = None
+                 ) -> None:
     """Writes both exports of a run whose training finished, from its final
     and best checkpoints, without training (a run whose exports were
     interrupted and whose backup is gone). With `--export=false`, nothing
-    unless `force` (`export_run`)."""
+    unless `force` (`export_run`).
+
+    Everything is checked before the first export is written: the best
+    checkpoint exists and, with `calibrated` (`trainer.recalibrate`), both
+    checkpoints' calibrations fit (finite scores); then `before_writing()`
+    is called, and the exports are written.
+
+    Raises:
+      ValueError: no best checkpoint; with `calibrated`, naming the export
+        whose scores are not finite. Nothing is written.
+    """
     self._export = self._export or force
+    run = run_dir_lib.RunDir(self._hparams.model_dir)
+    best = run.best_checkpoint()
+    if not best:
+      raise ValueError(f"{run.best_checkpoints} holds no checkpoint: the "
+                       "run cannot be exported; `overwrite` deletes it and "
+                       "trains afresh.")
+    plan = ((run.export(run_dir_lib.LATEST_EXPORT), final_checkpoint),
+            (run.export(run_dir_lib.BEST_EXPORT), best))
     with tfr.keras.strategy_utils.strategy_scope(self._strategy), \
         precision_policy(self._config.trainer.mixed_precision):
       model = self._model_builder.build()
-      run = run_dir_lib.RunDir(self._hparams.model_dir)
-      self.export_saved_model(
-          model, run.export(run_dir_lib.LATEST_EXPORT),
-          checkpoint=final_checkpoint)
-      best = run.best_checkpoint()
-      if not best:
-        raise ValueError(f"{run.best_checkpoints} holds no checkpoint: the "
-                         "run cannot be exported; `overwrite` deletes it and "
-                         "trains afresh.")
-      self.export_saved_model(
-          model, run.export(run_dir_lib.BEST_EXPORT), checkpoint=best)
+      if calibrated and self._export:
+        for export_to, checkpoint in plan:
+          calibration, record = self._calibrated(model, checkpoint)
+          if calibration is None:
+            raise ValueError(
+                f"{export_to}: no calibration "
+                f"({record['reason'].rstrip('.')}); nothing was written.")
+      if before_writing is not None:
+        before_writing()
+      for export_to, checkpoint in plan:
+        self.export_saved_model(model, export_to, checkpoint=checkpoint)
+
+  def _calibrated(self, model: tf.keras.Model, checkpoint: Optional[str]):
+    """(calibration, record) of `model` with `checkpoint`'s weights, fitted
+    on the validation split once per weights (`serving.calibrate_on`)."""
+    if checkpoint:
+      stateless_dropout.restore(model, checkpoint,
+                                rebuild=self._model_builder.build)
+    digest = model_lib.weights_digest(model)
+    if digest not in self._calibrations:
+      # Calibrated on the validation split by the model that trained (a
+      # frozen run's reads the cached features), before its weights go to
+      # the serving model.
+      self._calibrations[digest] = serving.calibrate_on(
+          model, self._dataset_builder.build_valid_dataset())
+    return self._calibrations[digest]
 
   def export_saved_model(self, model: tf.keras.Model, export_to: str,
                          checkpoint: Optional[str] = None):
@@ -371,11 +409,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
       logging.info("%s: a copy of %s (the same weights).", export_to,
                    self._exported[digest])
       return
-    # Calibrated on the validation split by the model that trained (a
-    # frozen run's reads the cached features), before its weights go to the
-    # serving model.
-    calibration, record = serving.calibrate_on(
-        model, self._dataset_builder.build_valid_dataset())
+    calibration, record = self._calibrated(model, None)
     if self._serving_model_builder is not None:
       # Built once per run: the frozen encoder's weights never change.
       if self._serving_model is None:

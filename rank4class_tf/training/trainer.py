@@ -20,6 +20,7 @@ import tensorflow as tf
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
+from rank4class_tf.data import identity
 from rank4class_tf import distribute
 from rank4class_tf import fileio
 from rank4class_tf.modeling import stateless_dropout
@@ -82,14 +83,25 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   strategy = distribute.get_strategy(trainer.strategy, trainer.tpu)
   if trainer.deterministic:
     tf.config.experimental.enable_op_determinism()
-  data = builders.load_data(config)
-  checks.check_files(config, data)
   model_dir = trainer.model_dir
   chief = distribute.is_chief(strategy)
+  fresh = (trainer.overwrite or not chief or
+           previous_config(model_dir) is None)
+  if not fresh:
+    # A run going on (resumed, extended) reads the data it trained on, or
+    # stops here: its record is checked (`data.identity`).
+    data, _ = builders.load_run_data(
+        model_dir, config=config,
+        remedy="`overwrite` deletes the run and trains afresh on it.")
+  else:
+    data = builders.load_data(config)
+  checks.check_files(config, data)
   if chief and not trainer.overwrite:
     # `--overwrite` replaces the run there, readable or not.
     run_guard.check_identity(model_dir, previous_config(model_dir),
                              config.flat(), trainer.overwrite)
+  # What this run trains on, written when it starts from step 0.
+  record = identity.record(config.data, data) if chief and fresh else None
   extend_from = None
   if not run.has_backup() and not trainer.overwrite and (
       run.has_exports() or _trained_without_export(model_dir)):
@@ -132,7 +144,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
         trainer.batch_size // replicas, trainer.learning_rate,
         pipeline.start_epoch)
     try:
-      _train_and_export(config, data, pipeline, strategy, verbose)
+      _train_and_export(config, data, pipeline, strategy, verbose, record)
     except run_guard.Diverged as e:
       done = run.resume_epoch() * trainer.eval_every
       kept = (f"backup/ and checkpoints/ hold the weights of step {done}, "
@@ -220,14 +232,18 @@ def _remove_partial_checkpoints(model_dir: str) -> None:
 
 def _train_and_export(config: config_lib.TrainConfig, data,
                       pipeline: pipeline_lib.Rank4ClassPipeline, strategy,
-                      verbose: int) -> None:
-  """Writes the run files, trains (or resumes) and exports; the chief
+                      verbose: int,
+                      record: Optional[Dict[str, Any]] = None) -> None:
+  """Writes the run files (and the data `record` of a run starting from
+  step 0, before config.json), trains (or resumes) and exports; the chief
   deletes the backup once both exports are written."""
   trainer = config.trainer
   model_dir = trainer.model_dir
   chief = distribute.is_chief(strategy)
   if chief:
     serving.remove_stale_exports(model_dir)
+    if record is not None:
+      identity.write(model_dir, record)
     serving.write_run_files(
         model_dir, config, data.class_names,
         pipeline.dataset_builder.serving_spec)
@@ -556,53 +572,74 @@ def _finished_run(model_dir: str):
   return config, run, final
 
 
-def export_run(model_dir: str) -> Tuple[str, str]:
+def export_run(model_dir: str, allow_changed_data: bool = False
+              ) -> Tuple[str, str]:
   """Writes the SavedModels of a finished run that has none
   (`--export=false`), from its final and best checkpoints.
+
+  The data is the run's, checked against its record
+  (`builders.load_run_data`): a table's standardisation comes from the
+  data, so changed data would change the model's input.
+
+  Args:
+    model_dir: the run's folder.
+    allow_changed_data: export on changed files anyway (a table's
+      recorded statistics are used); the changes are logged in the run's
+      log.txt.
 
   Returns:
     The paths of the latest and best exports.
 
   Raises:
     ValueError: naming model_dir when the run is unfinished or already
-      exported.
+      exported, or saying what changed in its data; nothing is written.
   """
   config, run, final = _finished_run(model_dir)
   if run.has_exports():
     raise ValueError(f"`model_dir`={model_dir} already holds an export.")
   checks.validate(config)
-  data = builders.load_data(config)
+  data, changes = builders.load_run_data(model_dir, allow_changed_data,
+                                         config)
   pipeline = builders.build_pipeline(config, data)
   with run_guard.RunLock(model_dir):
+    identity.note(model_dir, "export", changes)
     pipeline.export_only(final, force=True)
   return run.export(run_dir_lib.LATEST_EXPORT), run.export(
       run_dir_lib.BEST_EXPORT)
 
 
-def recalibrate(model_dir: str) -> Dict[str, Any]:
+def recalibrate(model_dir: str, allow_changed_data: bool = False
+               ) -> Dict[str, Any]:
   """Fits the calibration of a finished run's exports again, without
   training: both exports are written anew from the final and best
   checkpoints (`export_only`), each calibrated on the validation split
   (`serving.calibrate_on`). A run trained before calibration existed gets
   its `probabilities` this way.
 
+  Both calibrations are fitted before either export is written: when one
+  cannot be (scores that are not finite: a diverged run, NaN weights),
+  nothing is written and the exports stay as they were.
+
+  Args:
+    model_dir: the run's folder.
+    allow_changed_data: as `export_run`'s.
+
   Returns:
     {export name: its calibration record (`run_dir.CALIBRATION_FILE`)}.
 
   Raises:
     ValueError: naming model_dir when it holds no finished run; naming the
-      export when its scores are not finite (a diverged run).
+      export when its scores are not finite; saying what changed in its
+      data.
   """
   config, run, final = _finished_run(model_dir)
   checks.validate(config)
-  data = builders.load_data(config)
+  data, changes = builders.load_run_data(model_dir, allow_changed_data,
+                                         config)
   pipeline = builders.build_pipeline(config, data)
   with run_guard.RunLock(model_dir):
-    pipeline.export_only(final, force=True)
-  records = {}
-  for name in run_dir_lib.EXPORTS:
-    records[name] = fileio.read_json(run.calibration_file(name))
-    if records[name]["calibration"] is None:
-      raise ValueError(f"{run.export(name)}: no calibration "
-                       f"({records[name]['reason'].rstrip('.')}).")
-  return records
+    pipeline.export_only(final, force=True, calibrated=True,
+                         before_writing=lambda: identity.note(
+                             model_dir, "calibrate", changes))
+  return {name: fileio.read_json(run.calibration_file(name))
+          for name in run_dir_lib.EXPORTS}
