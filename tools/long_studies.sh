@@ -81,6 +81,8 @@ SUMMARIES=${SUMMARIES:-$HERE/results}
 SUMMARY_EVERY=${SUMMARY_EVERY:-1800}
 ROOT=${1:?usage: bash tools/long_studies.sh PINNED_CHECKOUT (or --print)}
 cd "$ROOT" || exit 1
+ROOT=$(pwd)
+export PYTHONPATH=$ROOT  # the pinned code, never the venv's own checkout
 mkdir -p runs results
 LOG=runs/long_studies.log
 say() { echo "$(date '+%F %T') long_studies: $*" >> "$LOG"; }
