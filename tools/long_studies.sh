@@ -83,7 +83,7 @@ ROOT=${1:?usage: bash tools/long_studies.sh PINNED_CHECKOUT (or --print)}
 cd "$ROOT" || exit 1
 ROOT=$(pwd)
 export PYTHONPATH=$ROOT  # the pinned code, never the venv's own checkout
-mkdir -p runs results
+mkdir -p runs
 LOG=runs/long_studies.log
 say() { echo "$(date '+%F %T') long_studies: $*" >> "$LOG"; }
 
@@ -94,6 +94,7 @@ if [ "$head" != "$PINNED_COMMIT" ] || [ -n "$(git status --porcelain --untracked
   exit 1
 fi
 say "start in $ROOT at $head (pid $$)"
+mkdir -p results
 
 # Every SUMMARY_EVERY seconds, the running study's summary, rewritten from
 # its finished runs (TensorFlow's lines in runs/long_studies.summary.log).
