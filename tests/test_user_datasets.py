@@ -473,8 +473,8 @@ class BreaksDuringTrainingTest(tf.test.TestCase):
                      "resumes from step 2, its last validation (or pass "
                      "`skip_bad_records` to a new run to skip such files).")
     # Removed (the user's fix): the same command resumes and finishes.
-    with self.assertLogs(level=logging.INFO) as logs:
-      training.train(config)
+    with self.assertLogs("absl", level=logging.INFO) as logs:
+      training.train(config)  # The trainer logs through absl.
     self.assertIn("resuming after epoch 1", "\n".join(logs.output))
     self.assertTrue(training.is_trained(config))
 
@@ -494,7 +494,7 @@ class BreaksDuringTrainingTest(tf.test.TestCase):
     folder = self.folder()
     victim = os.path.join(folder, "train", "dark", "3.png")
     config = self.config(folder, skip_bad_records=True)
-    with self.assertLogs(level=logging.WARNING) as logs:
+    with self.assertLogs("absl", level=logging.WARNING) as logs:
       train_broken(config, victim)
     self.assertTrue(training.is_trained(config))
     self.assertIn("train: skipped 1 instance(s) that could not be read when "

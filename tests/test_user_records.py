@@ -786,7 +786,7 @@ class CorruptImageRecordTest(tf.test.TestCase):
 
   def test_skipped_and_counted(self):
     config = self.config(skip_bad_records=True)
-    with self.assertLogs(level="WARNING") as logs:
+    with self.assertLogs("absl", level="WARNING") as logs:
       training.train(config)
     self.assertTrue(training.is_trained(config))
     self.assertIn("train: skipped 1 instance(s) that could not be read when "

@@ -291,7 +291,9 @@ def decoded_or_skipped(ds: tf.data.Dataset, decode_fn, skipped,
 
   Each element is decoded in a dataset of its own, whose error
   `ignore_errors` drops, so a failure is known per element and the order
-  stays that of `ds`; no Python runs per element.
+  stays that of `ds`; no Python runs per element. It costs a little, so only
+  `skip_bad_records` streams read so: 2,000 PNGs of 32x32 took 3.8-4.5 s
+  against 2.6-3.0 s read plainly (`image_stream`, 2 cores at load 9).
   """
   empty = tf.zeros([0, 0, 3], tf.uint8)
 
