@@ -464,15 +464,24 @@ class BreaksDuringTrainingTest(tf.test.TestCase):
     folder = self.folder()
     victim = os.path.join(folder, "train", "dark", "3.png")
     config = self.config(folder)
+    with open(victim, "rb") as f:
+      original = f.read()
     helpers.train_killed_after_first_validation(config)
     with self.assertRaises(ValueError) as stopped:
       train_broken(config, victim)
     self.assertEqual(str(stopped.exception),
-                     f"training stopped: {victim}: no such file. Fix or "
-                     "remove it and start the same command again: the run "
-                     "resumes from step 2, its last validation (or pass "
-                     "`skip_bad_records` to a new run to skip such files).")
-    # Removed (the user's fix): the same command resumes and finishes.
+                     f"training stopped: {victim}: no such file. Restore it "
+                     "and start the same command again: the run resumes "
+                     "from step 2, its last validation. Data without it, or "
+                     "with it changed, is not the data the run trained on "
+                     "(its data record): train a new run on it, with "
+                     "`skip_bad_records` to skip such files.")
+    # Left out, the data is not the run's (issue 58 case 12): refused.
+    with self.assertRaisesRegex(ValueError, "train/dark/3.png removed"):
+      training.train(config)
+    # Restored (the user's fix): the same command resumes and finishes.
+    with open(victim, "wb") as f:
+      f.write(original)
     with self.assertLogs("absl", level=logging.INFO) as logs:
       training.train(config)  # The trainer logs through absl.
     self.assertIn("resuming after epoch 1", "\n".join(logs.output))
@@ -485,10 +494,12 @@ class BreaksDuringTrainingTest(tf.test.TestCase):
       train_broken(self.config(folder), victim, empty=True)
     self.assertEqual(str(stopped.exception),
                      f"training stopped: {victim}: cannot be decoded as an "
-                     "image (Input is empty.). Fix or remove it and start "
-                     "the same command again: no validation had passed, so "
-                     "the run starts afresh (or pass `skip_bad_records` to "
-                     "a new run to skip such files).")
+                     "image (Input is empty.). Restore it and start the "
+                     "same command again: no validation had passed, so the "
+                     "run starts afresh. Data without it, or with it "
+                     "changed, is not the data the run trained on (its data "
+                     "record): train a new run on it, with "
+                     "`skip_bad_records` to skip such files.")
 
   def test_skipped_and_counted(self):
     folder = self.folder()

@@ -779,10 +779,12 @@ class CorruptImageRecordTest(tf.test.TestCase):
     self.assertEqual(str(stopped.exception),
                      f"training stopped: {self.train_file}: record 5: "
                      "feature 'image' cannot be decoded as an image (Invalid "
-                     "PNG. Failed to initialize decoder.). Fix or remove it "
-                     "and start the same command again: no validation had "
-                     "passed, so the run starts afresh (or pass "
-                     "`skip_bad_records` to a new run to skip such files).")
+                     "PNG. Failed to initialize decoder.). Restore it and "
+                     "start the same command again: no validation had "
+                     "passed, so the run starts afresh. Data without it, or "
+                     "with it changed, is not the data the run trained on "
+                     "(its data record): train a new run on it, with "
+                     "`skip_bad_records` to skip such files.")
 
   def test_skipped_and_counted(self):
     config = self.config(skip_bad_records=True)

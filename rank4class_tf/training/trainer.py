@@ -173,9 +173,10 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
                    if done else
                    "no validation had passed, so the run starts afresh")
         raise ValueError(
-            f"training stopped: {broken} Fix or remove it and start the "
-            f"same command again: {resumes} (or pass `skip_bad_records` to "
-            "a new run to skip such files).") from None
+            f"training stopped: {broken} Restore it and start the same "
+            f"command again: {resumes}. Data without it, or with it changed, "
+            "is not the data the run trained on (its data record): train a "
+            "new run on it, with `skip_bad_records` to skip such files.") from None
       # A full disk or a lost permission inside a TensorFlow op (SaveV2 of
       # a checkpoint, the events writer), or memory exhausted: one line.
       # Anything else is a defect and keeps its traceback.
