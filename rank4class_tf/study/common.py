@@ -66,6 +66,10 @@ def mean_text(cell: selection_lib.Cell, metric: str) -> str:
 
 
 def p_text(p: float) -> str:
+  """Four decimals; a p that would print as 0.0000 (a bootstrap of more than
+  20,000 resamples can go below 0.00005) in two significant digits."""
+  if 0 < p < 5e-5:
+    return f"{p:.1e}"
   return f"{p:.4f}"
 
 
