@@ -111,7 +111,8 @@ def _oriented(statistics: selection_lib.Statistics, a, b, metric
   if (a, b) in statistics.pair_effects:
     return statistics.pair_effects[(a, b)][metric]
   e = statistics.pair_effects[(b, a)][metric]
-  return dataclasses.replace(e, delta=-e.delta, low=-e.high, high=-e.low)
+  return dataclasses.replace(e, delta=0. - e.delta, low=0. - e.high,
+                             high=0. - e.low)  # 0. -: no -0.0.
 
 
 def contrast_effects(cells: Sequence[selection_lib.Cell],
