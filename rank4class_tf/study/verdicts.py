@@ -469,8 +469,8 @@ def power_lines(cells: Sequence[selection_lib.Cell],
       "The smallest |Δ| a family's test finds with 80% power at the Holm "
       "level of its smallest p, α / m: for the bootstrap (z(1 − α / 2m) + "
       "z(0.8)) × its standard error of the Δ (normal approximation), for "
-      f"the seed-level t-test the exact noncentral t ({df} degrees of "
-      "freedom) on its standard error; medians over the family's "
+      f"the seed-level t-test the exact noncentral t (df = {df}) on its "
+      "standard error; medians over the family's "
       "differences [smallest, largest]. An effect below them is one this "
       "study would likely miss." +
       (" Beside them the paper's |Δ| on the same cells (median, largest)."
