@@ -31,8 +31,8 @@ def write_figures(
     (filled: resolved, Holm p < 0.05 in both tests); a colour per
     interaction and a marker per loss, the same in every figure and study;
   * `paper_effects.png` (with a paper table): our effects against each of
-    the paper's tables (the first filled, the second open), the diagonal
-    where they would agree;
+    the paper's tables (the first filled, the second open; each axis its
+    own range), the diagonal where they would agree;
   * `<metric>.png`: each cell's test mean with its hierarchical interval,
     bars from 0;
   * `validation_curves.png`: every run's validation curve, one panel per
@@ -137,8 +137,12 @@ def loss_marker(loss: str) -> str:
 
 def _style_legend(plt, cells) -> List:
   """Legend handles: a colour per interaction, a marker per loss."""
-  interactions = common_lib.axis(c.interaction for c in cells)
-  losses = common_lib.axis(c.loss for c in cells)
+  order = lambda names, known: sorted(
+      names, key=lambda n: (list(known).index(n) if n in known else
+                            len(known), n))
+  interactions = order(common_lib.axis(c.interaction for c in cells),
+                       INTERACTION_ORDER)
+  losses = order(common_lib.axis(c.loss for c in cells), LOSS_MARKERS)
   handles = [plt.Line2D([], [], color=interaction_colour(plt, i), lw=2,
                         label=common_lib.INTERACTION_TITLES.get(i, i))
              for i in interactions]
@@ -201,7 +205,7 @@ def _paper_figure(folder, plt, cells, metric_names, statistics,
                            figsize=(3.6 * len(shown), 4.2))
   for k, metric in enumerate(shown):
     ax = axes[0][k]
-    xs = []
+    xs, ys = [], []
     for t, table in enumerate(tables[:len(TABLE_FACES)]):
       theirs = table.effects(metric)
       for cell in cells:
@@ -216,11 +220,16 @@ def _paper_figure(folder, plt, cells, metric_names, statistics,
                     fmt=loss_marker(cell.loss), ms=4, capsize=2, lw=0.8,
                     color=colour,
                     mfc=colour if TABLE_FACES[t] == "full" else "white")
-        xs += [paper, effect.low, effect.high]
+        xs.append(paper)
+        ys += [effect.low, effect.high]
     if xs:
-      lim = max(abs(v) for v in xs) * 1.1 + 1e-4
-      ax.plot([-lim, lim], [-lim, lim], color="grey", lw=0.6, ls="--")
-      ax.set_xlim(-lim, lim)
+      # Each axis its own range (the paper's effects are smaller than our
+      # intervals); the diagonal where the two would agree.
+      xlim = max(abs(v) for v in xs) * 1.2 + 1e-4
+      ylim = max(abs(v) for v in ys) * 1.1 + 1e-4
+      ax.plot([-xlim, xlim], [-xlim, xlim], color="grey", lw=0.6, ls="--")
+      ax.set_xlim(-xlim, xlim)
+      ax.set_ylim(-ylim, ylim)
     ax.axhline(0., color="black", lw=0.6)
     ax.axvline(0., color="black", lw=0.6)
     ax.set_xlabel(f"paper's Δ {common_lib.metric_title(metric)}", fontsize=8)

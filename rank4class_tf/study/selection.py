@@ -9,7 +9,8 @@ their per-instance test arrays; `compute_statistics` tests the cells
 against each other (`statistics`: hierarchical bootstrap, Holm):
 
 * every cell against the classical classifier (softmax + dot): the two-sided
-  paired bootstrap p-value of the mean difference of each metric;
+  paired bootstrap p-value of the mean difference of each metric, and the
+  seed-level paired t-test beside it;
 * metric informativeness (the paper's §2 claim that NDCG and MRR tell models
   apart that Top-k accuracy ties): over all pairs of cells, how many pairs
   each metric separates at p < 0.05, raw and Holm-adjusted;

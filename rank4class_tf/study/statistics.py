@@ -9,9 +9,13 @@ the chosen runs (pure numpy; `study_report` presents them):
   and the test instances i. Its interval and p-value come from the
   hierarchical bootstrap (`stats.hierarchical_*`: seeds resampled, then
   instances), so a cell whose seeds disagree gets the wide interval it
-  deserves; with one seed they cover test sampling only. The p-values of
-  one family (every cell against the baseline on every metric; or every
-  contrast of a table) are Holm-adjusted (`stats.holm`).
+  deserves; with one seed they cover test sampling only. Beside it, the
+  seed-level paired t-test (`stats.seed_t_test`: one mean difference per
+  seed, S - 1 degrees of freedom). The p-values of one family (every cell
+  against the baseline on every metric; or every contrast of a table) are
+  Holm-adjusted (`stats.holm`), each test apart; `Effect.resolved` needs
+  both. The resampled means of each cell are drawn once (`Draws`) and
+  differenced, so a study of 15 cells draws 60 series, not 420 pairs.
 * **Fairness of the tuning.** A chosen run whose learning rate or width is
   the lowest or highest tried for its (loss, interaction, seed) may have
   its optimum outside the grid (`edge`); one whose best validation is its

@@ -125,6 +125,8 @@ def tables_markdown(
     class_names: Sequence[str] = ()) -> str:
   """The whole tables.md.
 
+  `num_samples`: the bootstrap resamples asked for (the ones used, raised
+  past the Holm floor, are `statistics.num_samples`);
   `paper`: the paper's tables to show effects beside (none: the dataset has
   none); `missing`: the grid's runs without a result, `unreadable` {run: its
   unreadable file}, `strays`: run folders the grid does not name; listed at
