@@ -245,11 +245,11 @@ class DocNumbersTest(absltest.TestCase):
     number, better, worse = report.contrasts("ranking loss")
     top5 = {t: report.placements("Top-5", t) for t in ("Table 7", "Table 8")}
     ndcg = {t: report.placements("NDCG@5", t) for t in ("Table 7", "Table 8")}
-    loss = (f"none better at Holm p < 0.05 by either test; {worse[0]} worse "
-            if report is self.frozen else f"none better by either test; "
-            f"{worse[0]} worse "
-            f"by the bootstrap, {worse[2]} resolved. The paper's Top-5 / "
-            f"NDCG@5 gains lie above our intervals in "
+    lead = ("none better at Holm p < 0.05 by either test" if
+            report is self.frozen else "none better by either test")
+    loss = (f"{lead}; {worse[0]} worse by the bootstrap, {worse[2]} "
+            "resolved. The paper's Top-5 / NDCG@5 gains lie above our "
+            "intervals in "
             f"{top5['Table 7']['above']} / {ndcg['Table 7']['above']} of its "
             f"{top5['Table 7']['gains']} / {ndcg['Table 7']['gains']} gains "
             f"in Table 7 ({top5['Table 8']['above']} / "
