@@ -24,6 +24,7 @@ the one the committed code makes of its runs (`--check_report`).
 """
 
 import csv
+import json
 import os
 import re
 import statistics
@@ -494,6 +495,32 @@ class DocNumbersTest(absltest.TestCase):
       self.assertIn(phrase, self.text)
     cost = self.tuned.line(r"a median ([\d,]+) s of training each")
     self.assertIn(f"{cost.group(1)} s fine-tuned", self.text)
+
+  def test_frozen_run_times(self):
+    # docs/text.md's cost line and the medians by width, from the records
+    # (the command beside them prints the same).
+    folder = os.path.join(REPO, "results", "study_goemotions_frozen", "runs")
+    records = []
+    for name in sorted(os.listdir(folder)):
+      with open(os.path.join(folder, name, "study_result.json"),
+                encoding="utf-8") as f:
+        records.append(json.load(f))
+    plain = [r for r in records if not r.get("extended_steps")]
+    median = lambda rs: round(statistics.median(r["train_seconds"]
+                                                for r in rs))
+    by = lambda i, w: median([r for r in plain if r["interaction"] == i and
+                              (r["mlp_units"] or 0) == w])
+    self.assertIn(
+        f"{round(sum(r['train_seconds'] for r in records) / 60)} min of "
+        f"training for the {len(records)} runs (median {median(records)} s "
+        f"a run)", self.text)
+    self.assertIn(
+        f"Of the {len(plain)} runs not lengthened by `--extend_steps`, the "
+        f"median by width: `dot` {by('dot', 0)} s, LC+MLP " +
+        " / ".join(str(by("lc_mlp", w)) for w in (64, 128, 256, 512)) +
+        " s and Concat+MLP " +
+        " / ".join(str(by("concat_mlp", w)) for w in (64, 128, 256, 512)) +
+        " s at widths 64 / 128 / 256 / 512", self.text)
 
   def test_copied_tables_are_the_reports(self):
     # Every main-table, Table 2 and informativeness row the docs show is a
