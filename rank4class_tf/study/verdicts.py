@@ -525,9 +525,11 @@ def metric_claim_lines(statistics: selection_lib.Statistics,
   ranking = [m for m in metric_names if m in RANKING_METRICS]
   accuracy = [m for m in metric_names if m.startswith("top")]
   pairs = list(statistics.pair_effects.values())
-  if not ranking or not accuracy or not pairs:
-    return ["This study lacks a ranking or an accuracy metric: no "
-            "comparison."]
+  if not pairs:
+    return ["Fewer than two cells: no pair to separate."]
+  if not ranking or not accuracy:
+    return ["This study lacks a ranking metric (NDCG@5, MRR) or an accuracy "
+            "metric (Top-k): no comparison."]
   lines = [
       "Among the pairs of cells an accuracy metric leaves unresolved, how "
       "many a ranking metric separates, against the reverse; an exact sign "
