@@ -16,9 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf.study import findings as study_findings
-from rank4class_tf.study import paper_tables
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
+from rank4class_tf.study import paper_effects as study_paper_effects
+from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
 from rank4class_tf.study import selection as study_selection
@@ -373,29 +374,29 @@ class VerdictTest(tf.test.TestCase):
   def test_sign_agreement_needs_an_interval_that_excludes_zero(self):
     # A Δ of +0.00003 whose interval holds 0 agrees with nothing.
     noise = self.effect(3e-5, -0.01, 0.01)
-    self.assertEqual(study_verdicts.sign_agreement(+0.0035, noise), "unknown")
-    self.assertEqual(study_verdicts.sign_agreement(-0.0035, noise), "unknown")
+    self.assertEqual(study_paper_effects.sign_agreement(+0.0035, noise), "unknown")
+    self.assertEqual(study_paper_effects.sign_agreement(-0.0035, noise), "unknown")
     above = self.effect(0.02, 0.005, 0.035)
-    self.assertEqual(study_verdicts.sign_agreement(+0.0035, above), "yes")
-    self.assertEqual(study_verdicts.sign_agreement(-0.0035, above), "no")
-    self.assertEqual(study_verdicts.sign_agreement(0., above), "unknown")
-    self.assertEqual(study_verdicts.sign_agreement(
+    self.assertEqual(study_paper_effects.sign_agreement(+0.0035, above), "yes")
+    self.assertEqual(study_paper_effects.sign_agreement(-0.0035, above), "no")
+    self.assertEqual(study_paper_effects.sign_agreement(0., above), "unknown")
+    self.assertEqual(study_paper_effects.sign_agreement(
         -0.01, self.effect(-0.02, -0.03, -0.001)), "yes")
 
   def test_the_papers_single_run_band(self):
     ours = self.effect(-0.02, -0.03, -0.01)
-    self.assertEqual(study_verdicts.place(0.005, ours, 0.01), "above")
-    self.assertEqual(study_verdicts.place(0.005, ours, 0.016),
+    self.assertEqual(study_paper_effects.place(0.005, ours, 0.01), "above")
+    self.assertEqual(study_paper_effects.place(0.005, ours, 0.016),
                      "above, band overlaps")
-    self.assertEqual(study_verdicts.place(-0.02, ours, 0.0), "inside")
-    self.assertEqual(study_verdicts.place(-0.05, ours, 0.03),
+    self.assertEqual(study_paper_effects.place(-0.02, ours, 0.0), "inside")
+    self.assertEqual(study_paper_effects.place(-0.05, ours, 0.03),
                      "below, band overlaps")
-    self.assertEqual(study_verdicts.place(-0.05, ours, math.nan), "below")
+    self.assertEqual(study_paper_effects.place(-0.05, ours, math.nan), "below")
     # 1.96 √(sd_cell² + sd_base²) from the seeds' test values.
     cell = lambda loss, values: study_selection.Cell(
         loss, "dot", {s: {"test": {"top1_accuracy": v}}
                       for s, v in enumerate(values)}, {})
-    band = study_verdicts.single_run_band(cell("mse", [0.1, 0.2, 0.3]),
+    band = study_paper_effects.single_run_band(cell("mse", [0.1, 0.2, 0.3]),
                                           cell("softmax", [0.5, 0.5, 0.5]),
                                           "top1_accuracy")
     self.assertAllClose(band, 1.96 * 0.1)
@@ -534,7 +535,7 @@ class VerdictTest(tf.test.TestCase):
     tables = [paper_tables.load("goemotions_bert")]
     cells = [study_selection.Cell(l, i, {}, {}) for l, i in (
         ("softmax", "dot"), ("approx_ndcg", "dot"), ("softmax", "lc_mlp"))]
-    lines = study_verdicts.missing_paper_cells(
+    lines = study_paper_effects.missing_paper_cells(
         tables, cells, ["top1_accuracy", "top5_accuracy"])
     self.assertEqual(lines[1], (
         "The best of the 2 other cells run here; the paper's Table 2 takes "

@@ -8,7 +8,8 @@
   extend        `--extend_grid`: no chosen value left on an edge
   report        the report: reads a study folder, writes results.csv,
                 tables.md, figures and HParams logs (`selection`, `tables`,
-                `verdicts`, `findings`, `figures`, `hparams`, `common`)
+                `verdicts`, `paper_effects`, `findings`, `figures`,
+                `hparams`, `common`)
   summary       a summary to commit, and a study started from it
   statistics    hierarchical intervals, paired tests (bootstrap and
                 seed-level t-test), fairness, Bruch

@@ -2,6 +2,7 @@
 interactions, cells and metrics, how it prints numbers, and its one file
 writer (whole files or none, a failure named in one line)."""
 
+import math
 from typing import Optional, Tuple
 
 from rank4class_tf import fileio
@@ -71,6 +72,11 @@ def p_text(p: float) -> str:
   if 0 < p < 5e-5:
     return f"{p:.1e}"
   return f"{p:.4f}"
+
+
+def holm_text(p_holm: float) -> str:
+  """`p_text`, or `—` for an untested p (one seed: no seed-level test)."""
+  return "—" if math.isnan(p_holm) else p_text(p_holm)
 
 
 def axis(values):

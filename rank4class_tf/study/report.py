@@ -8,9 +8,10 @@ report without TensorFlow training or SavedModel loading. The parts:
              and their statistics (hierarchical bootstrap, seed-level
              t-test, Holm)
   tables     tables.md: main tables, summary, regime, missing
-  verdicts   the two tests and what is resolved, the paper's effects
-             beside ours (Tables 7 and 8), the contrasts, power, the
-             metric claim as the paper states it
+  verdicts   the two tests and what is resolved, the contrasts, power,
+             the metric claim as the paper states it
+  paper_effects  the paper's effects beside ours (Tables 7 and 8), with a
+             single run's noise, signs where ours is not noise
   findings   its other sections: CE bound, informativeness, fairness,
              provenance, robustness, per class
   figures    the bar charts and validation curves (matplotlib)

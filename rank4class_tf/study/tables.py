@@ -12,6 +12,7 @@ from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import findings as findings_lib
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
+from rank4class_tf.study import paper_effects as paper_effects_lib
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import selection as selection_lib
 from rank4class_tf.study import verdicts as verdicts_lib
@@ -101,9 +102,9 @@ def summary_table(cells: Sequence[selection_lib.Cell],
         f"{common_lib.mean_text(best, metric)} | "
         f"{common_lib.effect_text(effect)} | {common_lib.p_text(effect.p)} | "
         f"{common_lib.p_text(effect.p_holm)} | "
-        f"{verdicts_lib.holm_text(effect.p_seed_holm)} | "
+        f"{common_lib.holm_text(effect.p_seed_holm)} | "
         f"{'yes' if effect.resolved else 'no'} |")
-  return lines + verdicts_lib.missing_paper_cells(paper, cells, metric_names)
+  return lines + paper_effects_lib.missing_paper_cells(paper, cells, metric_names)
 
 
 def tables_markdown(
@@ -194,7 +195,7 @@ def tables_markdown(
   lines += main_table(cells, metric_names, statistics)
   lines += ["", "## Effects against softmax + dot, beside the paper's", ""]
   if paper:
-    lines += verdicts_lib.paper_effect_lines(paper, cells, metric_names,
+    lines += paper_effects_lib.paper_effect_lines(paper, cells, metric_names,
                                              statistics)
   else:
     lines.append(f"The paper has no table for {dataset}: our effects only "
