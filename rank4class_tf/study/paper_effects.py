@@ -99,7 +99,8 @@ def placement_summary(table: paper_tables.PaperTable,
 def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
                        cells: Sequence[selection_lib.Cell],
                        metric_names: Sequence[str],
-                       statistics: selection_lib.Statistics) -> List[str]:
+                       statistics: selection_lib.Statistics,
+                       dataset: str = "") -> List[str]:
   """Every cell's effect (Δ against softmax + dot) beside each of the
   paper's tables.
 
@@ -108,17 +109,22 @@ def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
   hierarchical interval and both tests, the Δ this study detects with 80%
   power in that cell, the single-run band of a Δ, and per table the paper's
   Δ, where it falls against our interval and whether the signs agree; then
-  each table's counts (`placement_summary`).
+  each table's counts (`placement_summary`). Without a paper table (the
+  dataset has none): our effects on every metric, with both tests.
   """
   by_key = {c.key: c for c in cells}
-  first = tables[0]
-  lines = [f"Paper: {'; '.join(f'{t.title} ({t.source})' for t in tables)}."]
-  notes = [t.note for t in tables if t.note]
-  if notes:
-    lines.append("The paper's own tables: " + " ".join(notes))
-  shown = [m for m in metric_names if any(m in t.values for t in tables)]
-  if not shown:
-    return lines + ["", "The paper reports none of this study's metrics."]
+  if tables:
+    lines = [f"Paper: "
+             f"{'; '.join(f'{t.title} ({t.source})' for t in tables)}."]
+    notes = [t.note for t in tables if t.note]
+    if notes:
+      lines.append("The paper's own tables: " + " ".join(notes))
+    shown = [m for m in metric_names if any(m in t.values for t in tables)]
+    if not shown:
+      return lines + ["", "The paper reports none of this study's metrics."]
+  else:
+    lines = [f"The paper has no table for {dataset}: our effects only."]
+    shown = list(metric_names)
   base = by_key.get(study_grid.BASELINE)
   if base is None:
     return lines + ["", "No softmax + dot cell in this study: no effects."]
@@ -131,19 +137,22 @@ def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
       "standard error of the Δ; [What this study can detect]"
       "(#what-this-study-can-detect)). *Single run*: ± 1.96 × the standard "
       "deviation of a Δ between single runs, √(sd_cell² + sd_base²) from our "
-      "seeds: the noise each of the paper's single-run Δ carries, at our "
-      "scale (the paper reports one run per cell, no error bars). Per table: "
-      "the paper's Δ; where it falls against our interval (\"band "
-      "overlaps\": the paper's Δ ± its single-run band reaches our "
-      "interval); the sign agreement, counted only where our interval "
-      "excludes 0 (\"unknown\" where it holds 0)."]
+      "seeds" + (
+          ": the noise each of the paper's single-run Δ carries, at our "
+          "scale (the paper reports one run per cell, no error bars). Per "
+          "table: the paper's Δ; where it falls against our interval "
+          "(\"band overlaps\": the paper's Δ ± its single-run band reaches "
+          "our interval); the sign agreement, counted only where our "
+          "interval excludes 0 (\"unknown\" where it holds 0)."
+          if tables else ".")]
   for metric in shown:
     paper = [t.effects(metric) for t in tables]
     header = " | ".join(f"paper Δ ({table_name(t)}) | against ours | sign"
                         for t in tables)
     lines += ["", f"**{common_lib.metric_title(metric)}**", "",
               "| cell | ours Δ [95% interval] | p | Holm p | t-test Holm p | "
-              f"detectable | single run ± | {header} |",
+              "detectable | single run ± |" + (f" {header} |" if tables
+                                                else ""),
               "|---|---|---|---|---|---|---|" + "---|---|---|" * len(tables)]
     rows = [[] for _ in tables]
     for cell in cells:
@@ -167,12 +176,12 @@ def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
           f"{common_lib.p_text(effect.p)} | "
           f"{common_lib.p_text(effect.p_holm)} | "
           f"{common_lib.holm_text(effect.p_seed_holm)} | {detect:.4f} | "
-          f"{'—' if math.isnan(band) else f'{band:.4f}'} | "
-          f"{' | '.join(columns)} |")
-    lines.append("")
-    for table, found in zip(tables, rows):
-      if found:
-        lines.append(placement_summary(table, found))
+          f"{'—' if math.isnan(band) else f'{band:.4f}'} |" +
+          "".join(f" {column} |" for column in columns))
+    summaries = [placement_summary(table, found)
+                 for table, found in zip(tables, rows) if found]
+    if summaries:
+      lines += [""] + summaries
   return lines
 
 

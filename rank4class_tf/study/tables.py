@@ -194,12 +194,8 @@ def tables_markdown(
       f"{selection_lib.ALPHA} (its Holm p: the next section).", ""]
   lines += main_table(cells, metric_names, statistics)
   lines += ["", "## Effects against softmax + dot, beside the paper's", ""]
-  if paper:
-    lines += paper_effects_lib.paper_effect_lines(paper, cells, metric_names,
-                                             statistics)
-  else:
-    lines.append(f"The paper has no table for {dataset}: our effects only "
-                 "(the Table 2 section and the contrasts below).")
+  lines += paper_effects_lib.paper_effect_lines(paper, cells, metric_names,
+                                                statistics, dataset)
   lines += ["", "## Classical classifier against the best Rank4Class cell "
             "(Table 2)", ""]
   lines += summary_table(cells, metric_names, statistics, paper)
