@@ -94,7 +94,9 @@ flags.DEFINE_string("select_metric", None,
                     "seed)'s learning rate and width (default: "
                     "--best_metric).")
 flags.DEFINE_integer("bootstrap_samples", stats.DEFAULT_SAMPLES,
-                     "Resamples of the paired bootstrap tests (>= 10000).")
+                     "Resamples of the paired bootstrap tests (>= 10000); "
+                     "the report raises it until its smallest p survives "
+                     "Holm over its largest family, and states the B used.")
 flags.DEFINE_string("paper_table", None,
                     "Show the paper's numbers beside ours: "
                     f"{'|'.join(paper_tables.NAMES)} or a JSON "

@@ -11,14 +11,23 @@ files (no training, no report) and check what a verdict rests on:
   extension limit: "after N extension rounds", "peaked last, extension
   limit");
 * `tables.md` puts the paper's Table 7 effects beside ours, with the sign
-  agreement.
+  agreement;
+* every number the README, docs/text.md and docs/study.md give for the
+  verdicts is the committed report's (`DocNumbersTest`, issue 59): each
+  expected phrase is built here from the report (or from results.csv's
+  unrounded values, for a difference of two means) and must appear in the
+  doc, so a regenerated report whose numbers move fails until the docs
+  follow; and every table row the docs copy from a report is in it.
 
 `make check-results` checks the other half: that each committed report is
 the one the committed code makes of its runs (`--check_report`).
 """
 
 import csv
+import json
 import os
+import re
+import statistics
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -102,12 +111,431 @@ class CommittedStudyTest(parameterized.TestCase):
       self.assertNotIn("not tuned", note, row["run"])
 
   @parameterized.named_parameters((study, study) for study in STUDIES)
-  def test_paper_effects_beside_ours(self, study):
+  def test_paper_effects_beside_tables_7_and_8(self, study):
     tables = _read(study, "tables.md")
     header = next(line for line in tables.splitlines()
                   if "paper Δ (Table 7)" in line)
-    self.assertIn("| signs agree |", header)
-    self.assertIn("| paper Δ against our interval |", header)
+    # Both tables, each with its placement and sign; our Δ with both tests,
+    # what this study detects and the single-run band.
+    self.assertIn("| paper Δ (Table 7) | against ours | sign | paper Δ "
+                  "(Table 8) | against ours | sign |", header)
+    self.assertIn("| t-test Holm p | detectable | single run ± |", header)
+
+
+def _doc(path):
+  """A doc's text with its whitespace collapsed (line wraps ignored)."""
+  with open(os.path.join(REPO, path), encoding="utf-8") as f:
+    return " ".join(f.read().split())
+
+
+def _minus(text):
+  """The docs' prose minus sign."""
+  return text.replace("-", "\u2212")
+
+
+def _rows(text, header_start):
+  """The cells of each row of the first table whose header starts so."""
+  lines = text.splitlines()
+  start = next(i for i, l in enumerate(lines) if l.startswith(header_start))
+  rows = []
+  for line in lines[start + 2:]:
+    if not line.startswith("|"):
+      break
+    rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+  return rows
+
+
+class Report:
+  """What the docs quote from one committed report."""
+
+  def __init__(self, study):
+    self.study = study
+    self.text = _read(study, "tables.md")
+
+  def family(self, title):
+    """(tests, floor, bootstrap, t-test, both) of a family."""
+    row = next(r for r in _rows(self.text, "| family | tests") if
+               r[0].startswith(title))
+    return tuple(row[1:])
+
+  def contrasts(self, kind):
+    """(number, better (b, t, both), worse (b, t, both)) of a kind."""
+    row = next(r for r in _rows(self.text, "| contrasts | number") if
+               r[0].startswith(kind))
+    return (row[1], tuple(row[2].split(" / ")), tuple(row[3].split(" / ")))
+
+  def contrast_effects(self):
+    """[(contrast, metric, Δ text, bootstrap Holm, t-test Holm)]."""
+    metrics = ["Top-1", "Top-5", "NDCG@5", "MRR"]
+    out = []
+    for row in _rows(self.text, "| contrast | Δ Top-1"):
+      for metric, value in zip(metrics, row[1:]):
+        found = re.fullmatch(
+            r"(?:\*\*)?([+-]\d\.\d{4})(?:\*\*)? \(([^;]+); ([^;]+); "
+            r"([^)]+)\)", value)
+        out.append((row[0], metric, found.group(1), float(found.group(3)),
+                    float(found.group(4))))
+    return out
+
+  def placements(self, metric, table):
+    """The counts line of a paper table for a metric, parsed."""
+    section = self.text.split(f"**{metric}**", 1)[1].split("\n**", 1)[0]
+    line = next(l for l in section.splitlines()
+                if l.startswith(f"{table}:"))
+    gains = re.search(r"its (\d+) gains lie above our interval in (\d+), "
+                      r"inside in (\d+), below in (\d+) \((\d+) outside", line)
+    signs = re.search(r"Signs: (\d+) of the (\d+) cells", line)
+    return {"gains": int(gains.group(1)), "above": int(gains.group(2)),
+            "band": int(gains.group(5)), "agree": int(signs.group(1)),
+            "known": int(signs.group(2))}
+
+  def metric_claim(self, rule, ranking, accuracy):
+    """(unresolved by accuracy, ranking separates of them, reverse, p)."""
+    row = next(r for r in _rows(self.text, "| separated by") if
+               r[:3] == [rule, ranking, accuracy])
+    return row[3].split(" of ")[0], row[4], row[5], row[6]
+
+  def informativeness(self, metric):
+    """(raw, bootstrap Holm, share, t-test Holm, both) of a metric."""
+    row = next(r for r in _rows(self.text, "| metric | pairs separated") if
+               r[0] == metric)
+    return tuple(row[1:])
+
+  def table2(self, metric):
+    return next(r for r in _rows(self.text, "| metric | MCC") if
+                r[0] == metric)
+
+  def power(self, metric, family="against softmax + dot"):
+    """(detectable median, t-test median, paper median, paper largest)."""
+    row = next(r for r in _rows(self.text, "| metric | family | m |") if
+               r[:2] == [metric, family])
+    paper = row[8].split(", ") if len(row) > 8 else ["—", "—"]
+    return row[5].split()[0], row[7].split()[0], paper[0], paper[1]
+
+  def line(self, pattern):
+    """The first match of a regular expression in the report."""
+    return re.search(pattern, self.text)
+
+
+def _base_means(study):
+  """Unrounded means over seeds of softmax + dot's chosen runs."""
+  rows = [r for r in _chosen_rows(study)
+          if (r["loss"], r["interaction"]) == ("softmax", "dot")]
+  return {m: statistics.mean(float(r[f"test_{m}"]) for r in rows)
+          for m in ("top1_accuracy", "top5_accuracy", "ndcg@5")}, {
+              m: statistics.stdev(float(r[f"test_{m}"]) for r in rows)
+              for m in ("top1_accuracy", "top5_accuracy", "ndcg@5")}
+
+
+class DocNumbersTest(absltest.TestCase):
+  """The verdicts' numbers in the docs are the committed reports'."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.frozen = Report("study_goemotions_frozen")
+    cls.tuned = Report("study_goemotions_finetuned")
+    cls.sodeep = Report("study_goemotions_sodeep")
+    cls.digits = Report("study_digits")
+    cls.readme = _doc("README.md")
+    cls.text = _doc("docs/text.md")
+    cls.study_md = _doc("docs/study.md")
+
+  def claims_row(self, report):
+    """The claims table's phrases for one regime, from its report."""
+    number, better, worse = report.contrasts("ranking loss")
+    top5 = {t: report.placements("Top-5", t) for t in ("Table 7", "Table 8")}
+    ndcg = {t: report.placements("NDCG@5", t) for t in ("Table 7", "Table 8")}
+    lead = ("none better at Holm p < 0.05 by either test" if
+            report is self.frozen else "none better by either test")
+    loss = (f"{lead}; {worse[0]} worse by the bootstrap, {worse[2]} "
+            "resolved. The paper's Top-5 / NDCG@5 gains lie above our "
+            "intervals in "
+            f"{top5['Table 7']['above']} / {ndcg['Table 7']['above']} of its "
+            f"{top5['Table 7']['gains']} / {ndcg['Table 7']['gains']} gains "
+            f"in Table 7 ({top5['Table 8']['above']} / "
+            f"{ndcg['Table 8']['above']} of {top5['Table 8']['gains']} / "
+            f"{ndcg['Table 8']['gains']} in Table 8)")
+    self.assertEqual(better, ("0", "0", "0"))
+    claims = []
+    for accuracy in ("Top-1", "Top-5"):
+      _, gained, lost, p = report.metric_claim("bootstrap", "NDCG@5",
+                                               accuracy)
+      claims.append((gained, lost, p))
+    return number, loss, claims
+
+  def test_claims_tables(self):
+    for report, regime in ((self.frozen, "frozen"), (self.tuned, "tuned")):
+      number, loss, claims = self.claims_row(report)
+      for doc in (self.readme, self.text):
+        self.assertIn(f"of {number}" if regime == "tuned" else
+                      f"of {number} loss contrasts", doc)
+        self.assertIn(loss, doc)
+      (g1, l1, p1), (g5, l5, p5) = claims
+      self.assertIn(f"{g1} against {l1} the other way (sign test p {p1})"
+                    if regime == "frozen" else
+                    f"against Top-1, {g1} against {l1} (p {p1})", self.readme)
+      self.assertIn(f"against Top-5, {g5} against {l5} (p {p5})",
+                    self.readme)
+    # Interactions, frozen: 7 better by the bootstrap, 1 resolved, 3 worse.
+    number, better, worse = self.frozen.contrasts("interaction")
+    phrase = (f"of {number} interaction contrasts {better[0]} better by the "
+              "bootstrap, all under MSE")
+    self.assertIn(phrase, self.readme)
+    self.assertIn(phrase, self.text)
+    self.assertIn(f"{worse[0]} worse by the bootstrap", self.readme)
+    self.assertEqual(better[2], "1")
+    resolved = [c for c in self.frozen.contrast_effects()
+                if c[3] < 0.05 and c[4] < 0.05]
+    self.assertEqual([c[:3] for c in resolved],
+                     [("MSE + Concat+MLP vs MSE + Dot", "MRR", "+0.0364")])
+    self.assertIn("1 resolved (MSE + Concat+MLP, MRR +0.0364)", self.readme)
+    number, better, worse = self.tuned.contrasts("interaction")
+    self.assertIn(f"of {number} none better by either test; {worse[0]} worse "
+                  f"by the bootstrap, {worse[2]} resolved", self.readme)
+
+  def test_the_losses_the_bootstrap_finds(self):
+    # docs/text.md names every loss contrast worse by the bootstrap, with
+    # its Δ, and says the t-test resolves none.
+    for report, count, paragraph in (
+        (self.frozen, "16", "The bootstrap finds 16 negative"),
+        (self.tuned, "11", "The bootstrap finds 11 negative")):
+      worse = [c for c in report.contrast_effects()
+               if c[3] < 0.05 and c[2].startswith("-") and
+               " vs Softmax CE + " in c[0] and
+               not c[0].startswith("Softmax CE + ")]
+      self.assertLen(worse, int(count))
+      self.assertFalse(any(c[4] < 0.05 for c in worse))
+      section = self.text.split(paragraph, 1)[1].split("* *LC+MLP", 1)[0]
+      for contrast, metric, delta, _, _ in worse:
+        self.assertIn(_minus(delta), section, (contrast, metric))
+
+  def test_power(self):
+    values = {m: (self.frozen.power(m), self.tuned.power(m))
+              for m in ("Top-1", "Top-5", "NDCG@5")}
+    (f1, ft1, pm1, px1), (t1, tt1, _, _) = values["Top-1"]
+    (f5, _, pm5, px5), (t5, _, _, _) = values["Top-5"]
+    (fn, _, pmn, pxn), (tn, _, _, _) = values["NDCG@5"]
+    phrase = (f"{f1} Top-1, {f5} Top-5 and {fn} NDCG@5 frozen, {t1}, {t5} "
+              f"and {tn} fine-tuned (medians over the cells); the t-test over "
+              f"3 seeds needs {ft1} / {tt1} Top-1. The paper's Table 7 effects "
+              f"are smaller (median |Δ| {pm1} Top-1, {pm5} Top-5, {pmn} "
+              f"NDCG@5; largest {px1}, {px5}, {pxn})")
+    self.assertIn(phrase, self.readme)
+    self.assertIn(f"{f1} / {t1} Top-1, {f5} / {t5} Top-5 and {fn} / {tn} "
+                  "NDCG@5", self.text)
+
+  def test_table_2(self):
+    f = {m: self.frozen.table2(m) for m in ("Top-1", "Top-5", "NDCG@5",
+                                             "MRR")}
+    self.assertIn(
+        f"Top-1 {_minus(f['Top-1'][4])} for MSE + Concat+MLP (bootstrap Holm "
+        f"p {f['Top-1'][6]}, t-test Holm p {f['Top-1'][7]}), Top-5 "
+        f"{_minus(f['Top-5'][4])}, NDCG@5 {_minus(f['NDCG@5'][4])}, MRR "
+        f"{_minus(f['MRR'][4])}", self.readme)
+    t = {m: self.tuned.table2(m) for m in ("Top-1", "Top-5", "NDCG@5", "MRR")}
+    self.assertIn(
+        f"Top-1 {_minus(t['Top-1'][4])} for MSE + `dot` (Holm p "
+        f"{t['Top-1'][6]}), Top-5 {_minus(t['Top-5'][4])} for pairwise "
+        f"logistic + `dot`, NDCG@5 {_minus(t['NDCG@5'][4])} and MRR "
+        f"{_minus(t['MRR'][4])} for softmax CE + LC+MLP", self.readme)
+    self.assertIn("The best of the 8 other cells run here; the paper's "
+                  "Table 2 takes the best of its 14.", self.tuned.text)
+    self.assertIn("Pairwise logistic + Concat+MLP on Top-5 in Table 7 "
+                  "(+0.0150)", self.tuned.text)
+    for doc in (self.readme, self.text):
+      self.assertIn("the best of the 8 other cells run", doc.lower())
+
+  def test_differences_from_unrounded_means(self):
+    frozen, _ = _base_means("study_goemotions_frozen")
+    tuned, sd = _base_means("study_goemotions_finetuned")
+    lift = {m: f"+{tuned[m] - frozen[m]:.4f}" for m in tuned}
+    self.assertEqual(lift["top1_accuracy"], "+0.0975")
+    self.assertIn(f"by {lift['top1_accuracy']} Top-1", self.readme)
+    self.assertIn(f"{lift['top1_accuracy']} Top-1, {lift['top5_accuracy']} "
+                  f"Top-5, {lift['ndcg@5']} NDCG@5 over the frozen encoder",
+                  self.text)
+    self.assertIn(f"is {lift['top1_accuracy']} Top-1 over the frozen "
+                  "encoder", self.text)
+    # The PyTorch + Hugging Face reference run: 0.6129 / 0.9035 / 0.7719.
+    gap = {m: tuned[m] - v for m, v in (("top1_accuracy", 0.6129),
+                                        ("top5_accuracy", 0.9035),
+                                        ("ndcg@5", 0.7719))}
+    self.assertIn(
+        f"level on Top-1 (+{gap['top1_accuracy']:.4f}, "
+        f"{gap['top1_accuracy'] / sd['top1_accuracy']:.1f} times the cell's "
+        f"seed standard deviation, {sd['top1_accuracy']:.4f}) but higher on "
+        f"Top-5 by {gap['top5_accuracy']:.4f}, "
+        f"{gap['top5_accuracy'] / sd['top5_accuracy']:.1f} times its seed "
+        f"standard deviation ({sd['top5_accuracy']:.4f}), and on NDCG@5 by "
+        f"{gap['ndcg@5']:.4f} ({gap['ndcg@5'] / sd['ndcg@5']:.1f} times "
+        f"{sd['ndcg@5']:.4f})", self.text)
+
+  def test_placements_signs_and_bands(self):
+    f5 = self.frozen.placements("Top-5", "Table 7")
+    fn = self.frozen.placements("NDCG@5", "Table 7")
+    self.assertIn(f"all {f5['gains']} gains lie above our interval, and "
+                  f"{f5['band']} of {f5['gains']} stay above it with the "
+                  f"single-run band around them; on NDCG@5, {fn['above']} of "
+                  f"its {fn['gains']} gains lie above ({fn['band']} with the "
+                  "band)", self.text)
+    signs = [self.frozen.placements(m, "Table 7")
+             for m in ("Top-1", "Top-5", "NDCG@5")]
+    self.assertIn(f"{signs[0]['agree']} of {signs[0]['known']} cells agree "
+                  f"with Table 7 on Top-1, {signs[1]['agree']} of "
+                  f"{signs[1]['known']} on Top-5, {signs[2]['agree']} of "
+                  f"{signs[2]['known']} on NDCG@5", self.text)
+    t5 = self.tuned.placements("Top-5", "Table 7")
+    tn = self.tuned.placements("NDCG@5", "Table 7")
+    self.assertIn(f"all {t5['gains']} of its Table 7 gains lie above our "
+                  f"interval ({t5['band']} of {t5['gains']} with the "
+                  f"single-run band), on NDCG@5 {tn['above']} of its "
+                  f"{tn['gains']} gains ({tn['band']} with the band)",
+                  self.text)
+    t8 = [self.tuned.placements(m, "Table 8") for m in ("Top-5", "NDCG@5")]
+    self.assertIn(f"in Table 8, {t8[0]['above']} of {t8[0]['gains']} and "
+                  f"{t8[1]['above']} of {t8[1]['gains']}", self.text)
+    self.assertIn(
+        f"stay above our intervals in {f5['band']} of {f5['gains']} cells "
+        f"frozen and {t5['band']} of {t5['gains']} fine-tuned (Table 7; "
+        f"Table 8: {self.frozen.placements('Top-5', 'Table 8')['band']} of "
+        f"{self.frozen.placements('Top-5', 'Table 8')['gains']} and "
+        f"{t8[0]['band']} of {t8[0]['gains']})", self.text)
+
+  def test_metric_informativeness(self):
+    counts = {m: self.frozen.informativeness(m)
+              for m in ("Top-1", "Top-5", "NDCG@5", "MRR")}
+    self.assertIn(f"NDCG@5 separates {counts['NDCG@5'][1]} of the 105 pairs, "
+                  f"MRR {counts['MRR'][1]}, Top-1 {counts['Top-1'][1]} and "
+                  f"Top-5 {counts['Top-5'][1]}", self.text)
+    counts = {m: self.tuned.informativeness(m)
+              for m in ("Top-1", "Top-5", "NDCG@5", "MRR")}
+    self.assertIn(f"NDCG@5 separates {counts['NDCG@5'][1]} of the 36 pairs, "
+                  f"MRR {counts['MRR'][1]}, Top-1 {counts['Top-1'][1]} and "
+                  f"Top-5 {counts['Top-5'][1]} (uncorrected: "
+                  f"{counts['NDCG@5'][0].split()[0]}, "
+                  f"{counts['MRR'][0].split()[0]}, "
+                  f"{counts['Top-1'][0].split()[0]} and "
+                  f"{counts['Top-5'][0].split()[0]})", self.text)
+    for accuracy, ranking in (("Top-1", "NDCG@5"), ("Top-5", "NDCG@5"),
+                              ("Top-5", "MRR")):
+      _, gained, lost, p = self.frozen.metric_claim("bootstrap", ranking,
+                                                    accuracy)
+      self.assertIn(f"{gained} against {lost}", self.text)
+      self.assertIn(p, self.text)
+
+  def test_tests_and_floor(self):
+    f = self.frozen.family("contrasts")
+    t = self.tuned.family("contrasts")
+    self.assertEqual((f[3], f[4], t[3], t[4]), ("1", "1", "0", "0"))
+    self.assertIn(f"the t-test resolves {f[3]} of the frozen study's "
+                  f"{f[0]} contrasts and none of the fine-tuned study's "
+                  f"{t[0]}, where the bootstrap resolves {f[2]} and {t[2]}",
+                  self.study_md)
+    self.assertIn("B = 90,000 resamples", self.frozen.text)
+    self.assertIn("B = 30,000 resamples", self.tuned.text)
+    self.assertIn("B raised to 90,000 frozen and 30,000 fine-tuned",
+                  self.readme)
+    self.assertEqual(self.frozen.informativeness("Top-5")[1], "33")
+    self.assertIn("28 pairs at B = 10,000 and 33 at 90,000".replace(
+        "28 pairs", "Top-5 separated 28 pairs"), self.study_md)
+
+  def test_fairness_numbers(self):
+    frozen = self.frozen.line(r"(\d+) of 45 peaked at their last validation")
+    self.assertIn(f"{frozen.group(1)} of its 45 chosen runs, all ApproxNDCG "
+                  "or Gumbel-ApproxNDCG, still peaked", self.readme)
+    near = self.tuned.line(r"(\d+) of 27 peaked at one of their last two")
+    self.assertIn(f"{near.group(1)} of its 27 chosen runs peaked at one of "
+                  "their last two validations", self.readme)
+    self.assertIn(f"{near.group(1)} of the 27 chosen runs peaked at one of "
+                  "their last two", self.text)
+    near = self.frozen.line(r"(\d+) of 45 peaked at one of their last two")
+    self.assertIn(f"{near.group(1)} of 45 peaked at one of their last two",
+                  self.text)
+    edge = self.digits.line(r"\*\*(\d+) of 45 chosen runs are on an edge.*?"
+                            r"(\d+) of 45 peaked at their last validation")
+    sides = self.digits.line(r"learning rate at the lowest tried in (\d+), "
+                             r"at the highest in (\d+)")
+    for doc in (self.readme, self.study_md):
+      self.assertIn(f"{edge.group(1)} of the 45 chosen runs sit on an edge "
+                    f"of the 3 learning rates tried ({sides.group(1)} at 1e-3, "
+                    f"the lowest", doc)
+      self.assertIn(f"{edge.group(2)} of 45 peaked at their last validation",
+                    doc)
+    self.assertIn("width not tuned", self.digits.text)
+    edge = self.sodeep.line(r"\*\*(\d+) of (\d+) chosen runs are on an edge")
+    self.assertIn(f"{edge.group(1)} of the {edge.group(2)} chosen runs sits "
+                  "on an edge", self.text)
+
+  def test_sodeep_and_robustness(self):
+    rows = {c[0]: c for c in self.sodeep.contrast_effects()
+            if c[1] == "Top-1" and c[0].endswith("vs Softmax CE + Dot")}
+    lstm = rows["SoDeep Spearman (lstm) + Dot vs Softmax CE + Dot"]
+    adaptive = rows["SoDeep Spearman (handcrafted_adaptive) + Dot vs "
+                    "Softmax CE + Dot"]
+    pairwise = rows["SoDeep Spearman (pairwise) + Dot vs Softmax CE + Dot"]
+    hand = rows["SoDeep Spearman (handcrafted) + Dot vs Softmax CE + Dot"]
+    self.assertIn(f"bootstrap Holm p {lstm[3]:.4f} over the study's 48 "
+                  f"contrasts; the t-test resolves the LSTM's, Holm "
+                  f"{lstm[4]:.4f}, and the adaptive handcrafted's, "
+                  f"{adaptive[4]:.4f}, not the pairwise's, {pairwise[4]:.4f}, "
+                  f"or the handcrafted's, {hand[4]:.4f})", self.text)
+    self.assertIn(f"(Top-1 {_minus(pairwise[2])} to {_minus(adaptive[2])}, "
+                  f"bootstrap Holm p {lstm[3]:.4f}; resolved by both tests "
+                  "for the LSTM and the adaptive handcrafted sorters only",
+                  self.readme)
+    for report, phrase in (
+        (self.tuned, "stays the same in 9 of 9 cells by NDCG@5 and 9 of 9 by "
+                     "MRR"),
+        (self.frozen, "in 11 of 15 and 14 of 15")):
+      found = report.line(r"stays the same in (\d+) of (\d+) cells by "
+                          r"NDCG@5, (\d+) of \d+ cells by MRR")
+      self.assertIn(found.group(1) + " of " + found.group(2), phrase)
+      self.assertIn(found.group(3) + " of " + found.group(2), phrase)
+      self.assertIn(phrase, self.text)
+    cost = self.tuned.line(r"a median ([\d,]+) s of training each")
+    self.assertIn(f"{cost.group(1)} s fine-tuned", self.text)
+
+  def test_frozen_run_times(self):
+    # docs/text.md's cost line and the medians by width, from the records
+    # (the command beside them prints the same).
+    folder = os.path.join(REPO, "results", "study_goemotions_frozen", "runs")
+    records = []
+    for name in sorted(os.listdir(folder)):
+      with open(os.path.join(folder, name, "study_result.json"),
+                encoding="utf-8") as f:
+        records.append(json.load(f))
+    plain = [r for r in records if not r.get("extended_steps")]
+    median = lambda rs: round(statistics.median(r["train_seconds"]
+                                                for r in rs))
+    by = lambda i, w: median([r for r in plain if r["interaction"] == i and
+                              (r["mlp_units"] or 0) == w])
+    self.assertIn(
+        f"{round(sum(r['train_seconds'] for r in records) / 60)} min of "
+        f"training for the {len(records)} runs (median {median(records)} s "
+        f"a run)", self.text)
+    self.assertIn(
+        f"Of the {len(plain)} runs not lengthened by `--extend_steps`, the "
+        f"median by width: `dot` {by('dot', 0)} s, LC+MLP " +
+        " / ".join(str(by("lc_mlp", w)) for w in (64, 128, 256, 512)) +
+        " s and Concat+MLP " +
+        " / ".join(str(by("concat_mlp", w)) for w in (64, 128, 256, 512)) +
+        " s at widths 64 / 128 / 256 / 512", self.text)
+
+  def test_copied_tables_are_the_reports(self):
+    # Every main-table, Table 2 and informativeness row the docs show is a
+    # row of a committed report.
+    reports = "\n".join(_read(study, "tables.md") for study in (
+        "study_digits", "study_digits_sodeep", "study_goemotions_frozen",
+        "study_goemotions_sodeep", "study_goemotions_finetuned"))
+    shown = 0
+    for path in ("README.md", "docs/text.md", "docs/study.md"):
+      with open(os.path.join(REPO, path), encoding="utf-8") as f:
+        for line in f:
+          if re.match(r"\| (Top-1|Top-5|NDCG@5|MRR) \| ", line):
+            shown += 1
+            self.assertIn(line.rstrip("\n"), reports.splitlines(), path)
+    self.assertGreater(shown, 40)
 
 
 if __name__ == "__main__":

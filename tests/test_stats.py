@@ -1,4 +1,9 @@
-"""Tests of rank4class_tf.study.stats: known answers and an independent bootstrap."""
+"""Tests of rank4class_tf.study.stats: known answers and an independent
+bootstrap; the seed-level t-test, the power and the Holm floor worked by
+hand (issue 59)."""
+
+import math
+
 
 import numpy as np
 import tensorflow as tf
@@ -167,6 +172,95 @@ class SeedMatrixTest(tf.test.TestCase):
     self.assertAllEqual(stats.seed_matrix(per, [0, 2]), [[3., 4.], [1., 2.]])
     with self.assertRaisesRegex(ValueError, r"seed\(s\) \[1\]"):
       stats.seed_matrix(per, [0, 1])
+
+
+class SeedTTestTest(tf.test.TestCase):
+
+  def test_hand_computed_t(self):
+    # Per-seed mean differences 0.01, 0.02, 0.03 (each seed's instances
+    # all equal): mean 0.02, sd 0.01, se 0.01 / √3, t = √12, df = 2. The
+    # t distribution with 2 degrees of freedom has P(|T| > t) = 1 - t /
+    # √(t² + 2) = 1 - √(12 / 14).
+    d = np.stack([np.full(40, 0.01), np.full(40, 0.02), np.full(40, 0.03)])
+    p, se = stats.seed_t_test(d)
+    self.assertAllClose(p, 1. - math.sqrt(12. / 14.), atol=1e-12)
+    self.assertAllClose(se, 0.01 / math.sqrt(3.), atol=1e-12)
+
+  def test_instances_enter_through_each_seeds_mean(self):
+    # The same per-seed means from varied instances: the same p.
+    rng = np.random.default_rng(0)
+    noise = rng.normal(size=(3, 50))
+    noise -= noise.mean(axis=1, keepdims=True)
+    d = noise + np.array([[0.01], [0.02], [0.03]])
+    self.assertAllClose(stats.seed_t_test(d[None])[0],
+                        [1. - math.sqrt(12. / 14.)], atol=1e-12)
+
+  def test_constant_seeds_and_one_seed(self):
+    same = np.full((3, 10), 0.5)
+    self.assertEqual(stats.seed_t_test(same), (0., 0.))
+    self.assertEqual(stats.seed_t_test(same * 0.), (1., 0.))
+    p, se = stats.seed_t_test(np.ones((1, 10)))
+    self.assertTrue(math.isnan(p) and math.isnan(se))
+
+
+class PowerTest(tf.test.TestCase):
+
+  def test_normal_approximation_by_hand(self):
+    # se 0.01, a Holm family of 5: the smallest p is tested at 0.05 / 5,
+    # two-sided, so z(1 - 0.005) = 2.5758293; 80% power adds z(0.8) =
+    # 0.8416212: 3.4174505 × 0.01.
+    self.assertAllClose(stats.detectable_effect(0.01, 5), 0.034174505,
+                        atol=1e-9)
+    # One test at 5%: 1.959964 + 0.8416212.
+    self.assertAllClose(stats.detectable_effect(1., 1), 2.8015852, atol=1e-7)
+
+  def test_t_power_is_eighty_percent_and_grows_with_few_seeds(self):
+    from scipy import stats as scipy_stats
+    effect = stats.detectable_effect_t(0.01, 2, 56)
+    critical = scipy_stats.t.ppf(1. - 0.05 / 112, 2)
+    self.assertAllClose(scipy_stats.nct.sf(critical, 2, effect / 0.01), 0.8,
+                        atol=1e-8)
+    # 2 degrees of freedom need far more than the normal approximation.
+    self.assertGreater(effect, 10 * stats.detectable_effect(0.01, 56))
+    # Many degrees of freedom: the normal approximation.
+    self.assertAllClose(stats.detectable_effect_t(1., 100_000, 1),
+                        stats.detectable_effect(1., 1), atol=1e-3)
+    self.assertTrue(math.isnan(stats.detectable_effect_t(math.nan, 2, 4)))
+
+
+class HolmFloorTest(tf.test.TestCase):
+
+  def test_enough_resamples_for_the_family(self):
+    for family in (1, 4, 56, 88, 144, 420, 1000):
+      b = stats.samples_for_family(family)
+      # At the Holm level 0.05 / m the bootstrap expects >= 10 exceedances.
+      self.assertLessEqual(family / (b + 1), 0.005, family)
+      self.assertEqual(b % 10_000, 0)
+      self.assertGreaterEqual(b, stats.DEFAULT_SAMPLES)
+    self.assertEqual(stats.samples_for_family(420), 90_000)
+    self.assertEqual(stats.samples_for_family(144), 30_000)
+    self.assertEqual(stats.samples_for_family(56), 20_000)
+    self.assertEqual(stats.samples_for_family(4), 10_000)
+    self.assertEqual(stats.samples_for_family(4, requested=50_000), 50_000)
+
+  def test_the_floor_survives_holm(self):
+    # 420 comparisons each at the bootstrap's smallest p: all survive Holm.
+    b = stats.samples_for_family(420)
+    self.assertTrue(np.all(stats.holm(np.full(420, 1. / (b + 1))) < 0.05))
+    # With B = 10,000, a p of 2 / (B + 1) at rank 31 does not.
+    p = np.concatenate([np.full(30, 1. / 10_001), [2. / 10_001]])
+    self.assertGreater(stats.holm(np.concatenate([p, np.ones(389)]))[30],
+                       0.05)
+
+
+class SignTestTest(tf.test.TestCase):
+
+  def test_by_hand(self):
+    # 7 wins, 2 losses: P(X <= 2 or X >= 7), X ~ Bin(9, 1/2) =
+    # 2 (1 + 9 + 36) / 512.
+    self.assertAllClose(stats.sign_test(7, 2), 92. / 512., atol=1e-12)
+    self.assertEqual(stats.sign_test(3, 3), 1.)
+    self.assertEqual(stats.sign_test(0, 0), 1.)
 
 
 if __name__ == "__main__":

@@ -411,11 +411,13 @@ class ReportTest(tf.test.TestCase):
         "| ApproxNDCG + LC+MLP vs Softmax CE + LC+MLP",
         "| Softmax CE + LC+MLP vs Softmax CE + Dot",
         "| ApproxNDCG + LC+MLP vs ApproxNDCG + Dot"])
-    # The same model: no difference, p = 1.
-    self.assertIn("| +0.0000 (1.0000; 1.0000) |", rows[0])
-    # Right wherever the baseline misses: Top-1 +0.5, the smallest p, Holm
-    # over the table's 16 contrasts.
-    self.assertEqual(rows[2].split(" | ")[1], "**+0.5000** (0.0001; 0.0016)")
+    # The same model: no difference, p = 1 in both tests.
+    self.assertIn("| +0.0000 (1.0000; 1.0000; 1.0000) |", rows[0])
+    # Right wherever the baseline misses: Top-1 +0.5, the bootstrap's
+    # smallest p, Holm over the table's 16 contrasts; every seed +0.5, so
+    # the seed-level t-test's p is 0: resolved (bold).
+    self.assertEqual(rows[2].split(" | ")[1],
+                     "**+0.5000** (0.0001; 0.0016; 0.0000)")
     self.assertIn("Holm over the 16 contrasts of this table (4 × 4 "
                   "metrics)", self.tables)
 
@@ -439,11 +441,11 @@ class ReportTest(tf.test.TestCase):
     rows = [l for l in lines if l.startswith("| ") and " vs " in l]
     self.assertEqual([r.split(" | ")[:2] for r in rows], [
         ["| SoDeep Spearman (pairwise) + Dot vs SoDeep Spearman (handcrafted) "
-         "+ Dot", "**+0.5000** (0.0001; 0.0012)"],
+         "+ Dot", "**+0.5000** (0.0001; 0.0012; 0.0000)"],
         ["| SoDeep Spearman (pairwise) + Dot vs MSE + Dot",
-         "**+0.5000** (0.0001; 0.0012)"],
+         "**+0.5000** (0.0001; 0.0012; 0.0000)"],
         ["| SoDeep Spearman (handcrafted) + Dot vs MSE + Dot",
-         "+0.0000 (1.0000; 1.0000)"]])
+         "+0.0000 (1.0000; 1.0000; 1.0000)"]])
 
   def test_summary_regenerates_the_same_report(self):
     summary = os.path.join(tempfile.mkdtemp(), "summary")
@@ -531,10 +533,15 @@ class ReportTest(tf.test.TestCase):
       text = f.read()
     # Effects, not absolute values: ApproxNDCG + Dot equals the baseline
     # (0), the made-up paper says +0.25 for it.
+    # Both tests' Holm p 1; nothing to detect (no spread); the sign of a
+    # Δ whose interval is [0, 0] is unknown.
     self.assertIn("| ApproxNDCG + Dot | +0.0000 [+0.0000, +0.0000] | 1.0000 "
-                  "| 1.0000 | +0.2500 | no | above |", text)
-    self.assertIn("Signs agree with test in 0 of 1 cells", text)
-    self.assertIn("above it in 1 (our interval excludes", text)
+                  "| 1.0000 | 1.0000 | 0.0000 | 0.0000 | +0.2500 | above | "
+                  "unknown |", text)
+    self.assertIn("test: its 1 gains lie above our interval in 1, inside in "
+                  "0, below in 0 (1 outside even with their single-run "
+                  "band); no losses. Signs: 0 of the 0 cells whose interval "
+                  "excludes 0 agree with test (1 unknown).", text)
     # A paper effect of -0.25 falls below our interval [0, 0].
     with open(path, "w") as f:
       json.dump({"title": "Digits (made up for this test)", "source": "test",
@@ -544,11 +551,11 @@ class ReportTest(tf.test.TestCase):
     with open(self.paths["tables"]) as f:
       text = f.read()
     self.assertIn("| ApproxNDCG + Dot | +0.0000 [+0.0000, +0.0000] | 1.0000 "
-                  "| 1.0000 | -0.2500 | no | below |", text)
-    self.assertIn("The paper's Δ lies inside our 95% interval in 0 of 1 "
-                  "cells (this study cannot tell it from ours), above it in "
-                  "0 (our interval excludes the paper's effect, ours is "
-                  "lower) and below it in 1.", text)
+                  "| 1.0000 | 1.0000 | 0.0000 | 0.0000 | -0.2500 | below | "
+                  "unknown |", text)
+    self.assertIn("test: no gains; its 1 losses lie above our interval in 0, "
+                  "inside in 0, below in 1 (1 outside even with their "
+                  "single-run band).", text)
     study_report.write_report(self.dir, num_samples=10_000)  # As it was.
 
   def test_bad_report_options(self):

@@ -18,14 +18,19 @@ import tensorflow as tf
 from rank4class_tf.study import findings as study_findings
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
+from rank4class_tf.study import paper_effects as study_paper_effects
+from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
 from rank4class_tf.study import selection as study_selection
 from rank4class_tf.study import statistics as study_stats
 from rank4class_tf.study import stats
+from rank4class_tf.study import verdicts as study_verdicts
 from test_study import base_config
 from test_study import fake_run
 from test_study import N
+
+METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
 
 
 def make_study(hits_of, seeds=(0, 1, 2), dataset="digits",
@@ -123,12 +128,10 @@ class HierarchicalReportTest(tf.test.TestCase):
            for m in ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")]
     self.assertAllClose(got, stats.holm(raw))
 
-  def cells(self, folder):
+  def cells(self, folder, order=(("softmax", "dot"), ("approx_ndcg", "dot"))):
     records = study_folder.load_records(folder)
     chosen = study_selection.select(records, "top1_accuracy")
-    return study_selection.build_cells(
-        folder, chosen, ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr"),
-        [("softmax", "dot"), ("approx_ndcg", "dot")])
+    return study_selection.build_cells(folder, chosen, METRICS, order)
 
   def statistics(self, folder):
     return study_selection.compute_statistics(
@@ -258,16 +261,34 @@ class PaperEffectsTest(tf.test.TestCase):
     self.assertTrue(row[1].startswith("+0.1000 ["), row)
     # 120 test instances: every interval is [-0.0250, +0.2250], wide
     # enough to hold each of the paper's small effects.
+    # Every seed makes the same hits: the seed-level t-test finds the
+    # constant +0.1 (Holm 0), the single-run band is 0, and with the
+    # interval holding 0 every sign is unknown. Detectable: (z(1 - 0.05 /
+    # 24) + z(0.8)) × the bootstrap's standard error.
     self.assertEqual(row[1:], ["+0.1000 [-0.0250, +0.2250]", "0.1388",
-                               "1.0000", "-0.0042", "+0.0078", "no",
-                               "inside"])
+                               "1.0000", "0.0000", "0.2372", "0.0000",
+                               "-0.0042", "inside", "unknown", "+0.0078",
+                               "inside", "unknown"])
+    effect = study_selection.compute_statistics(
+        HierarchicalReportTest().cells(folder, [
+            ("softmax", "dot"), ("approx_ndcg", "dot"), ("softmax", "lc_mlp"),
+            ("approx_ndcg", "lc_mlp")]), METRICS, 10_000).effects[
+                (("approx_ndcg", "dot"), "top1_accuracy")]
+    self.assertAllClose(stats.detectable_effect(effect.se, 12), 0.2372,
+                        atol=5e-5)
     row = effect_row(tables, "ApproxNDCG + LC+MLP")
-    self.assertEqual(row[4:], ["+0.0035", "+0.0078", "yes", "inside"])
-    self.assertIn("Signs agree with Table 7 in 1 of 3 cells", tables)
-    self.assertIn("The paper's Δ lies inside our 95% interval in 3 of 3 "
-                  "cells (this study cannot tell it from ours), above it in "
-                  "0 (our interval excludes the paper's effect, ours is "
-                  "lower) and below it in 0.", tables)
+    self.assertEqual(row[7:], ["+0.0035", "inside", "unknown", "+0.0078",
+                               "inside", "unknown"])
+    # Counted per table: the paper's gains and losses apart.
+    self.assertIn("Table 7: its 1 gains lie above our interval in 0, inside "
+                  "in 1, below in 0 (0 outside even with their single-run "
+                  "band); its 2 losses lie above our interval in 0, inside "
+                  "in 2, below in 0 (0 outside even with their single-run "
+                  "band). Signs: 0 of the 0 cells whose interval excludes 0 "
+                  "agree with Table 7 (3 unknown). 0 of its 3 |Δ| reach the "
+                  "Δ this study detects with 80% power in that cell.",
+                  tables)
+    self.assertIn("Table 8: its 2 gains lie above", tables)
 
   def test_digits_has_no_paper_table(self):
     folder = make_study(lambda run: hits(0.5, run.seed))
@@ -365,6 +386,198 @@ class RobustnessAndPerClassTest(tf.test.TestCase):
     self.assertIn("| Softmax CE + Dot | 0.6667 | 0.6667 |", lines)
     self.assertIn("| MSE + Dot | 0.8333 | 0.8333 |", lines)
     self.assertIn("| MSE + Dot | b +1.000 (n=3) | a -0.500 (n=2) |", lines)
+
+
+def first(k):
+  """Right on the first k of the N test instances."""
+  return (np.arange(N) < k).astype(float)
+
+
+class VerdictTest(tf.test.TestCase):
+  """Issue 59: both tests, the resolved rule, signs, the paper's noise,
+  the metric claim, robustness under `--choose_on_seed`."""
+
+  def effect(self, delta, low, high, **kwargs):
+    return study_stats.Effect(delta, low, high, 0.5, 1., (0, 1, 2), **kwargs)
+
+  def test_sign_agreement_needs_an_interval_that_excludes_zero(self):
+    # A Δ of +0.00003 whose interval holds 0 agrees with nothing.
+    noise = self.effect(3e-5, -0.01, 0.01)
+    self.assertEqual(study_paper_effects.sign_agreement(+0.0035, noise), "unknown")
+    self.assertEqual(study_paper_effects.sign_agreement(-0.0035, noise), "unknown")
+    above = self.effect(0.02, 0.005, 0.035)
+    self.assertEqual(study_paper_effects.sign_agreement(+0.0035, above), "yes")
+    self.assertEqual(study_paper_effects.sign_agreement(-0.0035, above), "no")
+    self.assertEqual(study_paper_effects.sign_agreement(0., above), "unknown")
+    self.assertEqual(study_paper_effects.sign_agreement(
+        -0.01, self.effect(-0.02, -0.03, -0.001)), "yes")
+
+  def test_the_papers_single_run_band(self):
+    ours = self.effect(-0.02, -0.03, -0.01)
+    self.assertEqual(study_paper_effects.place(0.005, ours, 0.01), "above")
+    self.assertEqual(study_paper_effects.place(0.005, ours, 0.016),
+                     "above, band overlaps")
+    self.assertEqual(study_paper_effects.place(-0.02, ours, 0.0), "inside")
+    self.assertEqual(study_paper_effects.place(-0.05, ours, 0.03),
+                     "below, band overlaps")
+    self.assertEqual(study_paper_effects.place(-0.05, ours, math.nan), "below")
+    # 1.96 √(sd_cell² + sd_base²) from the seeds' test values.
+    cell = lambda loss, values: study_selection.Cell(
+        loss, "dot", {s: {"test": {"top1_accuracy": v}}
+                      for s, v in enumerate(values)}, {})
+    band = study_paper_effects.single_run_band(cell("mse", [0.1, 0.2, 0.3]),
+                                          cell("softmax", [0.5, 0.5, 0.5]),
+                                          "top1_accuracy")
+    self.assertAllClose(band, 1.96 * 0.1)
+
+  def test_bootstrap_alone_does_not_resolve(self):
+    # ApproxNDCG's seeds: 0.9, 0.9 and 0.55 right against softmax's 0.5:
+    # almost no resample reaches 0 (only seed 2 thrice, drawing none of the
+    # 6 instances it gains: the bootstrap's p is 2 / 10,001), but the three
+    # per-seed differences 0.4, 0.4, 0.05 give the
+    # t-test t = 2.43 on 2 degrees of freedom (p = 0.1358).
+    share = {0: 108, 1: 108, 2: 66}
+    folder = make_study(lambda run: first(60) if run.loss == "softmax"
+                        else first(share[run.seed]))
+    _, tables = report(folder)
+    diffs = np.array([0.4, 0.4, 0.05])
+    t = diffs.mean() / (diffs.std(ddof=1) / math.sqrt(3))
+    p = 1. - t / math.sqrt(t * t + 2.)  # df = 2, by hand.
+    self.assertAllClose(p, 0.1358, atol=1e-4)
+    rows = [l for l in tables.splitlines()
+            if l.startswith("| ApproxNDCG + Dot vs Softmax CE + Dot")]
+    self.assertLen(rows, 1)
+    # Holm over the 4 contrasts: the bootstrap's 4 × 0.0002 = 0.0008;
+    # NDCG@5 and MRR share Top-1's t (their per-seed differences
+    # are proportional), Top-5 ties (p 1), so the t-test's Holm is 4 ×
+    # 0.1358 for each of the three; not bold.
+    top1 = rows[0].split(" | ")[1]
+    self.assertEqual(top1, "+0.2833 (0.0002; 0.0008; "
+                     f"{4 * p:.4f})")
+    self.assertIn("| ranking loss against softmax CE (same interaction) | 4 "
+                  "| 3 / 0 / 0 | 0 / 0 / 0 |", tables)
+    self.assertIn("The two tests decide 3 of the 4 contrasts differently "
+                  "(Holm p < 0.05 in one only):", tables)
+    self.assertIn("- ApproxNDCG + Dot vs Softmax CE + Dot, Top-1 +0.2833: "
+                  f"bootstrap Holm 0.0008, t-test Holm {4 * p:.4f}", tables)
+    # The main table marks it; Table 2 says it is not resolved.
+    self.assertIn("(p=0.0002, Holm 0.0008)†", tables)
+    self.assertIn("| Top-1 | 0.5000 ± 0.0000 | ApproxNDCG + Dot | 0.7833 ± "
+                  "0.2021 | +0.2833 [+0.0583, +0.4583] | 0.0002 | 0.0008 | "
+                  f"{4 * p:.4f} | no |", tables)
+    self.assertIn("| each cell against softmax + dot | 4 | 0.0004 | 3 | 0 | "
+                  "0 |", tables)
+
+  def test_b_is_raised_for_the_largest_family(self):
+    # 21 cells, one metric: 210 pairs, so B = 50,000 (210 / 50,001 =
+    # 0.0042 <= 0.005), and a pair at the floor survives Holm.
+    rng = np.random.default_rng(0)
+    cells = [study_selection.Cell(
+        f"loss{i}", "dot", {s: {} for s in range(3)},
+        {"top1_accuracy": {s: (rng.random(N) < 0.2 + 0.03 * i).astype(float)
+                           for s in range(3)}}) for i in range(21)]
+    found = study_selection.compute_statistics(cells, ["top1_accuracy"],
+                                               10_000)
+    self.assertEqual(found.num_samples, 50_000)
+    self.assertEqual(found.requested_samples, 10_000)
+    self.assertAllClose(found.floor, 1 / 50_001)
+    lines = study_verdicts.tests_lines(found, [], ["top1_accuracy"])
+    self.assertIn("B = 50,000 resamples, fixed seed, the requested 10,000 "
+                  "raised so that the smallest reachable p, 1 / (B + 1), "
+                  "times the largest family (210 tests) is at most α / 10",
+                  lines[2])
+    self.assertIn("| every pair of cells | 210 | 0.0042 |", "\n".join(lines))
+    farthest = found.pair_effects[(("loss0", "dot"), ("loss20", "dot"))][
+        "top1_accuracy"]
+    self.assertEqual(farthest.p, found.floor)
+    self.assertLess(farthest.p_holm, 0.05)
+
+  def test_effects_equal_the_bootstrap_of_the_differences(self):
+    # The draws of each cell's series, subtracted, are the draws of the
+    # differences (the resampled mean is linear).
+    rng = np.random.default_rng(4)
+    a = {s: rng.random(N) for s in range(3)}
+    b = {s: rng.random(N) for s in range(3)}
+    got = study_stats.effects([("x", a, b)], 10_000)["x"]
+    d = stats.seed_matrix(a, (0, 1, 2)) - stats.seed_matrix(b, (0, 1, 2))
+    self.assertAllClose(got.p, stats.hierarchical_bootstrap(d, 10_000))
+    self.assertAllClose([got.low, got.high],
+                        stats.hierarchical_interval(d, 0.95, 10_000),
+                        atol=1e-12)
+    self.assertAllClose(got.p_seed, stats.seed_t_test(d)[0])
+
+  def test_metric_claim_counts_and_sign_test(self):
+    def pair(top5, ndcg):
+      make = lambda holm: self.effect(0.01, 0.001, 0.02).__class__(
+          0.01, 0.001, 0.02, holm, holm, (0, 1, 2), p_seed=holm,
+          p_seed_holm=holm)
+      return {"top5_accuracy": make(top5), "ndcg@5": make(ndcg)}
+    found = study_selection.Statistics({}, {}, {}, 10, pair_effects={
+        (("a", "dot"), (str(i), "dot")): pair(*holms) for i, holms in
+        enumerate([(0.5, 0.01)] * 7 + [(0.01, 0.5)] * 2 + [(0.01, 0.01)] +
+                  [(0.5, 0.5)])})
+    lines = study_verdicts.metric_claim_lines(
+        found, ["top5_accuracy", "ndcg@5"])
+    # Top-5 leaves 8 pairs unresolved, NDCG@5 separates 7 of them; NDCG@5
+    # leaves 3 unresolved, 2 of which Top-5 separates: sign test of 7
+    # against 2 = 2 (1 + 9 + 36) / 512.
+    self.assertIn("| bootstrap | NDCG@5 | Top-5 | 8 of 11 | 7 | 2 | 0.1797 |",
+                  lines)
+    self.assertIn("| both tests | NDCG@5 | Top-5 | 8 of 11 | 7 | 2 | 0.1797 |",
+                  lines)
+
+  def test_robustness_under_choose_on_seed_says_only_seed_0(self):
+    def record(seed, rate, top1, ndcg):
+      return {"run": f"softmax.dot.lr{rate}.seed{seed}", "loss": "softmax",
+              "interaction": "dot", "seed": seed, "train_seconds": 60.,
+              "validation": {"top1_accuracy": top1, "ndcg@5": ndcg,
+                             "mrr": ndcg},
+              "test": {"top1_accuracy": top1, "ndcg@5": ndcg, "mrr": ndcg}}
+    records = [record(0, 1e-3, 0.5, 0.6), record(0, 1e-2, 0.4, 0.7),
+               record(1, 1e-3, 0.5, 0.6), record(2, 1e-3, 0.5, 0.6)]
+    lines = study_findings.robustness_lines(
+        records, ["top1_accuracy", "ndcg@5", "mrr"], "top1_accuracy", [],
+        choose_on_seed=0)
+    self.assertEqual(lines[0], (
+        "**Only seed 0 is reselected** (`--choose_on_seed`): the other seeds "
+        "ran at its Top-1 choice only and are not rerun at another metric's "
+        "choice, so a changed choice mixes seed 0's new run with the others' "
+        "old ones. Seed 0's choice stays the same in 0 of 1 cells by "
+        "NDCG@5, 0 of 1 cells by MRR. Rerunning them at a changed choice "
+        "costs 2 runs a cell, a median 60 s of training each here (the "
+        "followers' `train_seconds`)."))
+    same = study_findings.robustness_lines(
+        records[:1] + records[2:], ["top1_accuracy", "ndcg@5", "mrr"],
+        "top1_accuracy", [], choose_on_seed=0)
+    self.assertIn("Every choice is the same: this section compares the "
+                  "study with itself and shows no robustness.", same[0])
+
+  def test_peaked_in_the_last_two(self):
+    curve = {"top1_accuracy": [[5, 0.1], [10, 0.2], [15, 0.3]]}
+    self.assertTrue(study_findings.peaked_near_end(
+        {"best_step": 10, "validation_curve": curve}))
+    self.assertFalse(study_findings.peaked_near_end(
+        {"best_step": 5, "validation_curve": curve}))
+    self.assertFalse(study_findings.peaked_near_end({"best_step": 5}))
+
+  def test_table_2_names_the_papers_cells_not_run(self):
+    tables = [paper_tables.load("goemotions_bert")]
+    cells = [study_selection.Cell(l, i, {}, {}) for l, i in (
+        ("softmax", "dot"), ("approx_ndcg", "dot"), ("softmax", "lc_mlp"))]
+    lines = study_paper_effects.missing_paper_cells(
+        tables, cells, ["top1_accuracy", "top5_accuracy"])
+    self.assertEqual(lines[1], (
+        "The best of the 2 other cells run here; the paper's Table 2 takes "
+        "the best of its 14. Not run here: Softmax CE + Concat+MLP, Pairwise "
+        "logistic + Dot, Pairwise logistic + LC+MLP, Pairwise logistic + "
+        "Concat+MLP, ApproxNDCG + LC+MLP, ApproxNDCG + Concat+MLP, "
+        "Gumbel-ApproxNDCG + Dot, Gumbel-ApproxNDCG + LC+MLP, "
+        "Gumbel-ApproxNDCG + Concat+MLP, MSE + Dot, MSE + LC+MLP, MSE + "
+        "Concat+MLP."))
+    self.assertEqual(lines[2], (
+        "Among them the paper's best cell: ApproxNDCG + LC+MLP on Top-1 in "
+        "Table 7 (+0.0035); Pairwise logistic + Concat+MLP on Top-5 in "
+        "Table 7 (+0.0150)."))
 
 
 class DeterminismTest(tf.test.TestCase):

@@ -8,10 +8,13 @@
   extend        `--extend_grid`: no chosen value left on an edge
   report        the report: reads a study folder, writes results.csv,
                 tables.md, figures and HParams logs (`selection`, `tables`,
-                `findings`, `figures`, `hparams`, `common`)
+                `verdicts`, `paper_effects`, `findings`, `figures`,
+                `hparams`, `common`)
   summary       a summary to commit, and a study started from it
-  statistics    hierarchical intervals, paired tests, fairness, Bruch
-  stats         the bootstrap and Holm's adjustment
+  statistics    hierarchical intervals, paired tests (bootstrap and
+                seed-level t-test), fairness, Bruch
+  stats         the bootstrap, the seed-level t-test, Holm's adjustment,
+                power and the Holm floor
   compare       two exported runs compared on one split
   paper_tables  the paper's published numbers (JSON)
 

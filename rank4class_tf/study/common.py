@@ -2,6 +2,7 @@
 interactions, cells and metrics, how it prints numbers, and its one file
 writer (whole files or none, a failure named in one line)."""
 
+import math
 from typing import Optional, Tuple
 
 from rank4class_tf import fileio
@@ -66,7 +67,16 @@ def mean_text(cell: selection_lib.Cell, metric: str) -> str:
 
 
 def p_text(p: float) -> str:
+  """Four decimals; a p that would print as 0.0000 (a bootstrap of more than
+  20,000 resamples can go below 0.00005) in two significant digits."""
+  if 0 < p < 5e-5:
+    return f"{p:.1e}"
   return f"{p:.4f}"
+
+
+def holm_text(p_holm: float) -> str:
+  """`p_text`, or `—` for an untested p (one seed: no seed-level test)."""
+  return "—" if math.isnan(p_holm) else p_text(p_holm)
 
 
 def axis(values):

@@ -28,13 +28,16 @@ def write_figures(
 
   * `effects.png`, the main figure: every cell's paired difference from
     softmax + dot, one panel per metric, with its 95% hierarchical interval
-    (filled: Holm p < 0.05);
-  * `paper_effects.png` (with a paper table): our effects against the
-    paper's, the diagonal where they would agree;
+    (filled: resolved, Holm p < 0.05 in both tests); a colour per
+    interaction and a marker per loss, the same in every figure and study;
+  * `paper_effects.png` (with a paper table): our effects against each of
+    the paper's tables (the first filled, the second open; each axis its
+    own range), the diagonal where they would agree;
   * `<metric>.png`: each cell's test mean with its hierarchical interval,
     bars from 0;
   * `validation_curves.png`: every run's validation curve, one panel per
-    cell with its own y-range, a colour per (learning rate, width).
+    cell with its own y-range, a colour per learning rate and a line style
+    per width.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -53,7 +56,7 @@ def write_figures(
                                  statistics))
     if paper:
       path = _paper_figure(folder, plt, cells, metric_names, statistics,
-                           paper[0])
+                           paper)
       if path:
         paths.append(path)
   for metric in metric_names:
@@ -108,27 +111,65 @@ def _save(fig, plt, path: str, dpi: int) -> None:
     plt.close(fig)
 
 
+# One colour per interaction and one marker per loss in every figure of
+# every study, so that the figures of two reports read alike.
+INTERACTION_ORDER = ("dot", "lc_mlp", "concat_mlp")
+LOSS_MARKERS = {"softmax": "o", "pairwise_logistic": "s", "approx_ndcg": "^",
+                "gumbel_approx_ndcg": "v", "mse": "D"}
+EXTRA_MARKERS = ("P", "X", "*", "h", "<", ">")
+TABLE_FACES = ("full", "none")  # The paper's first table filled, then open.
+
+
+def interaction_colour(plt, interaction: str):
+  """tab10 by the interaction's place in INTERACTION_ORDER (others after)."""
+  order = list(INTERACTION_ORDER)
+  index = (order.index(interaction) if interaction in order else
+           len(order) + sum(map(ord, interaction)) % (10 - len(order)))
+  return plt.get_cmap("tab10")(index)
+
+
+def loss_marker(loss: str) -> str:
+  base, sorter = study_grid.split_loss(loss)
+  if sorter is None and base in LOSS_MARKERS:
+    return LOSS_MARKERS[base]
+  return EXTRA_MARKERS[sum(map(ord, loss)) % len(EXTRA_MARKERS)]
+
+
+def _style_legend(plt, cells) -> List:
+  """Legend handles: a colour per interaction, a marker per loss."""
+  order = lambda names, known: sorted(
+      names, key=lambda n: (list(known).index(n) if n in known else
+                            len(known), n))
+  interactions = order(common_lib.axis(c.interaction for c in cells),
+                       INTERACTION_ORDER)
+  losses = order(common_lib.axis(c.loss for c in cells), LOSS_MARKERS)
+  handles = [plt.Line2D([], [], color=interaction_colour(plt, i), lw=2,
+                        label=common_lib.INTERACTION_TITLES.get(i, i))
+             for i in interactions]
+  handles += [plt.Line2D([], [], color="grey", marker=loss_marker(l), ls="",
+                         label=common_lib.loss_title(l)) for l in losses]
+  return handles
+
+
 def _effects_figure(folder, plt, cells, metric_names, statistics) -> str:
   """Paired differences from softmax + dot with hierarchical intervals."""
   others = [c for c in cells if c.key != study_grid.BASELINE]
   fig, axes = plt.subplots(1, len(metric_names), squeeze=False,
                            figsize=(2.9 * len(metric_names) + 2.2,
-                                    1.0 + 0.32 * len(others)), sharey=True)
-  colours = plt.get_cmap("tab10")
-  interactions = common_lib.axis(c.interaction for c in others)
+                                    1.6 + 0.32 * len(others)), sharey=True)
   for k, metric in enumerate(metric_names):
     ax = axes[0][k]
     for y, cell in enumerate(others):
       effect = statistics.effects[(cell.key, metric)]
-      colour = colours(interactions.index(cell.interaction))
+      colour = interaction_colour(plt, cell.interaction)
       ax.errorbar(
           [effect.delta], [y],
           xerr=[[effect.delta - effect.low], [effect.high - effect.delta]],
-          fmt="o",
+          fmt=loss_marker(cell.loss),
           color=colour,
           capsize=2,
           ms=4,
-          mfc=colour if effect.p_holm < selection_lib.ALPHA else "white")
+          mfc=colour if effect.resolved else "white")
     ax.axvline(0., color="black", lw=0.8)
     ax.set_title(f"Δ {common_lib.metric_title(metric)}", fontsize=9)
     ax.tick_params(labelsize=7)
@@ -137,74 +178,101 @@ def _effects_figure(folder, plt, cells, metric_names, statistics) -> str:
   axes[0][0].set_yticklabels([common_lib.cell_title(c.key) for c in others],
                              fontsize=7)
   axes[0][0].invert_yaxis()
+  handles = _style_legend(plt, others)
+  fig.legend(handles=handles, loc="lower center", ncol=min(8, len(handles)),
+             fontsize=7)
   fig.suptitle("Each cell minus softmax + dot: 95% hierarchical intervals "
-               "(seeds and test instances resampled);\nfilled: Holm p < "
-               f"{selection_lib.ALPHA}", fontsize=9)
-  fig.tight_layout(rect=(0, 0, 1, 0.93))
+               "(seeds and test instances resampled);\nfilled: resolved "
+               f"(Holm p < {selection_lib.ALPHA} in the bootstrap and the "
+               "seed-level t-test)", fontsize=9)
+  rows = -(-len(handles) // 8)
+  fig.tight_layout(rect=(0, 0.25 * rows / (1.6 + 0.32 * len(others)), 1,
+                         0.93))
   path = os.path.join(folder, "effects.png")
   _save(fig, plt, path, dpi=110)
   return path
 
 
 def _paper_figure(folder, plt, cells, metric_names, statistics,
-                  table: paper_tables.PaperTable) -> Optional[str]:
-  """Our effects (y, with intervals) against the paper's (x)."""
-  shown = [m for m in metric_names if table.effects(m)]
+                  tables: Sequence[paper_tables.PaperTable]) -> Optional[str]:
+  """Our effects (y, with intervals) against each paper table's (x): a
+  colour per interaction, a marker per loss; the first table's points
+  filled, the second's open."""
+  shown = [m for m in metric_names if any(t.effects(m) for t in tables)]
   if not shown:
     return None
   fig, axes = plt.subplots(1, len(shown), squeeze=False,
-                           figsize=(3.6 * len(shown), 3.8))
-  colours = plt.get_cmap("tab10")
-  interactions = common_lib.axis(c.interaction for c in cells)
+                           figsize=(3.6 * len(shown), 4.2))
   for k, metric in enumerate(shown):
     ax = axes[0][k]
-    theirs = table.effects(metric)
-    xs = []
-    for cell in cells:
-      paper = theirs.get((cell.interaction, cell.loss))
-      if cell.key == study_grid.BASELINE or paper is None:
-        continue
-      effect = statistics.effects[(cell.key, metric)]
-      ax.errorbar([paper], [effect.delta],
-                  yerr=[[effect.delta - effect.low],
-                        [effect.high - effect.delta]], fmt="o", ms=4,
-                  capsize=2,
-                  color=colours(interactions.index(cell.interaction)))
-      xs += [paper, effect.low, effect.high]
+    xs, ys = [], []
+    for t, table in enumerate(tables[:len(TABLE_FACES)]):
+      theirs = table.effects(metric)
+      for cell in cells:
+        paper = theirs.get((cell.interaction, cell.loss))
+        if cell.key == study_grid.BASELINE or paper is None:
+          continue
+        effect = statistics.effects[(cell.key, metric)]
+        colour = interaction_colour(plt, cell.interaction)
+        ax.errorbar([paper], [effect.delta],
+                    yerr=[[effect.delta - effect.low],
+                          [effect.high - effect.delta]],
+                    fmt=loss_marker(cell.loss), ms=4, capsize=2, lw=0.8,
+                    color=colour,
+                    mfc=colour if TABLE_FACES[t] == "full" else "white")
+        xs.append(paper)
+        ys += [effect.low, effect.high]
     if xs:
-      lim = max(abs(v) for v in xs) * 1.1 + 1e-4
-      ax.plot([-lim, lim], [-lim, lim], color="grey", lw=0.6, ls="--")
-      ax.set_xlim(-lim, lim)
+      # Each axis its own range (the paper's effects are smaller than our
+      # intervals); the diagonal where the two would agree.
+      xlim = max(abs(v) for v in xs) * 1.2 + 1e-4
+      ylim = max(abs(v) for v in ys) * 1.1 + 1e-4
+      ax.plot([-xlim, xlim], [-xlim, xlim], color="grey", lw=0.6, ls="--")
+      ax.set_xlim(-xlim, xlim)
+      ax.set_ylim(-ylim, ylim)
     ax.axhline(0., color="black", lw=0.6)
     ax.axvline(0., color="black", lw=0.6)
     ax.set_xlabel(f"paper's Δ {common_lib.metric_title(metric)}", fontsize=8)
     ax.set_ylabel(f"our Δ {common_lib.metric_title(metric)}", fontsize=8)
     ax.tick_params(labelsize=7)
-  handles = [
-      _legend_line(plt, colours(i), common_lib.INTERACTION_TITLES.get(n, n))
-      for i, n in enumerate(interactions)
-  ]
-  fig.legend(handles=handles, loc="lower center", ncol=len(handles),
+  handles = _style_legend(plt, [c for c in cells
+                                if c.key != study_grid.BASELINE])
+  names = [table.source.split(", ")[-1] for table in tables]
+  handles += [plt.Line2D([], [], color="black", marker="o", ls="",
+                         mfc="black" if face == "full" else "white",
+                         label=f"{name} ({table.title})")
+              for name, table, face in zip(names, tables, TABLE_FACES)]
+  fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)),
              fontsize=7)
-  fig.suptitle(f"Effects against softmax + dot: ours against "
-               f"{table.source.split(', ')[-1]} ({table.title}); same sign "
-               "in the upper-right and lower-left quadrants", fontsize=9)
-  fig.tight_layout(rect=(0, 0.07, 1, 0.93))
+  fig.suptitle("Effects against softmax + dot: ours against the paper's "
+               f"{' and '.join(names[:len(TABLE_FACES)])}; same sign in the "
+               "upper-right and lower-left quadrants", fontsize=9)
+  rows = -(-len(handles) // 6)
+  fig.tight_layout(rect=(0, 0.06 * rows, 1, 0.93))
   path = os.path.join(folder, "paper_effects.png")
   _save(fig, plt, path, dpi=110)
   return path
 
 
+LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)),
+               (0, (1, 3)), (0, (8, 2)))
+
+
 def _curves_figure(folder, plt, records, chosen, cells,
                    select_metric) -> str:
   """One panel per cell (its own y-range, at least 280 px high): every
-  run's validation curve, a colour per (learning rate, width), the chosen
-  ones bold."""
+  run's validation curve, a colour per learning rate (from low, dark, to
+  high, light) and a line style per width, the chosen ones bold; one
+  legend entry per rate and per width, not per combination."""
   tag = metrics.keras_name(select_metric)
   chosen_runs = {r["run"] for r in chosen.values()}
-  settings = sorted({(r["learning_rate"], r["mlp_units"] or 0)
-                     for r in records})
-  colours = plt.get_cmap("tab20" if len(settings) > 10 else "tab10")
+  rates = sorted({r["learning_rate"] for r in records})
+  widths = sorted({r["mlp_units"] for r in records if r["mlp_units"]})
+  cmap = plt.get_cmap("viridis")
+  rate_colour = {rate: cmap(0.9 * i / max(1, len(rates) - 1))
+                 for i, rate in enumerate(rates)}
+  width_style = {units: LINE_STYLES[i % len(LINE_STYLES)]
+                 for i, units in enumerate(widths)}
   keys = [c.key for c in cells] or common_lib.axis((r["loss"], r["interaction"])
                                          for r in records)
   cols = min(5, len(keys))
@@ -219,10 +287,10 @@ def _curves_figure(folder, plt, records, chosen, cells,
       curve = np.array(r["validation_curve"].get(tag, []), np.float64)
       if not len(curve):
         continue
-      colour = colours(settings.index((r["learning_rate"],
-                                       r["mlp_units"] or 0)) % colours.N)
       bold = r["run"] in chosen_runs
-      ax.plot(curve[:, 0], curve[:, 1], color=colour,
+      ax.plot(curve[:, 0], curve[:, 1],
+              color=rate_colour[r["learning_rate"]],
+              ls=width_style.get(r["mlp_units"], "-"),
               lw=1.8 if bold else 0.7, alpha=1.0 if bold else 0.6)
     ax.set_title(common_lib.cell_title(key), fontsize=8)
     ax.tick_params(labelsize=7)
@@ -231,15 +299,17 @@ def _curves_figure(folder, plt, records, chosen, cells,
                   fontsize=7)
   for index in range(len(keys), rows * cols):  # No empty panels.
     axes[index // cols][index % cols].axis("off")
-  handles = [_legend_line(plt, colours(i % colours.N),
-                          f"lr {study_grid.rate_text(rate)}" +
-                          (f", width {units}" if units else ""))
-             for i, (rate, units) in enumerate(settings)]
-  fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)),
+  handles = [_legend_line(plt, rate_colour[rate],
+                          f"lr {study_grid.rate_text(rate)}")
+             for rate in rates]
+  handles += [plt.Line2D([], [], color="black", ls=width_style[units],
+                         label=f"width {units}") for units in widths]
+  fig.legend(handles=handles, loc="lower center", ncol=min(8, len(handles)),
              fontsize=7)
   fig.suptitle("Validation curves of every run (bold: the chosen run of "
-               "each seed; each panel its own y-range)", fontsize=9)
-  legend_rows = -(-len(handles) // 6)
+               "each seed; each panel its own y-range; colour: learning "
+               "rate, line: MLP width)", fontsize=9)
+  legend_rows = -(-len(handles) // 8)
   fig.tight_layout(rect=(0, 0.03 + 0.1 * legend_rows / rows, 1, 0.96))
   path = os.path.join(folder, "validation_curves.png")
   _save(fig, plt, path, dpi=100)

@@ -1,8 +1,8 @@
 """The report's findings beyond the main table, one function per section of
-tables.md: the CE bound (Bruch et al. 2019), metric informativeness, the
-paper's effects beside ours, fairness of the tuning, provenance, robustness
-to the selection metric and the per-class view. Each returns markdown
-lines."""
+tables.md: the CE bound (Bruch et al. 2019), metric informativeness,
+fairness of the tuning, provenance, robustness to the selection metric and
+the per-class view (the paper's effects beside ours, the tests and the
+power: `verdicts`). Each returns markdown lines."""
 
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -12,7 +12,6 @@ import numpy as np
 from rank4class_tf import provenance
 from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import grid as study_grid
-from rank4class_tf.study import paper_tables
 from rank4class_tf.study import selection as selection_lib
 from rank4class_tf.study import statistics as study_stats
 
@@ -83,94 +82,31 @@ def informativeness_lines(
   at their ceiling (every cell's mean 1.0), where no claim can be read."""
   lines = [
       f"| metric | pairs separated at p < {selection_lib.ALPHA} | "
-      f"Holm p < {selection_lib.ALPHA} | share (Holm) |", "|---|---|---|---|"
+      f"Holm p < {selection_lib.ALPHA} | share (Holm) | seed-level t-test, "
+      "Holm | both (resolved) |", "|---|---|---|---|---|---|"
   ]
   for metric in metric_names:
     count = statistics.separated[metric]
     holm = statistics.separated_holm.get(metric, 0)
     share = holm / statistics.num_pairs if statistics.num_pairs else 0.
+    found = [by_metric[metric] for by_metric in
+             statistics.pair_effects.values() if metric in by_metric]
     lines.append(f"| {common_lib.metric_title(metric)} | {count} of "
-                 f"{statistics.num_pairs} | {holm} | {share:.0%} |")
+                 f"{statistics.num_pairs} | {holm} | {share:.0%} | "
+                 f"{sum(e.resolved_by_seeds for e in found)} | "
+                 f"{sum(e.resolved for e in found)} |")
+  lines += ["", f"Bootstrap B = {statistics.num_samples:,}: its Holm floor "
+            f"over these {statistics.num_pairs * len(metric_names)} tests is "
+            f"{statistics.num_pairs * len(metric_names) * statistics.floor:.4f}"
+            " (\"How the differences are tested\"); counts at Holm p < 0.05 "
+            "move with B near that floor, so compare metrics within one "
+            "report, not across reports of another B."]
   ceiling = [common_lib.metric_title(m) for m in metric_names
              if cells and all(c.mean(m) >= 1.0 - 1e-12 for c in cells)]
   if ceiling:
     lines += ["", f"{', '.join(ceiling)} is 1.0 in every cell here: at its "
               "ceiling it separates nothing, so this study says nothing "
               "about its informativeness."]
-  return lines
-
-
-def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
-                       cells: Sequence[selection_lib.Cell],
-                       metric_names: Sequence[str],
-                       statistics: selection_lib.Statistics) -> List[str]:
-  """Every cell's effect (Δ against softmax + dot) beside the paper's.
-
-  Absolute values cannot be compared across encoders of different sizes;
-  effects can. For each metric the paper reports: our Δ with its 95%
-  hierarchical interval, raw and Holm p, the paper's Δ in each table, and
-  whether the signs agree with the first table (a paper Δ of 0 agrees with
-  nothing), and where the first table's Δ falls against our interval
-  ("inside": this study cannot tell the two apart; "above" / "below": it
-  excludes the paper's effect); then the counts.
-  """
-  by_key = {c.key: c for c in cells}
-  first = tables[0]
-  lines = [f"Paper: {'; '.join(f'{t.title} ({t.source})' for t in tables)}."]
-  notes = [t.note for t in tables if t.note]
-  if notes:
-    lines.append("The paper's own tables: " + " ".join(notes))
-  shown = [m for m in metric_names if m in first.values]
-  if not shown:
-    return lines + ["", "The paper reports none of this study's metrics."]
-  if study_grid.BASELINE not in by_key:
-    return lines + ["", "No softmax + dot cell in this study: no effects."]
-  for metric in shown:
-    paper = [t.effects(metric) for t in tables]
-    header = " | ".join(f"paper Δ ({t.source.split(', ')[-1]})"
-                        for t in tables)
-    lines += ["", f"**{common_lib.metric_title(metric)}**", "",
-              f"| cell | ours Δ [95% interval] | p | Holm p | {header} | "
-              "signs agree | paper Δ against our interval |",
-              "|---|---|---|---|" + "---|" * len(tables) + "---|---|"]
-    agree = compared = significant = significant_agree = 0
-    placed = {"inside": 0, "above": 0, "below": 0}
-    for cell in cells:
-      if cell.key == study_grid.BASELINE:
-        continue
-      effect = statistics.effects[(cell.key, metric)]
-      paper_key = (cell.interaction, cell.loss)
-      theirs = [p.get(paper_key) for p in paper]
-      same = where = ""
-      if theirs[0] is not None:
-        compared += 1
-        where = ("above" if theirs[0] > effect.high else
-                 "below" if theirs[0] < effect.low else "inside")
-        placed[where] += 1
-        same = "yes" if np.sign(theirs[0]) == np.sign(effect.delta) and (
-            theirs[0] != 0) else "no"
-        agree += same == "yes"
-        if effect.p_holm < selection_lib.ALPHA:
-          significant += 1
-          significant_agree += same == "yes"
-      shown_theirs = " | ".join("—" if t is None else f"{t:+.4f}"
-                                for t in theirs)
-      lines.append(
-          f"| {common_lib.cell_title(cell.key)} | "
-          f"{common_lib.effect_text(effect)} | "
-          f"{common_lib.p_text(effect.p)} | "
-          f"{common_lib.p_text(effect.p_holm)} | "
-          f"{shown_theirs} | {same or '—'} | {where or '—'} |")
-    lines += [
-        "", f"Signs agree with {first.source.split(', ')[-1]} in "
-        f"{agree} of {compared} cells; of the {significant} cells "
-        f"whose effect here is significant (Holm p < {selection_lib.ALPHA}), "
-        f"{significant_agree} agree. The paper's Δ lies inside our 95% "
-        f"interval in {placed['inside']} of {compared} cells (this study "
-        f"cannot tell it from ours), above it in {placed['above']} (our "
-        f"interval excludes the paper's effect, ours is lower) and below it "
-        f"in {placed['below']}."
-    ]
   return lines
 
 
@@ -188,12 +124,26 @@ def fairness_lines(cells: Sequence[selection_lib.Cell], fair: Dict[str, Dict]
                     if fair[r["run"]][key] == "only"})
   limit = [r for r in last if fair[r["run"]].get("lengthened")]
   extended = [r for r in edge if fair[r["run"]].get("extension_round")]
+  near_end = [r for _, r in chosen if peaked_near_end(r)]
   lines = [f"**{len(edge)} of {len(chosen)} chosen runs are on an edge of "
            f"the learning rates or widths tried; {len(last)} of "
            f"{len(chosen)} peaked at their last validation** (still "
            "improving when they stopped). A choice on an edge may have its "
            "optimum outside the grid (`--extend_grid`); a run that peaked "
            "last may gain from more steps."]
+  if near_end:
+    lines.append(f"{len(near_end)} of {len(chosen)} peaked at one of their "
+                 "last two validations: trained about as long as their "
+                 "curve still rose, not to a plateau.")
+  sides = []
+  for key, name in (("lr_edge", "learning rate"), ("units_edge", "width")):
+    low = sum(fair[r["run"]][key] == "low" for _, r in chosen)
+    high = sum(fair[r["run"]][key] == "high" for _, r in chosen)
+    if low or high:
+      sides.append(f"{name} at the lowest tried in {low}, at the highest "
+                   f"in {high}")
+  if sides:
+    lines.append("On an edge: " + "; ".join(sides) + ".")
   if extended:
     lines.append(f"{len(extended)} of those {len(edge)} on an edge were "
                  "added by `--extend_grid` and are still on an edge: the "
@@ -213,8 +163,9 @@ def fairness_lines(cells: Sequence[selection_lib.Cell], fair: Dict[str, Dict]
     lines += convergence_lines([r for _, r in chosen], fair)
   lines += ["",
            "| cell | learning rate on an edge | width on an edge | peaked "
-           "last |" + (" not converged |" if ruled else ""),
-           "|---|---|---|---|" + ("---|" if ruled else "")]
+           "last | peaked in the last two |" + (" not converged |" if ruled
+                                               else ""),
+           "|---|---|---|---|---|" + ("---|" if ruled else "")]
   for cell in cells:
     runs = [cell.runs[s] for s in sorted(cell.runs)]
     count = lambda key: sum(bool(fair[r["run"]][key]) for r in runs)
@@ -227,7 +178,8 @@ def fairness_lines(cells: Sequence[selection_lib.Cell], fair: Dict[str, Dict]
         f" ({sides('units_edge')})" if units else "")
     lines.append(
         f"| {common_lib.cell_title(cell.key)} | {lr_text} | {units_text} | "
-        f"{count('best_is_last')} of {len(runs)} |" + (
+        f"{count('best_is_last')} of {len(runs)} | "
+        f"{sum(map(peaked_near_end, runs))} of {len(runs)} |" + (
             f" {sum(fair[r['run']].get('converged') is False for r in runs)}"
             f" of {len(runs)} |" if ruled else ""))
   return lines
@@ -255,6 +207,15 @@ def convergence_lines(chosen: Sequence[Dict], fair: Dict[str, Dict]
                  "after `--extend_steps` had trained them on: its limit "
                  "(`--extend_steps_limit`).")
   return lines
+
+
+def peaked_near_end(record: Dict) -> bool:
+  """The run's best validation is one of its last two (its curve's steps;
+  False without a curve)."""
+  steps = sorted({int(step) for curve in
+                  (record.get("validation_curve") or {}).values()
+                  for step, _ in curve})
+  return bool(steps) and record.get("best_step") in steps[-2:]
 
 
 def provenance_lines(records: Sequence[Dict],
@@ -324,22 +285,51 @@ def _cell_means(chosen: Dict[Tuple[str, str, int], Dict], metric: str
 
 def robustness_lines(records: Sequence[Dict], metric_names: Sequence[str],
                      select_metric: str,
-                     cells: Sequence[selection_lib.Cell]) -> List[str]:
+                     cells: Sequence[selection_lib.Cell],
+                     choose_on_seed: Optional[int] = None) -> List[str]:
   """The verdict under selection by each of Top-1, NDCG@5 and MRR: Table 2
   (the best Rank4Class cell against softmax + dot) and the signs of the
   contrasts, with the contrasts whose sign changes named. Computed from the
-  records (means over seeds), so it needs no other runs' test arrays."""
+  records (means over seeds), so it needs no other runs' test arrays.
+
+  Under `choose_on_seed` only that seed has runs to choose among: the other
+  seeds ran at the first metric's choice only, and are not rerun at
+  another's; the lines say so, and how many choices stay the same (all of
+  them: the section compares the study with itself)."""
   selections = [m for m in ROBUSTNESS_METRICS if m in metric_names]
   if len(selections) < 2:
     return ["Fewer than two of Top-1, NDCG@5 and MRR were recorded: no "
             "other selection to compare with."]
   means = {m: {} for m in selections}
+  choices = {}
   for selection in selections:
     chosen = selection_lib.select(records, selection)
+    choices[selection] = chosen
     for metric in metric_names:
       means[selection][metric] = _cell_means(chosen, metric)
-  lines = ["| selected by | metric | best Rank4Class cell | Δ against "
-           "softmax + dot |", "|---|---|---|---|"]
+  lines = []
+  if choose_on_seed is not None:
+    tuned = {k: r["run"] for k, r in choices[select_metric].items()
+             if k[2] == choose_on_seed} if select_metric in choices else {}
+    same = {sel: sum(choices[sel].get(k, {}).get("run") == run
+                     for k, run in tuned.items())
+            for sel in selections if sel != select_metric}
+    lines += [
+        f"**Only seed {choose_on_seed} is reselected** (`--choose_on_seed`): "
+        "the other seeds ran at its "
+        f"{common_lib.metric_title(select_metric)} choice only and are not "
+        "rerun at another metric's choice, so a changed choice mixes seed "
+        f"{choose_on_seed}'s new run with the others' old ones. Seed "
+        f"{choose_on_seed}'s choice stays the same in " +
+        ", ".join(f"{n} of {len(tuned)} cells by "
+                  f"{common_lib.metric_title(sel)}"
+                  for sel, n in same.items()) + "." +
+        (" Every choice is the same: this section compares the study with "
+         "itself and shows no robustness." if all(
+             n == len(tuned) for n in same.values()) else "") +
+        _rerun_cost(records, choose_on_seed), ""]
+  lines += ["| selected by | metric | best Rank4Class cell | Δ against "
+            "softmax + dot |", "|---|---|---|---|"]
   for selection in selections:
     for metric in metric_names:
       table = means[selection][metric]
@@ -377,6 +367,20 @@ def robustness_lines(records: Sequence[Dict], metric_names: Sequence[str],
             "the selection metric" + (":" if changed else ".")]
   lines += [f"- {text}" for text in changed]
   return lines
+
+
+def _rerun_cost(records: Sequence[Dict], choose_on_seed: int) -> str:
+  """What rerunning the followers at a changed choice would cost: their
+  number per cell and the median training time of a follower here."""
+  followers = [r for r in records if r["seed"] != choose_on_seed and
+               r.get("train_seconds") is not None]
+  seeds = sorted({r["seed"] for r in followers})
+  if not followers:
+    return ""
+  median = float(np.median([r["train_seconds"] for r in followers]))
+  return (f" Rerunning them at a changed choice costs {len(seeds)} runs a "
+          f"cell, a median {median:,.0f} s of training each here (the "
+          "followers' `train_seconds`).")
 
 
 def per_class_lines(cells: Sequence[selection_lib.Cell],

@@ -5,10 +5,15 @@ that `runner.execute_run` saved, so `write_report` regenerates the whole
 report without TensorFlow training or SavedModel loading. The parts:
 
   selection  the chosen run of each (loss, interaction, seed), the cells
-             and their statistics (hierarchical bootstrap, Holm)
-  tables     tables.md: main tables, summary, contrasts, regime, missing
-  findings   its other sections: CE bound, informativeness, the paper's
-             effects, fairness, provenance, robustness, per class
+             and their statistics (hierarchical bootstrap, seed-level
+             t-test, Holm)
+  tables     tables.md: main tables, summary, regime, missing
+  verdicts   the two tests and what is resolved, the contrasts, power,
+             the metric claim as the paper states it
+  paper_effects  the paper's effects beside ours (Tables 7 and 8), with a
+             single run's noise, signs where ours is not noise
+  findings   its other sections: CE bound, informativeness, fairness,
+             provenance, robustness, per class
   figures    the bar charts and validation curves (matplotlib)
   hparams    TensorBoard's HParams logs
   common     titles, number formats and the one file writer
@@ -261,7 +266,9 @@ def write_report(study_dir: str, select_metric: Optional[str] = None,
     study_dir: the study's folder.
     select_metric: validation metric choosing each run's hyper-parameters
       (None: the study's `best_metric`).
-    num_samples: bootstrap resamples (>= 10,000).
+    num_samples: bootstrap resamples (>= 10,000), raised for the largest
+      Holm family (`stats.samples_for_family`; the report states the B
+      used).
     paper_table: a `paper_tables` name or a JSON file of the paper's numbers
       to show beside ours.
     progress: takes one line per unreadable study file, one listing the

@@ -9,7 +9,8 @@ their per-instance test arrays; `compute_statistics` tests the cells
 against each other (`statistics`: hierarchical bootstrap, Holm):
 
 * every cell against the classical classifier (softmax + dot): the two-sided
-  paired bootstrap p-value of the mean difference of each metric;
+  paired bootstrap p-value of the mean difference of each metric, and the
+  seed-level paired t-test beside it;
 * metric informativeness (the paper's §2 claim that NDCG and MRR tell models
   apart that Top-k accuracy ties): over all pairs of cells, how many pairs
   each metric separates at p < 0.05, raw and Holm-adjusted;
@@ -27,9 +28,7 @@ from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import statistics as study_stats
 from rank4class_tf.study import stats
 
-
-
-ALPHA = 0.05
+ALPHA = study_stats.ALPHA
 
 
 def select(records: Sequence[Dict], select_metric: str
@@ -104,7 +103,8 @@ def build_cells(study_dir: str, chosen: Dict[Tuple[str, str, int], Dict],
 
 @dataclasses.dataclass
 class Statistics:
-  """The study's tests (`study_stats`: hierarchical bootstrap, Holm).
+  """The study's tests (`study_stats`: hierarchical bootstrap and the
+  seed-level t-test, each Holm-adjusted over its family).
 
   Attributes:
     p_vs_baseline: {cell: {metric: p}} against softmax + dot, hierarchical.
@@ -120,6 +120,11 @@ class Statistics:
       all pairs and metrics.
     num_seeds: the most seeds of a cell (1: intervals cover test sampling
       only).
+    pair_effects: {(cell a, cell b): {metric: study_stats.Effect}} of a - b,
+      Holm over all pairs and metrics.
+    num_samples: the bootstrap resamples B used (`stats.samples_for_family`
+      of the largest family: the pairs).
+    requested_samples: the B asked for (`--bootstrap_samples`).
   """
   p_vs_baseline: Dict[Tuple[str, str], Dict[str, float]]
   intervals: Dict[Tuple[str, str], Dict[str, Tuple[float, float]]]
@@ -132,16 +137,33 @@ class Statistics:
       dataclasses.field(default_factory=dict))
   separated_holm: Dict[str, int] = dataclasses.field(default_factory=dict)
   num_seeds: int = 1
+  pair_effects: Dict[Tuple[Tuple[str, str], Tuple[str, str]],
+                     Dict[str, study_stats.Effect]] = dataclasses.field(
+                         default_factory=dict)
+  num_samples: int = stats.DEFAULT_SAMPLES
+  requested_samples: int = stats.DEFAULT_SAMPLES
+
+  @property
+  def floor(self) -> float:
+    """The smallest bootstrap p, 1 / (B + 1)."""
+    return 1. / (self.num_samples + 1.)
 
 
 def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
                        num_samples: int = stats.DEFAULT_SAMPLES,
                        seed: int = stats.DEFAULT_SEED) -> Statistics:
   """Hierarchical bootstrap tests of the cells (see `study_stats`): seeds
-  and test instances resampled, cells paired by seed and instance.
+  and test instances resampled, cells paired by seed and instance; beside
+  each, the seed-level paired t-test.
 
-  All comparisons of one call share the same resamples.
+  `num_samples` is raised for the largest family, every pair of cells on
+  every metric (`stats.samples_for_family`), and all comparisons of one
+  call share the same resamples.
   """
+  num_pairs = len(cells) * (len(cells) - 1) // 2
+  samples = stats.samples_for_family(num_pairs * len(metric_names),
+                                     num_samples, ALPHA)
+  draws = study_stats.Draws(samples, seed)
   by_key = {c.key: c for c in cells}
   baseline = by_key.get(study_grid.BASELINE)
   base_pairs = []
@@ -150,32 +172,33 @@ def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
                    baseline.per_instance[metric])
                   for metric in metric_names for cell in cells
                   if cell is not baseline]
-  effects = study_stats.effects(base_pairs, num_samples, seed)
+  effects = study_stats.effects(base_pairs, samples, seed, draws)
   p_vs_baseline = {c.key: {} for c in cells}
   for (key, metric), effect in effects.items():
     p_vs_baseline[key][metric] = effect.p
-  pair_effects = study_stats.effects(
+  found = study_stats.effects(
       [(((a.key, b.key), metric), a.per_instance[metric],
         b.per_instance[metric])
        for metric in metric_names
-       for a, b in itertools.combinations(cells, 2)], num_samples, seed)
+       for a, b in itertools.combinations(cells, 2)], samples, seed, draws)
   separated = {m: 0 for m in metric_names}
   separated_holm = {m: 0 for m in metric_names}
-  p_pairs = {}
-  for (key, metric), effect in pair_effects.items():
+  p_pairs, pair_effects = {}, {}
+  for (key, metric), effect in found.items():
     p_pairs.setdefault(key, {})[metric] = effect.p
+    pair_effects.setdefault(key, {})[metric] = effect
     separated[metric] += effect.p < ALPHA
     separated_holm[metric] += effect.p_holm < ALPHA
   bounds = study_stats.intervals(
       [((c.key, m), c.per_instance[m]) for m in metric_names for c in cells],
-      num_samples, seed)
+      samples, seed, draws)
   intervals = {c.key: {} for c in cells}
   for (key, metric), bound in bounds.items():
     intervals[key][metric] = bound
-  return Statistics(p_vs_baseline, intervals, separated,
-                    len(cells) * (len(cells) - 1) // 2, p_pairs, effects,
-                    separated_holm,
-                    max((len(c.runs) for c in cells), default=1))
+  return Statistics(p_vs_baseline, intervals, separated, num_pairs, p_pairs,
+                    effects, separated_holm,
+                    max((len(c.runs) for c in cells), default=1),
+                    pair_effects, samples, num_samples)
 
 
 def fairness_marks(records: Sequence[Dict], train_steps: int

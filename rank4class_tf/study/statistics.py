@@ -9,9 +9,13 @@ the chosen runs (pure numpy; `study_report` presents them):
   and the test instances i. Its interval and p-value come from the
   hierarchical bootstrap (`stats.hierarchical_*`: seeds resampled, then
   instances), so a cell whose seeds disagree gets the wide interval it
-  deserves; with one seed they cover test sampling only. The p-values of
-  one family (every cell against the baseline on every metric; or every
-  contrast of a table) are Holm-adjusted (`stats.holm`).
+  deserves; with one seed they cover test sampling only. Beside it, the
+  seed-level paired t-test (`stats.seed_t_test`: one mean difference per
+  seed, S - 1 degrees of freedom). The p-values of one family (every cell
+  against the baseline on every metric; or every contrast of a table) are
+  Holm-adjusted (`stats.holm`), each test apart; `Effect.resolved` needs
+  both. The resampled means of each cell are drawn once (`Draws`) and
+  differenced, so a study of 15 cells draws 60 series, not 420 pairs.
 * **Fairness of the tuning.** A chosen run whose learning rate or width is
   the lowest or highest tried for its (loss, interaction, seed) may have
   its optimum outside the grid (`edge`); one whose best validation is its
@@ -45,6 +49,12 @@ class Effect:
     p: two-sided hierarchical bootstrap p of delta = 0.
     p_holm: p Holm-adjusted over the effect's family.
     seeds: the seeds the two cells share.
+    p_seed: two-sided paired t-test p over the seeds (`stats.seed_t_test`;
+      NaN for one seed).
+    p_seed_holm: p_seed Holm-adjusted over the same family (NaN: untested).
+    se: the bootstrap standard error of delta (sd of the resampled means).
+    se_seed: the t-test's standard error, sd of the per-seed differences
+      / sqrt(seeds).
   """
   delta: float
   low: float
@@ -52,6 +62,32 @@ class Effect:
   p: float
   p_holm: float
   seeds: Tuple[int, ...]
+  p_seed: float = math.nan
+  p_seed_holm: float = math.nan
+  se: float = math.nan
+  se_seed: float = math.nan
+
+  @property
+  def resolved(self) -> bool:
+    """Both tests reject delta = 0 at Holm p < 0.05 (the conservative
+    verdict; a seed-level test that cannot run resolves nothing)."""
+    return self.resolved_by_bootstrap and self.resolved_by_seeds
+
+  @property
+  def resolved_by_bootstrap(self) -> bool:
+    return self.p_holm < ALPHA
+
+  @property
+  def resolved_by_seeds(self) -> bool:
+    return bool(self.p_seed_holm < ALPHA)  # NaN compares False.
+
+  @property
+  def excludes_zero(self) -> bool:
+    """Its 95% interval lies on one side of 0."""
+    return self.low > 0 or self.high < 0
+
+
+ALPHA = 0.05
 
 
 def seed_differences(a: Dict[int, np.ndarray], b: Dict[int, np.ndarray]
@@ -67,56 +103,107 @@ def seed_differences(a: Dict[int, np.ndarray], b: Dict[int, np.ndarray]
   return (stats.seed_matrix(a, seeds) - stats.seed_matrix(b, seeds)), seeds
 
 
+class Draws:
+  """The hierarchical bootstrap's resampled means of each series, drawn once.
+
+  The resampled mean is linear in the values, so the resampled mean of a
+  difference a - b is the difference of a's and b's resampled means under
+  the same draws: a study's comparisons (every pair of cells, every cell
+  against the baseline) need the draws of each cell's series once, not of
+  each pair's differences. The draws depend only on (B, seed, seeds, n),
+  so every series of one seed set sees the same resamples
+  (`stats.hierarchical_means`); a series is keyed by its identity.
+  """
+
+  def __init__(self, num_samples: int = stats.DEFAULT_SAMPLES,
+               seed: int = stats.DEFAULT_SEED):
+    self.num_samples = num_samples
+    self.seed = seed
+    self._columns: Dict[Tuple[int, ...], Dict[int, np.ndarray]] = {}
+
+  def means(self, series: Sequence[Dict[int, np.ndarray]],
+            seeds: Tuple[int, ...]) -> List[np.ndarray]:
+    """[B] resampled means of each series restricted to `seeds`."""
+    columns = self._columns.setdefault(seeds, {})
+    missing = [s for s in dict.fromkeys(map(id, series))
+               if s not in columns]
+    if missing:
+      by_id = {id(s): s for s in series}
+      matrix = np.stack([stats.seed_matrix(by_id[key], seeds)
+                         for key in missing])
+      drawn = stats.hierarchical_means(matrix, self.num_samples, self.seed)
+      for index, key in enumerate(missing):
+        columns[key] = drawn[:, index].copy()
+    return [columns[id(s)] for s in series]
+
+
 def effects(pairs: Sequence[Tuple[object, Dict[int, np.ndarray],
                                   Dict[int, np.ndarray]]],
             num_samples: int = stats.DEFAULT_SAMPLES,
-            seed: int = stats.DEFAULT_SEED) -> Dict[object, Effect]:
-  """Effects of a family of comparisons, Holm-adjusted together.
+            seed: int = stats.DEFAULT_SEED,
+            draws: Optional[Draws] = None) -> Dict[object, Effect]:
+  """Effects of a family of comparisons, both tests Holm-adjusted together.
 
   Args:
     pairs: [(label, {seed: [n] values of the cell}, {seed: [n] values of the
       reference})]; every comparison sees the same resamples where they have
-      the same number of seeds.
+      the same seeds.
     num_samples: bootstrap resamples.
     seed: the resampling seed.
+    draws: the resampled means to reuse (default: drawn here).
 
   Returns:
     {label: Effect}.
   """
+  draws = draws or Draws(num_samples, seed)
+  by_seeds: Dict[Tuple[int, ...], List] = {}
+  for _, a, b in pairs:  # Every series of a seed set drawn in one call.
+    by_seeds.setdefault(tuple(sorted(set(a) & set(b))), []).extend((a, b))
+  for seeds, series in by_seeds.items():
+    if seeds:
+      draws.means(series, seeds)
   out, raw = {}, []
-  by_shape: Dict[Tuple[int, int], List] = {}
   for label, a, b in pairs:
     diff, seeds = seed_differences(a, b)
-    by_shape.setdefault(diff.shape, []).append((label, diff, seeds))
-  for group in by_shape.values():
-    diffs = np.stack([diff for _, diff, _ in group])
-    p = stats.hierarchical_bootstrap(diffs, num_samples, seed)
-    bounds = stats.hierarchical_interval(diffs, 0.95, num_samples, seed)
-    for (label, diff, seeds), p_value, bound in zip(group, p, bounds):
-      raw.append(label)
-      out[label] = (float(diff.mean()), float(bound[0]), float(bound[1]),
-                    float(p_value), seeds)
-  adjusted = stats.holm([out[label][3] for label in raw])
-  return {label: Effect(*out[label][:4], float(p_holm), out[label][4])
+    mean_a, mean_b = draws.means([a, b], seeds)
+    resampled = mean_a - mean_b
+    observed = float(diff.mean())
+    p = stats.two_sided_p(resampled[:, None], np.array([observed]))[0]
+    low, high = np.quantile(resampled, [0.025, 0.975])
+    p_seed, se_seed = stats.seed_t_test(diff)
+    raw.append(label)
+    out[label] = dict(delta=observed, low=float(low), high=float(high),
+                      p=float(p), seeds=seeds, p_seed=float(p_seed),
+                      se=float(resampled.std(ddof=1)),
+                      se_seed=float(se_seed))
+  adjusted = stats.holm([out[label]["p"] for label in raw])
+  tested = [label for label in raw if not math.isnan(out[label]["p_seed"])]
+  adjusted_seed = dict(zip(tested, stats.holm(
+      [out[label]["p_seed"] for label in tested])))
+  return {label: Effect(p_holm=float(p_holm),
+                        p_seed_holm=float(adjusted_seed.get(label, math.nan)),
+                        **out[label])
           for label, p_holm in zip(raw, adjusted)}
 
 
 def intervals(series: Sequence[Tuple[object, Dict[int, np.ndarray]]],
               num_samples: int = stats.DEFAULT_SAMPLES,
-              seed: int = stats.DEFAULT_SEED
+              seed: int = stats.DEFAULT_SEED,
+              draws: Optional[Draws] = None
              ) -> Dict[object, Tuple[float, float]]:
   """95% hierarchical intervals of means: {label: (low, high)} of
   [(label, {seed: [n] values})]."""
-  out = {}
+  draws = draws or Draws(num_samples, seed)
   by_seeds: Dict[Tuple[int, ...], List] = {}
-  for label, values in series:
-    by_seeds.setdefault(tuple(sorted(values)), []).append((label, values))
+  for _, values in series:
+    by_seeds.setdefault(tuple(sorted(values)), []).append(values)
   for seeds, group in by_seeds.items():
-    matrix = np.stack([stats.seed_matrix(values, seeds)
-                       for _, values in group])
-    bounds = stats.hierarchical_interval(matrix, 0.95, num_samples, seed)
-    for (label, _), bound in zip(group, bounds):
-      out[label] = (float(bound[0]), float(bound[1]))
+    draws.means(group, seeds)
+  out = {}
+  for label, values in series:
+    means, = draws.means([values], tuple(sorted(values)))
+    low, high = np.quantile(means, [0.025, 0.975])
+    out[label] = (float(low), float(high))
   return out
 
 

@@ -86,7 +86,7 @@ def resampled_means(values: np.ndarray, num_samples: int = DEFAULT_SAMPLES,
   return means
 
 
-def _two_sided_p(means: np.ndarray, observed: np.ndarray) -> np.ndarray:
+def two_sided_p(means: np.ndarray, observed: np.ndarray) -> np.ndarray:
   """Two-sided bootstrap p-values from [B, k] resampled means: the share of
   resamples at least as far from the observed mean as it is from 0 (the
   resampled means centred on the observed one are the null distribution),
@@ -113,7 +113,7 @@ def paired_bootstrap(differences: np.ndarray,
   single = differences.ndim == 1
   differences = np.atleast_2d(differences)
   observed = differences.mean(axis=1)
-  p = _two_sided_p(resampled_means(differences, num_samples, seed),
+  p = two_sided_p(resampled_means(differences, num_samples, seed),
                    observed)
   return p[0] if single else p
 
@@ -206,8 +206,9 @@ def hierarchical_means(values: np.ndarray,
       means[start:start + m] = per_seed[:, :, 0]
       continue
     seed_picks = seed_rng.integers(0, num_seeds, size=(m, num_seeds))
-    seed_counts = np.stack([np.bincount(row, minlength=num_seeds)
-                            for row in seed_picks])
+    seed_offsets = (seed_picks + num_seeds * np.arange(m)[:, None]).ravel()
+    seed_counts = np.bincount(seed_offsets, minlength=m * num_seeds).reshape(
+        m, num_seeds)
     means[start:start + m] = np.einsum("bks,bs->bk", per_seed,
                                        seed_counts) / num_seeds
   return means
@@ -234,7 +235,7 @@ def hierarchical_bootstrap(differences: np.ndarray,
   if single:
     differences = differences[None]
   observed = differences.mean(axis=(1, 2))
-  p = _two_sided_p(hierarchical_means(differences, num_samples, seed),
+  p = two_sided_p(hierarchical_means(differences, num_samples, seed),
                    observed)
   return p[0] if single else p
 
@@ -303,3 +304,130 @@ def seed_matrix(per_seed: dict, seeds: Sequence[int]) -> np.ndarray:
     raise ValueError("the seeds were tested on different numbers of "
                      "instances.")
   return np.stack(rows)
+
+
+def seed_t_test(differences: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+  """Two-sided paired t-tests over seeds, beside the hierarchical bootstrap.
+
+  Seed s of one model is paired with seed s of the other; each seed gives
+  one number, its mean difference over the test instances,
+  m_s = mean_i d[s, i], and t = mean(m) / (sd(m) / sqrt(S)) has S - 1
+  degrees of freedom. Its p is exact under normal seed noise, so it has no
+  resampling floor; it conditions on the test set (the instances' noise is
+  in each m_s, not resampled). With S = 3 seeds the exact sign-flip
+  permutation test cannot go below 2 / 2**3 = 0.25, which is why the
+  seed-level test here is the t-test.
+
+  Args:
+    differences: [k, S, n] per-seed, per-instance differences (or [S, n]).
+
+  Returns:
+    ([k] p-values, [k] standard errors sd(m) / sqrt(S)); NaN for S < 2. Seeds
+    that all give the same difference have standard error 0: p = 1 for a
+    difference of 0, else 0.
+
+  Example (per-seed differences 0.01, 0.02, 0.03: t = 0.02 / (0.01 / √3)
+  = √12, and with 2 degrees of freedom p = 1 - t / √(t² + 2) = 1 - √(12/14)):
+
+  >>> p, se = seed_t_test(np.array([[0.01], [0.02], [0.03]]))
+  >>> round(float(p), 6), round(float(se), 6)
+  (0.07418, 0.005774)
+  """
+  from scipy import stats as scipy_stats  # pylint: disable=g-import-not-at-top
+  differences = np.asarray(differences, np.float64)
+  single = differences.ndim == 2
+  if single:
+    differences = differences[None]
+  per_seed = differences.mean(axis=2)  # [k, S]
+  num_seeds = per_seed.shape[1]
+  if num_seeds < 2:
+    nan = np.full(per_seed.shape[0], np.nan)
+    return (nan[0], nan[0]) if single else (nan, nan.copy())
+  mean = per_seed.mean(axis=1)
+  se = per_seed.std(axis=1, ddof=1) / np.sqrt(num_seeds)
+  constant = se <= 1e-12 * np.maximum(1., np.abs(mean))
+  with np.errstate(divide="ignore", invalid="ignore"):
+    t = np.abs(mean) / np.where(constant, 1., se)
+  p = 2. * scipy_stats.t.sf(t, num_seeds - 1)
+  p = np.where(constant, np.where(np.abs(mean) <= 1e-15, 1., 0.), p)
+  se = np.where(constant, 0., se)
+  return (p[0], se[0]) if single else (p, se)
+
+
+def detectable_effect(se: float, family_size: int, alpha: float = 0.05,
+                      power: float = 0.8) -> float:
+  """The smallest |effect| a two-sided test detects with `power`, normal
+  approximation, at the Holm level of the family's smallest p.
+
+  Holm rejects the family's smallest p when p < alpha / m, so an effect
+  with standard error `se` is found with probability `power` when
+  |effect| >= (z(1 - alpha / (2 m)) + z(power)) * se.
+
+  Example (se 0.01, a family of 5: z(0.995) = 2.5758, z(0.8) = 0.8416):
+
+  >>> round(detectable_effect(0.01, 5), 6)
+  0.034175
+  """
+  from scipy import stats as scipy_stats  # pylint: disable=g-import-not-at-top
+  return float((scipy_stats.norm.ppf(1. - alpha / (2. * family_size)) +
+                scipy_stats.norm.ppf(power)) * se)
+
+
+def detectable_effect_t(se: float, df: int, family_size: int,
+                        alpha: float = 0.05, power: float = 0.8) -> float:
+  """`detectable_effect` for the seed-level t-test (`seed_t_test`), exact:
+  the effect whose noncentral t (df degrees of freedom, noncentrality
+  effect / se) exceeds the critical t(1 - alpha / (2 m)) with probability
+  `power`. NaN for se NaN or df < 1.
+
+  >>> round(detectable_effect_t(1., 1000, 1), 3)  # ~ 1.96 + 0.84
+  2.804
+  """
+  from scipy import optimize  # pylint: disable=g-import-not-at-top
+  from scipy import stats as scipy_stats  # pylint: disable=g-import-not-at-top
+  if df < 1 or not np.isfinite(se):
+    return float("nan")
+  critical = scipy_stats.t.ppf(1. - alpha / (2. * family_size), df)
+  shortfall = lambda nc: scipy_stats.nct.sf(critical, df, nc) - power
+  high = 1.
+  while shortfall(high) < 0:
+    high *= 2.
+  return float(optimize.brentq(shortfall, 0., high, xtol=1e-10) * se)
+
+
+def samples_for_family(family_size: int, requested: int = DEFAULT_SAMPLES,
+                       alpha: float = 0.05, margin: float = 10.) -> int:
+  """Bootstrap resamples B for a Holm family of `family_size` tests.
+
+  The smallest bootstrap p is 1 / (B + 1), and Holm multiplies the family's
+  smallest p by its size m, so with too few resamples a difference that no
+  resample reaches still fails (the "Holm floor"). B is `requested` raised,
+  in steps of 10,000, until m / (B + 1) <= alpha / margin: at the Holm
+  level alpha / m the bootstrap expects at least `margin` exceedances.
+
+  >>> samples_for_family(420)  # 420 / 90,001 = 0.0047 <= 0.005
+  90000
+  >>> samples_for_family(56)
+  20000
+  >>> samples_for_family(4)
+  10000
+  """
+  needed = int(np.ceil(margin * family_size / alpha)) - 1
+  if needed <= requested:
+    return requested
+  return requested + int(np.ceil((needed - requested) / 10_000)) * 10_000
+
+
+def sign_test(wins: int, losses: int) -> float:
+  """Exact two-sided sign (binomial) test of wins against losses, ties
+  dropped: p of a split at least this uneven when each is equally likely.
+
+  >>> round(sign_test(7, 2), 4)
+  0.1797
+  >>> sign_test(0, 0)
+  1.0
+  """
+  from scipy import stats as scipy_stats  # pylint: disable=g-import-not-at-top
+  if wins + losses == 0:
+    return 1.
+  return float(scipy_stats.binomtest(wins, wins + losses, 0.5).pvalue)

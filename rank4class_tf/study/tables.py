@@ -12,9 +12,10 @@ from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import findings as findings_lib
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
+from rank4class_tf.study import paper_effects as paper_effects_lib
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import selection as selection_lib
-from rank4class_tf.study import stats
+from rank4class_tf.study import verdicts as verdicts_lib
 
 
 def _cell_text(cell: selection_lib.Cell, metric: str,
@@ -29,7 +30,8 @@ def _cell_text(cell: selection_lib.Cell, metric: str,
   if effect is None:
     return text
   return (f"{text} (p={common_lib.p_text(effect.p)}, "
-          f"Holm {common_lib.p_text(effect.p_holm)})")
+          f"Holm {common_lib.p_text(effect.p_holm)})" +
+          ("†" if verdicts_lib.tests_differ(effect) else ""))
 
 
 def _marks(cells: Sequence[selection_lib.Cell],
@@ -73,8 +75,11 @@ def main_table(cells: Sequence[selection_lib.Cell], metric_names: Sequence[str],
 
 def summary_table(cells: Sequence[selection_lib.Cell],
                   metric_names: Sequence[str],
-                  statistics: selection_lib.Statistics) -> List[str]:
-  """Table 2: the classical classifier against the best Rank4Class cell."""
+                  statistics: selection_lib.Statistics,
+                  paper: Sequence[paper_tables.PaperTable] = ()
+                 ) -> List[str]:
+  """Table 2: the classical classifier against the best Rank4Class cell,
+  both tests; then what the best is taken from, against the paper's."""
   by_key = {c.key: c for c in cells}
   baseline = by_key.get(study_grid.BASELINE)
   if baseline is None:
@@ -84,7 +89,8 @@ def summary_table(cells: Sequence[selection_lib.Cell],
     return ["Only the softmax + dot cell in this study."]
   lines = [
       "| metric | MCC (softmax + dot) | best Rank4Class cell | its value "
-      "| Δ [95% interval] | p | Holm p |", "|---|---|---|---|---|---|---|"
+      "| Δ [95% interval] | p | Holm p | t-test Holm p | resolved |",
+      "|---|---|---|---|---|---|---|---|---|"
   ]
   for metric in metric_names:
     best = max(others, key=lambda c: c.mean(metric))
@@ -95,78 +101,10 @@ def summary_table(cells: Sequence[selection_lib.Cell],
         f"{common_lib.cell_title(best.key)} | "
         f"{common_lib.mean_text(best, metric)} | "
         f"{common_lib.effect_text(effect)} | {common_lib.p_text(effect.p)} | "
-        f"{common_lib.p_text(effect.p_holm)} |")
-  return lines
-
-
-def pair_p(statistics: selection_lib.Statistics, a: Tuple[str, str],
-           b: Tuple[str, str], metric: str) -> float:
-  """p of the paired test of cells a and b (either order)."""
-  pairs = statistics.p_pairs
-  return (pairs[(a, b)] if (a, b) in pairs else pairs[(b, a)])[metric]
-
-
-def contrast_lines(cells: Sequence[selection_lib.Cell],
-                   metric_names: Sequence[str],
-                   statistics: selection_lib.Statistics) -> List[str]:
-  """The paper's two claims as contrasts, each with its paired test: every
-  ranking loss against softmax CE under the same interaction, and every
-  interaction against dot under the same loss (Δ of the means over seeds,
-  p of the paired bootstrap). Studies of SoDeep sorters
-  (`sodeep_spearman@lstm`) add each sorter against `@handcrafted` and each
-  SoDeep cell against MSE."""
-  by_key = {c.key: c for c in cells}
-  rows = []
-  for cell in cells:
-    loss, interaction = cell.key
-    if loss != "softmax" and ("softmax", interaction) in by_key:
-      rows.append(("loss", cell, by_key[("softmax", interaction)]))
-  for cell in cells:
-    loss, interaction = cell.key
-    if interaction != "dot" and (loss, "dot") in by_key:
-      rows.append(("interaction", cell, by_key[(loss, "dot")]))
-  # SoDeep cells (`sodeep_spearman@pairwise`): each learned sorter against
-  # the handcrafted one under the same loss, and each against MSE, the other
-  # loss that regresses the scores pointwise.
-  for cell in cells:
-    loss, interaction = cell.key
-    base_loss, sorter = study_grid.split_loss(loss)
-    handcrafted = (f"{base_loss}{study_grid.SORTER_SEPARATOR}handcrafted",
-                   interaction)
-    if (sorter not in (None, "handcrafted") and handcrafted in by_key):
-      rows.append(("sorter", cell, by_key[handcrafted]))
-  for cell in cells:
-    loss, interaction = cell.key
-    if loss.startswith("sodeep_") and ("mse", interaction) in by_key:
-      rows.append(("mse", cell, by_key[("mse", interaction)]))
-  if not rows:
-    return ["No pair of cells shares a loss or an interaction."]
-  lines = [
-      "| contrast | " +
-      " | ".join(f"Δ {common_lib.metric_title(m)} (p; Holm p)"
-                 for m in metric_names) +
-      " |", "|---|" + "---|" * len(metric_names)
-  ]
-  raw = [pair_p(statistics, cell.key, reference.key, metric)
-         for _, cell, reference in rows for metric in metric_names]
-  adjusted = iter(stats.holm(raw))
-  for _, cell, reference in rows:
-    values = []
-    for metric in metric_names:
-      delta = cell.mean(metric) - reference.mean(metric)
-      p = pair_p(statistics, cell.key, reference.key, metric)
-      p_holm = next(adjusted)
-      mark = "**" if p_holm < selection_lib.ALPHA else ""
-      values.append(f"{mark}{delta:+.4f}{mark} ({common_lib.p_text(p)}; "
-                    f"{common_lib.p_text(p_holm)})")
-    lines.append(
-        f"| {common_lib.cell_title(cell.key)} vs "
-        f"{common_lib.cell_title(reference.key)} | " + " | ".join(values) +
-        " |")
-  lines += ["", f"Holm over the {len(raw)} contrasts of this table "
-            f"({len(rows)} × {len(metric_names)} metrics); bold: Holm p < "
-            f"{selection_lib.ALPHA}."]
-  return lines
+        f"{common_lib.p_text(effect.p_holm)} | "
+        f"{common_lib.holm_text(effect.p_seed_holm)} | "
+        f"{'yes' if effect.resolved else 'no'} |")
+  return lines + paper_effects_lib.missing_paper_cells(paper, cells, metric_names)
 
 
 def tables_markdown(
@@ -177,7 +115,7 @@ def tables_markdown(
     metric_names: Sequence[str],
     select_metric: str,
     statistics: selection_lib.Statistics,
-    num_samples: int,
+    num_samples: int,  # pylint: disable=unused-argument
     paper: Sequence[paper_tables.PaperTable] = (),
     missing: Sequence[str] = (),
     unreadable: Optional[Dict[str, str]] = None,
@@ -188,6 +126,8 @@ def tables_markdown(
     class_names: Sequence[str] = ()) -> str:
   """The whole tables.md.
 
+  `num_samples`: the bootstrap resamples asked for (the ones used, raised
+  past the Holm floor, are `statistics.num_samples`);
   `paper`: the paper's tables to show effects beside (none: the dataset has
   none); `missing`: the grid's runs without a result, `unreadable` {run: its
   unreadable file}, `strays`: run folders the grid does not name; listed at
@@ -239,40 +179,48 @@ def tables_markdown(
   lines += ["", "## Code", ""]
   lines += findings_lib.provenance_lines(records, study)
   family = max(0, len(cells) - 1) * len(metric_names)
+  contrasts = verdicts_lib.contrast_effects(cells, metric_names, statistics)
+  lines += ["", "## How the differences are tested", ""]
+  lines += verdicts_lib.tests_lines(statistics, contrasts, metric_names)
   lines += [
       "", "## Test metrics (the paper's Tables 7-12 layout)", "",
       "Bold: the top three cells of a metric; `*`: the best. p: two-sided "
       "hierarchical bootstrap against softmax + dot (seeds resampled, then "
-      f"test instances; {num_samples:,} resamples, fixed seed; paired by "
-      f"seed and instance); Holm: adjusted over the family of {family} "
-      f"comparisons ({max(0, len(cells) - 1)} cells × {len(metric_names)} "
-      "metrics against softmax + dot).", ""]
+      f"test instances; {statistics.num_samples:,} resamples, fixed seed; "
+      f"paired by seed and instance); Holm: adjusted over the family of "
+      f"{family} comparisons ({max(0, len(cells) - 1)} cells × "
+      f"{len(metric_names)} metrics against softmax + dot); †: the "
+      "seed-level t-test decides it the other way at Holm p < "
+      f"{selection_lib.ALPHA} (its Holm p: the next section).", ""]
   lines += main_table(cells, metric_names, statistics)
   lines += ["", "## Effects against softmax + dot, beside the paper's", ""]
-  if paper:
-    lines += findings_lib.paper_effect_lines(paper, cells, metric_names,
-                                             statistics)
-  else:
-    lines.append(f"The paper has no table for {dataset}: our effects only "
-                 "(the Table 2 section and the contrasts below).")
+  lines += paper_effects_lib.paper_effect_lines(paper, cells, metric_names,
+                                                statistics, dataset)
   lines += ["", "## Classical classifier against the best Rank4Class cell "
             "(Table 2)", ""]
-  lines += summary_table(cells, metric_names, statistics)
+  lines += summary_table(cells, metric_names, statistics, paper)
   lines += ["", "## Ranking losses against softmax CE, interactions "
             "against dot", "",
             "Each ranking loss against softmax CE under the same "
             "interaction, then each interaction against dot under the same "
             "loss (SoDeep cells: each sorter against the handcrafted one, "
-            "then against MSE): the difference of the means over seeds and "
-            "the hierarchical bootstrap p, raw and Holm-adjusted.", ""]
-  lines += contrast_lines(cells, metric_names, statistics)
+            "then against MSE): the difference of the means over seeds, "
+            "the hierarchical bootstrap p, raw and Holm-adjusted, and the "
+            "seed-level t-test's Holm p.", ""]
+  lines += verdicts_lib.contrast_lines(contrasts, metric_names)
+  lines += ["", "## What this study can detect", ""]
+  lines += verdicts_lib.power_lines(cells, metric_names, statistics,
+                                    contrasts, paper)
   lines += [
       "", "## Metric informativeness", "",
       "Over all pairs of cells, how many pairs each metric tells apart "
       f"(hierarchical bootstrap, p < {selection_lib.ALPHA}; Holm over all "
-      f"{statistics.num_pairs} pairs × {len(metric_names)} metrics).", ""
+      f"{statistics.num_pairs} pairs × {len(metric_names)} metrics, each "
+      "test apart).", ""
   ]
   lines += findings_lib.informativeness_lines(statistics, metric_names, cells)
+  lines += ["", "### The metric claim as the paper states it", ""]
+  lines += verdicts_lib.metric_claim_lines(statistics, metric_names)
   lines += [
       "", "## Robustness: the verdict under another selection metric", "",
       f"This report chooses each run by validation "
@@ -280,7 +228,7 @@ def tables_markdown(
       "each of Top-1, NDCG@5 and MRR (means over seeds):", ""
   ]
   lines += findings_lib.robustness_lines(records, metric_names, select_metric,
-                                         cells)
+                                         cells, grid.choose_on_seed)
   lines += ["", "## Per-class view", ""]
   lines += findings_lib.per_class_lines(cells, labels, class_names)
   lines += ["", "## Softmax cross-entropy and the ranking metrics (Bruch "
