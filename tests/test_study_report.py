@@ -204,8 +204,12 @@ class FairnessTest(tf.test.TestCase):
         "those 3 did not converge after `--extend_steps` had trained them "
         "on: its limit (`--extend_steps_limit`).", tables)
     self.assertIn("| cell | learning rate on an edge | width on an edge | "
-                  "peaked last | not converged |\n|---|---|---|---|---|",
-                  tables)
+                  "peaked last | peaked in the last two | not converged |\n"
+                  "|---|---|---|---|---|---|\n"
+                  "| Softmax CE + Dot | 3 of 3 (low) | 0 of 3 | 0 of 3 | "
+                  "3 of 3 | 0 of 3 |\n"
+                  "| ApproxNDCG + Dot | 3 of 3 (low) | 0 of 3 | 2 of 3 | "
+                  "3 of 3 | 3 of 3 |", tables)
     self.assertIn("| Softmax CE + Dot | 3 of 3 (low) | 0 of 3 | 0 of 3 | "
                   "0 of 3 |\n| ApproxNDCG + Dot | 3 of 3 (low) | 0 of 3 | "
                   "2 of 3 | 3 of 3 |", tables)
