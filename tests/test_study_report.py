@@ -210,9 +210,6 @@ class FairnessTest(tf.test.TestCase):
                   "3 of 3 | 0 of 3 |\n"
                   "| ApproxNDCG + Dot | 3 of 3 (low) | 0 of 3 | 2 of 3 | "
                   "3 of 3 | 3 of 3 |", tables)
-    self.assertIn("| Softmax CE + Dot | 3 of 3 (low) | 0 of 3 | 0 of 3 | "
-                  "0 of 3 |\n| ApproxNDCG + Dot | 3 of 3 (low) | 0 of 3 | "
-                  "2 of 3 | 3 of 3 |", tables)
 
 
 class ProvenanceTest(tf.test.TestCase):

@@ -186,12 +186,18 @@ class BFloat16RunTest(tf.test.TestCase):
     from rank4class_tf import serving
     from rank4class_tf.training import trainer as training
     import test_text_pipelines
+    from unittest import mock
+    from rank4class_tf import checks
     model_dir = os.path.join(tempfile.mkdtemp(), "bfloat16")
-    training.train(config_lib.TrainConfig.create(
-        dataset="goemotions", data_dir=test_text_pipelines.goemotions_fixture(),
-        encoder="bert", encoder_size="tiny", max_seq_length=16, batch_size=4,
-        train_steps=2, eval_every=1, seed=1, mixed_precision="bfloat16",
-        model_dir=model_dir))
+    # What is tested is the run's computation, so it runs on a CPU without
+    # bfloat16 instructions too (emulated), where `checks` would refuse it
+    # (the CPU check: tests/test_config.py).
+    with mock.patch.object(checks, "cpu_has_bfloat16", return_value=True):
+      training.train(config_lib.TrainConfig.create(
+          dataset="goemotions", data_dir=test_text_pipelines.goemotions_fixture(),
+          encoder="bert", encoder_size="tiny", max_seq_length=16, batch_size=4,
+          train_steps=2, eval_every=1, seed=1, mixed_precision="bfloat16",
+          model_dir=model_dir))
     self.assertEqual(serving.load_config(model_dir).trainer.mixed_precision,
                      "bfloat16")
     scores = serving.ExportedRanker(model_dir).scores(["so happy today",
