@@ -193,6 +193,39 @@ def file_sha256(path: str) -> str:
   return digest.hexdigest()
 
 
+def check_output_folder(folder: str, name: str,
+                        is_previous: Callable[[str], bool],
+                        previous: str, previous_folder: str) -> None:
+  """Raises ValueError, naming the argument `name`=`folder`, unless an output
+  may be written there: a missing path, or a folder that `is_previous` (its
+  files are empty or a previous output of the same kind, which is
+  replaced). A folder holding a user's files is never written into. Changes
+  nothing on disk; the one check of `evaluate`'s `report_dir` and
+  `inspect_data`'s `output_dir`.
+
+  Args:
+    folder: the folder, as given (shown in the error).
+    name: the argument's name.
+    is_previous: whether an existing folder may be replaced.
+    previous: what such a folder holds, for the error ("a previous
+      per-class report").
+    previous_folder: the same folder named ("a previous report's folder").
+  """
+  path = os.path.abspath(folder)
+  if not os.path.lexists(path):
+    return
+  if not os.path.isdir(path):
+    raise ValueError(f"`{name}`={folder} is a file, not a folder.")
+  try:
+    replaceable = is_previous(path)
+  except OSError as e:
+    raise ValueError(f"`{name}`={folder} cannot be read "
+                     f"({e.strerror or e}).") from None
+  if not replaceable:
+    raise ValueError(
+        f"`{name}`={folder} exists and holds other files than {previous}: "
+        f"give a new or empty folder ({previous_folder} is replaced).")
+
 # Storage: local paths through `os` (atomic rename, exclusive create, fsync),
 # any other file system TensorFlow has (`gs://`, `ram://`, `hdfs://`, `s3://`
 # with its plugin) through `tf.io.gfile`, imported only then.

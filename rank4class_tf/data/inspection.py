@@ -809,20 +809,10 @@ def check_output_dir(output_dir: str) -> None:
   if not output_dir or not output_dir.strip():
     raise ValueError("`output_dir` is empty: give the folder the inspection "
                      "goes to.")
-  if not os.path.lexists(output_dir):
-    return
-  if not os.path.isdir(output_dir):
-    raise ValueError(f"`output_dir`={output_dir} is a file, not a folder.")
-  try:
-    previous = _is_previous_inspection(output_dir)
-  except OSError as e:
-    raise ValueError(f"`output_dir`={output_dir} cannot be read "
-                     f"({e.strerror or e}).") from None
-  if not previous:
-    raise ValueError(
-        f"`output_dir`={output_dir} exists and holds other files than a "
-        f"previous inspection ({REPORT_FILE}, {CHART_FILE}): give a new or "
-        "empty folder (a previous inspection's folder is replaced).")
+  fileio.check_output_folder(
+      output_dir, "output_dir", _is_previous_inspection,
+      f"a previous inspection ({REPORT_FILE}, {CHART_FILE})",
+      "a previous inspection's folder")
 
 
 def write(report: Dict[str, Any], output_dir: str) -> Tuple[str, str]:

@@ -765,20 +765,10 @@ def check_report_dir(report_dir: str) -> None:
   if not report_dir or not report_dir.strip():
     raise ValueError("`report_dir` is empty: give the folder the report "
                      "goes to.")
+  fileio.check_output_folder(report_dir, "report_dir", _is_previous_report,
+                             "a previous per-class report",
+                             "a previous report's folder")
   path = os.path.abspath(report_dir)
-  if os.path.lexists(path):
-    if not os.path.isdir(path):
-      raise ValueError(f"`report_dir`={report_dir} is a file, not a folder.")
-    try:
-      previous = _is_previous_report(path)
-    except OSError as e:
-      raise ValueError(f"`report_dir`={report_dir} cannot be read "
-                       f"({e.strerror or e}).") from None
-    if not previous:
-      raise ValueError(
-          f"`report_dir`={report_dir} exists and holds other files than a "
-          "previous per-class report: give a new or empty folder (a "
-          "previous report's folder is replaced).")
   ancestor = os.path.dirname(path)
   while not os.path.lexists(ancestor):
     ancestor = os.path.dirname(ancestor)
