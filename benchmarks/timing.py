@@ -28,3 +28,9 @@ def time_step(step, x, y, steps: int) -> float:
     loss = step(x, y)
   loss.numpy()
   return (time.perf_counter() - start) / steps * 1e3
+
+
+def uptime() -> str:
+  """The load average, as `uptime` prints it: `load average a, b, c`."""
+  with open("/proc/loadavg") as f:
+    return "load average " + ", ".join(f.read().split()[:3])

@@ -28,10 +28,12 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 
 DEFAULT_METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
 OPTIMIZERS = ("adam", "adagrad")
-PRECISIONS = ("float32", "bfloat16", "float16")
+# `auto`: bfloat16 where the hardware computes it, else float32 (resolved
+# when a run starts: `training.builders.resolve_defaults`).
+PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 # Settings a config written before they existed did not record: it ran with
 # these values (the behaviour of that time), not with today's defaults.
-LEGACY_VALUES = {"length_bucketing": False}
+LEGACY_VALUES = {"length_bucketing": False, "float32_layers": False}
 
 
 def upgrade(values: Dict[str, Any]) -> Dict[str, Any]:
@@ -399,10 +401,18 @@ class TrainerConfig:
       "keeps every one. What resuming, extending and exporting read is "
       "always kept.")
   mixed_precision: str = field(
-      "float32", "Compute precision, weights kept in float32: float32, "
-      "bfloat16 (Keras mixed_bfloat16; CPUs with AVX512-BF16 or AMX, TPUs) "
-      "or float16 (mixed_float16 with loss scaling; GPUs). Scores, losses "
-      "and metrics stay float32; the exports compute as trained.")
+      "auto", "Compute precision, weights kept in float32: auto (bfloat16 "
+      "where the hardware computes it: a CPU with AVX512-BF16 or AMX, a GPU "
+      "of compute capability 8.0 or more, a TPU; else float32; config.json "
+      "records which), float32, bfloat16 (Keras mixed_bfloat16) or float16 "
+      "(mixed_float16 with loss scaling; GPUs). Scores, losses and metrics "
+      "stay float32; the exports compute as trained.")
+  float32_layers: bool = field(
+      True, "Under --mixed_precision=bfloat16 or float16: keep the "
+      "numerically sensitive layers in float32 (the scores and the layers "
+      "around them, the embeddings, the attention softmax: "
+      "modeling/precision.py); false: Keras' policy on every layer, as runs "
+      "before it did.")
   jit_compile: bool = field(
       False, "Compile the training and evaluation steps with XLA.")
   length_bucketing: bool = field(
@@ -462,6 +472,7 @@ class TrainConfig:
       raise ValueError(f"`optimizer`={self.trainer.optimizer!r} is not "
                        f"valid; choose one of: {', '.join(OPTIMIZERS)}.")
     for name in ("download", "jit_compile", "length_bucketing",
+                 "float32_layers",
                  "freeze_encoder", "feature_cache", "export"):
       if not isinstance(values[name], bool):
         raise ValueError(f"`{name}`={values[name]!r} must be true or false.")

@@ -113,7 +113,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     fields = list(config_lib.flag_fields(config_lib.TrainConfig))
     flags = [f.flag for f in fields]
     self.assertLen(flags, len(set(flags)))
-    self.assertLen(flags, 72)
+    self.assertLen(flags, 73)
     for field in fields:
       self.assertTrue(field.help.strip(), field.flag)
     renamed = {f.flag: f.name for f in fields if f.flag != f.name}
@@ -180,7 +180,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual((config.trainer.length_bucketing,
                       config.trainer.mixed_precision), (False, "float32"))
     self.assertEqual((good().trainer.length_bucketing,
-                      good().trainer.mixed_precision), (True, "float32"))
+                      good().trainer.mixed_precision), (True, "auto"))
 
   def test_bfloat16_needs_a_cpu_with_bfloat16(self):
     folder = self.get_temp_dir()

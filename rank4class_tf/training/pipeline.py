@@ -32,6 +32,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features
 from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.modeling import precision
 from rank4class_tf.modeling import stateless_dropout
 from rank4class_tf.multilabel import mulcon
 from rank4class_tf.ranking import losses
@@ -156,6 +157,17 @@ KERAS_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16",
                   "float16": "mixed_float16"}
 
 
+def build_model(model_builder, trainer: config_lib.TrainerConfig
+               ) -> tf.keras.Model:
+  """`model_builder`'s model under the run's precision (inside
+  `precision_policy`): with a mixed precision and `float32_layers`, its
+  numerically sensitive layers in float32 (`precision.keep_float32`)."""
+  model = model_builder.build()
+  if trainer.mixed_precision != "float32" and trainer.float32_layers:
+    precision.keep_float32(model)
+  return model
+
+
 @contextlib.contextmanager
 def precision_policy(precision: str):
   """Keras' global dtype policy for `--mixed_precision` (float32,
@@ -176,7 +188,9 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
   With `--mixed_precision=bfloat16` or `float16` the model is built,
   trained and exported under the Keras `mixed_bfloat16` / `mixed_float16`
   policy (`precision_policy`; for float16 Keras wraps the optimizer in a
-  `LossScaleOptimizer`); the previous global policy is restored afterwards.
+  `LossScaleOptimizer`), its numerically sensitive layers in float32 with
+  `--float32_layers` (`build_model`); the previous global policy is
+  restored afterwards.
   With `--jit_compile` the model is compiled with XLA.
 
   A run trained from a feature cache trains a model of the cached values;
@@ -238,7 +252,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     run = run_dir_lib.RunDir(hparams.model_dir)
     with precision_policy(self._config.trainer.mixed_precision), \
         tfr.keras.strategy_utils.strategy_scope(self._strategy):
-      model = self._model_builder.build()
+      model = build_model(self._model_builder, self._config.trainer)
       xla = {"jit_compile": True} if self._config.trainer.jit_compile else {}
       model.compile(
           optimizer=self._optimizer, loss=self.build_loss(),
@@ -330,7 +344,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     self._export = self._export or force
     with tfr.keras.strategy_utils.strategy_scope(self._strategy), \
         precision_policy(self._config.trainer.mixed_precision):
-      model = self._model_builder.build()
+      model = build_model(self._model_builder, self._config.trainer)
       run = run_dir_lib.RunDir(self._hparams.model_dir)
       self.export_saved_model(
           model, run.export(run_dir_lib.LATEST_EXPORT),
@@ -367,7 +381,8 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     if self._serving_model_builder is not None:
       # Built once per run: the frozen encoder's weights never change.
       if self._serving_model is None:
-        self._serving_model = self._serving_model_builder.build()
+        self._serving_model = build_model(self._serving_model_builder,
+                                          self._config.trainer)
       model_lib.copy_weights(model, self._serving_model)
       model = self._serving_model
     serving.store_class_features(model)
