@@ -101,6 +101,7 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     self._seed = seed
     self._top_k = top_k
     self._skip_batches = skip_batches
+    self._scores_fn = None  # (model, its `serving.scoring_function`).
 
   def build_train_dataset(self) -> tf.data.Dataset:
     ds = datasets.ranking_dataset(self._data, "train", self._batch_size,
@@ -147,10 +148,14 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
   def build_signatures(self, model: tf.keras.Model,
                        calibration=None) -> Dict[str, Any]:
     """The serving signature (`serving.signatures`), with `probabilities`
-    when a calibration is given."""
+    when a calibration is given. The exports of one model (a run's final
+    and best) share one trace of its scores (`serving.scoring_function`)."""
+    if self._scores_fn is None or self._scores_fn[0] is not model:
+      self._scores_fn = (model, serving.scoring_function(
+          model, self._serving_inputs, self._data.num_classes))
     return serving.signatures(model, self._serving_inputs,
                               self._data.class_names, self._top_k,
-                              calibration)
+                              calibration, scores_fn=self._scores_fn[1])
 
 
 KERAS_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16",
@@ -174,6 +179,9 @@ def precision_policy(precision: str):
   bfloat16, float16) inside the block, the previous one restored after.
   Models built inside compute in that dtype with float32 weights; the
   model's scores are cast to float32 (`model.Rank4ClassScorer`)."""
+  if precision not in KERAS_POLICIES:
+    raise ValueError(f"`mixed_precision`={precision!r}: resolve it first "
+                     "(`builders.resolve_defaults`).")
   policy = tf.keras.mixed_precision.global_policy()
   tf.keras.mixed_precision.set_global_policy(KERAS_POLICIES[precision])
   try:
