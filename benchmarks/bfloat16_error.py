@@ -47,6 +47,7 @@ flags.DEFINE_integer("eval_batches", 8, "Validation batches of 64 scored.")
 flags.DEFINE_integer("grad_batches", 2, "Training batches of 32 whose "
                      "gradient is compared.")
 flags.DEFINE_integer("max_seq_length", 32, "Tokens per instance.")
+flags.DEFINE_bool("each_group", True, "Also one row per group alone.")
 FLAGS = flags.FLAGS
 
 
@@ -119,9 +120,14 @@ def main(argv):
   ref_scores, ref_loss, ref_grads = measure(reference, eval_batches,
                                             grad_batches, loss_fn)
   variants = [("Keras mixed_bfloat16 (before issue 60)", ())]
-  variants += [(f"+ {group} in float32", (group,))
-               for group in precision.GROUPS]
-  variants += [("all three in float32 (today's bfloat16)", precision.GROUPS)]
+  if FLAGS.each_group:
+    variants += [(f"+ {group} in float32", (group,))
+                 for group in precision.GROUPS + precision.OPTIONAL_GROUPS]
+  variants += [
+      (f"{', '.join(precision.GROUPS)} in float32 (today's bfloat16)",
+       precision.GROUPS),
+      ("today's + residual in float32",
+       precision.GROUPS + precision.OPTIONAL_GROUPS)]
   rows = []
   for name, groups in variants:
     model = build("bfloat16", groups)

@@ -43,6 +43,10 @@ from official.nlp.modeling import networks
 
 # The groups `keep_float32` sets, in the order of the module doc.
 GROUPS = ("head", "embeddings", "attention_softmax")
+# Measured, not kept by default: the residual stream of the Transformer
+# blocks in float32 (each block's adds, and the attention's output
+# projection that feeds them).
+OPTIONAL_GROUPS = ("residual",)
 _EMBEDDINGS = (nlp_layers.OnDeviceEmbedding, nlp_layers.PositionEmbedding,
                tf.keras.layers.Add)
 
@@ -78,9 +82,9 @@ def float32_layers(model: tf.keras.Model,
                   ) -> Dict[str, List[tf.keras.layers.Layer]]:
   """{group: its layers in `model`} for the `groups` of the module doc."""
   for group in groups:
-    if group not in GROUPS:
+    if group not in GROUPS + OPTIONAL_GROUPS:
       raise ValueError(f"Unknown float32 group {group!r}; valid groups: "
-                       f"{', '.join(GROUPS)}.")
+                       f"{', '.join(GROUPS + OPTIONAL_GROUPS)}.")
   transformer, other = encoder_parts(model)
   found = {group: [] for group in groups}
   for layer in _layers(model):
@@ -90,6 +94,15 @@ def float32_layers(model: tf.keras.Model,
       elif (isinstance(layer, tf.keras.layers.Softmax) and
             "attention_softmax" in found):
         found["attention_softmax"].append(layer)
+      elif "residual" in found and (
+          isinstance(layer, nlp_layers.TransformerEncoderBlock) or
+          (isinstance(layer, tf.keras.layers.EinsumDense) and
+           layer.name == "attention_output")):
+        found["residual"].append(layer)
+        if isinstance(layer, nlp_layers.TransformerEncoderBlock):
+          # The dropout on the attention's output, before the residual add
+          # (the Model Garden's attribute: no public name).
+          found["residual"].append(layer._attention_dropout)  # pylint: disable=protected-access
     elif (id(layer) not in other and "head" in found and
           not isinstance(layer, tf.keras.Model) and
           not isinstance(layer, tf.keras.layers.InputLayer)):
