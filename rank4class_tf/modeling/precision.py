@@ -41,6 +41,8 @@ import tensorflow as tf
 from official.nlp.modeling import layers as nlp_layers
 from official.nlp.modeling import networks
 
+from rank4class_tf.modeling import encoders
+
 # The groups `keep_float32` sets, in the order of the module doc.
 GROUPS = ("head", "embeddings", "attention_softmax")
 # Measured, not kept by default: the residual stream of the Transformer
@@ -64,8 +66,6 @@ def _layers(module: tf.Module) -> List[tf.keras.layers.Layer]:
 def encoder_parts(model: tf.keras.Model) -> Tuple[set, set]:
   """(ids of the layers inside a Transformer network, ids of the layers
   inside any other encoder): what `keep_float32` leaves to the policy."""
-  # pylint: disable=g-import-not-at-top
-  from rank4class_tf.modeling import encoders
   transformer, other = set(), set()
   for layer in _layers(model):
     if isinstance(layer, networks.BertEncoder):
