@@ -293,8 +293,9 @@ def calibrate_on(model: tf.keras.Model, dataset: tf.data.Dataset
     record written beside the export: its parameters, the number of
     instances and the split's NLL, ECE and Brier score before and after).
   """
-  # Keras' compiled predict: 1.9x faster a batch than calling the model
-  # eagerly (benchmarks.text_training_loop), traced once for both exports.
+  # Keras' compiled predict, traced once for a run's two exports: 1.1-2.2x
+  # faster a batch than calling the model eagerly
+  # (results/text_speed/issue60.md).
   scores = model.predict(dataset, verbose=0)
   if isinstance(scores, dict):
     scores = scores["scores"]
