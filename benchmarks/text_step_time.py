@@ -28,7 +28,6 @@ peer's tokenizer + model. `uptime` is printed before and after.
 
 import dataclasses
 import os
-import subprocess
 import tempfile
 import time
 
@@ -37,11 +36,11 @@ from absl import flags
 import tensorflow as tf
 
 from benchmarks import timing
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import model as model_lib
-from rank4class_tf.modeling import pretrained
 from rank4class_tf.ranking import losses
 from rank4class_tf import serving
 from rank4class_tf.training import builders
@@ -59,6 +58,9 @@ flags.DEFINE_integer("serve_calls", 100, "Timed batch-1 serving calls per "
 flags.DEFINE_bool("jit_compile", False, "Compile the padding and precision "
                   "table's training steps with XLA (one compilation per "
                   "length).")
+flags.DEFINE_list("precisions", None, "Precisions of the padding and "
+                  "precision table (default: float32, and bfloat16 where the "
+                  "hardware computes it natively).")
 flags.DEFINE_bool("interaction_table", True, "Also time the interactions "
                   "and the plain classifier (the first table).")
 flags.DEFINE_string("peer_python", ".venv-peer/bin/python", "Python of the "
@@ -66,38 +68,9 @@ flags.DEFINE_string("peer_python", ".venv-peer/bin/python", "Python of the "
                     "is left out when it does not exist.")
 FLAGS = flags.FLAGS
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def uptime() -> str:
-  with open("/proc/loadavg") as f:
-    return "load average " + ", ".join(f.read().split()[:3])
-
-
-class Peer:
-  """The PyTorch peer in its own process (`benchmarks/torch_peer.py`)."""
-
-  def __init__(self, python: str):
-    model = os.path.dirname(pretrained.minilm_files()[1])
-    self._proc = subprocess.Popen(
-        [python, os.path.join(REPO, "benchmarks", "torch_peer.py"), model,
-         os.path.join(datasets.REPO_DATA_DIR, "goemotions"),
-         str(FLAGS.max_seq_length)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, text=True)
-    while self._proc.stdout.readline().strip() != "ready":
-      if self._proc.poll() is not None:
-        raise RuntimeError(f"the peer ({python}) did not start.")
-
-  def ms(self, command: str, dtype: str, count: int) -> float:
-    self._proc.stdin.write(f"{command} {dtype} {count}\n")
-    self._proc.stdin.flush()
-    return float(self._proc.stdout.readline())
-
-  def close(self):
-    self._proc.stdin.write("quit\n")
-    self._proc.stdin.flush()
-    self._proc.wait()
+uptime = timing.uptime
 
 
 class Variant:
@@ -121,9 +94,10 @@ class Variant:
                            for f, _ in self.batches) / len(self.batches)
     with pipeline_lib.precision_policy(precision):
       tf.keras.utils.set_random_seed(0)
-      self.model = model_lib.build_model_builder(
+      # bfloat16 as runs compute it: the sensitive layers in float32.
+      self.model = pipeline_lib.build_model(model_lib.build_model_builder(
           data, dataclasses.replace(config.model, interaction="dot"),
-          instance_inputs=self.inputs).build()
+          instance_inputs=self.inputs), config.trainer)
       self.step = timing.make_step(
           self.model, losses.get("softmax"), tf.keras.optimizers.Adam(1e-5),
           reduce_retracing=not FLAGS.jit_compile,
@@ -202,12 +176,14 @@ def serving_breakdown(variant: "Variant") -> None:
 def padding_and_precision_table(data) -> None:
   """Ours (fixed / bucketed x float32 / bfloat16) against the peer."""
   folder = tempfile.mkdtemp()
+  precisions = FLAGS.precisions or (
+      ["float32", "bfloat16"] if checks.native_bfloat16() else ["float32"])
   variants = [Variant(data, bucketing, precision, folder)
               for bucketing in (False, True)
-              for precision in ("float32", "bfloat16")]
+              for precision in precisions]
   peer = None
   if os.path.exists(FLAGS.peer_python):
-    peer = Peer(FLAGS.peer_python)
+    peer = timing.Peer(FLAGS.peer_python, FLAGS.max_seq_length)
   train = {v.name: [] for v in variants}
   serve = {v.name: [] for v in variants}
   peer_names = {dtype: f"peer (PyTorch {dtype}, dynamic padding)"
@@ -215,15 +191,22 @@ def padding_and_precision_table(data) -> None:
   if peer:
     for name in peer_names.values():
       train[name], serve[name] = [], []
+  loads = {name: [] for name in train}
+  load = lambda: float(uptime().split()[2].rstrip(","))
   before = uptime()
   for _ in range(FLAGS.rounds):
     for v in variants:
       train[v.name].append(v.train_ms())
       serve[v.name].append(v.serve_ms())
+      loads[v.name].append(load())
     if peer:
       for dtype, name in peer_names.items():
+        if dtype not in precisions:
+          continue
         train[name].append(peer.ms("train", dtype, FLAGS.steps))
         serve[name].append(peer.ms("serve", dtype, FLAGS.serve_calls))
+        loads[name].append(load())
+  train = {name: values for name, values in train.items() if values}
   after = uptime()
   if peer:
     peer.close()
@@ -232,7 +215,7 @@ def padding_and_precision_table(data) -> None:
   best_peer = min((median(train[n]) for n in peer_names.values()
                    if n in train), default=None)
   best_peer_serve = min((median(serve[n]) for n in peer_names.values()
-                         if n in serve), default=None)
+                         if n in train), default=None)
   print(f"\nGoEmotions, MiniLM-L6 (all-MiniLM-L6-v2 weights), softmax + dot, "
         f"batch {FLAGS.batch_size}, up to {FLAGS.max_seq_length} tokens; "
         f"median of {FLAGS.rounds} alternating rounds of {FLAGS.steps} "
@@ -240,8 +223,9 @@ def padding_and_precision_table(data) -> None:
         f"{before} before, {after} after:\n")
   print("| variant | mean padded length | ms / step (rounds) | examples / s "
         "| step vs fixed float32 | step vs the peer's best | serving ms "
-        "(batch 1) | serving vs the peer's best |")
-  print("|---|---|---|---|---|---|---|---|")
+        "(batch 1) | serving vs the peer's best | 1-min load after each "
+        "round |")
+  print("|---|---|---|---|---|---|---|---|---|")
   lengths = {v.name: f"{v.mean_length:.1f}" for v in variants}
   for name in train:
     ms = median(train[name])
@@ -252,11 +236,13 @@ def padding_and_precision_table(data) -> None:
                 else "—")
     print(f"| {name} | {lengths.get(name, 'longest in batch')} | {ms:.0f} "
           f"({rounds}) | {FLAGS.batch_size / ms * 1e3:.0f} | "
-          f"{ms / base:.2f} | {vs_peer} | {serve_ms:.2f} | {vs_serve} |")
+          f"{ms / base:.2f} | {vs_peer} | {serve_ms:.2f} | {vs_serve} | "
+          f"{', '.join(f'{x:.1f}' for x in loads[name])} |")
   if not peer:
     print(f"\n(No peer: {FLAGS.peer_python} does not exist; "
           "`make peer-venv` makes it.)")
-  serving_breakdown(variants[2])
+  serving_breakdown(next(v for v in variants
+                          if v.name == "bucketed length, float32"))
 
 
 def input_examples_per_second(data, instance_inputs):

@@ -10,9 +10,12 @@ layer that `fit` adds:
 1. the isolated step (`timing.make_step`, one fixed batch);
 2. `model.fit` on that fixed batch repeated, loss only, one step per call;
 3. the same with the run's metrics (Top-1, Top-5, NDCG@5, MRR);
-4. the same with the real input pipeline (read, shuffle, batch, tokenize);
-5. the same with `steps_per_execution=10` (what `pipelines.train` uses);
-6. `training.train` itself, one epoch of the steps and one validation:
+4. the same with the real input pipeline tokenizing in tf.data (read,
+   shuffle, tokenize, bucket, batch: what every text split did before
+   issue 60, what a streamed split still does);
+5. the same with the token ids computed once (today's in-memory splits);
+6. the same with `steps_per_execution=10`;
+7. `training.train` itself, one epoch of the steps and one validation:
    its steps after the first execution (whose tracing is one-off), and the
    seconds of each phase of the run (building, first execution, steps,
    validation, epoch-end callbacks, exports), beside the ms/step that
@@ -24,8 +27,11 @@ layer that `fit` adds:
 padding) and `--mixed_precision=bfloat16` computes every row in bfloat16,
 so the table can be taken for each padding and precision.
 
-Prints two markdown tables: ms per training step of 1-6, and the seconds of
-each phase of 6.
+Rows 4 and 5 alternate in `--rounds` rounds (the median, the rounds in
+brackets), so that their ratio meets the same machine load.
+
+Prints two markdown tables: ms per training step of 1-7 with the 1-minute
+load average after each row, and the seconds of each phase of 7.
 """
 
 import dataclasses
@@ -67,7 +73,9 @@ flags.DEFINE_bool("length_bucketing", True, "Pad each batch to its longest "
                   "text (the default of pipelines.train) instead of "
                   "--max_seq_length.")
 flags.DEFINE_enum("mixed_precision", "float32", ["float32", "bfloat16"],
-                  "Compute precision of every row.")
+                  "Compute precision of every row (bfloat16 as runs compute "
+                  "it: the sensitive layers in float32).")
+flags.DEFINE_integer("rounds", 3, "Alternating rounds of rows 4 and 5.")
 FLAGS = flags.FLAGS
 
 
@@ -153,6 +161,7 @@ def fit_ms(model, dataset, steps: int, with_metrics: bool,
 
 def main(argv):
   del argv
+  before = timing.uptime()
   tf.keras.utils.set_random_seed(0)
   config = config_lib.TrainConfig.create(
       dataset="goemotions", encoder="bert", encoder_size=FLAGS.encoder_size,
@@ -161,33 +170,50 @@ def main(argv):
       mixed_precision=FLAGS.mixed_precision)
   data = datasets.get("goemotions")
   instance_inputs = builders.build_inputs(config, data)
-  real = datasets.ranking_dataset(data, "train", FLAGS.batch_size,
-                                  training=True, seed=0,
-                                  instance_inputs=instance_inputs)
+  stream = lambda d: datasets.ranking_dataset(
+      d, "train", FLAGS.batch_size, training=True, seed=0,
+      instance_inputs=instance_inputs)
+  real = stream(data)
+  # The same examples read as a stream: tokenized in tf.data.
+  in_tf_data = stream(datasets.streamed(data))
   features, labels = next(iter(real))
   fixed = tf.data.Dataset.from_tensors((features, labels)).repeat()
 
   def fresh_model():
     with pipeline_lib.precision_policy(FLAGS.mixed_precision):
-      return model_lib.build_model_builder(
+      return pipeline_lib.build_model(model_lib.build_model_builder(
           data, dataclasses.replace(config.model, interaction="dot"),
-          instance_inputs=instance_inputs).build()
+          instance_inputs=instance_inputs), config.trainer)
 
   rows = []
+
+  def row(name, ms):
+    rows.append((name, ms, timing.uptime().split()[2].rstrip(",")))
+
   model = fresh_model()
   step = timing.make_step(model, losses.get("softmax"),
                           tf.keras.optimizers.Adam(1e-5))
-  rows.append(("1. isolated step (fixed batch)",
-               timing.time_step(step, features, labels, FLAGS.steps)))
-  rows.append(("2. fit, fixed batch, loss only, 1 step per call",
-               fit_ms(fresh_model(), fixed, FLAGS.steps, False, 1)))
-  rows.append(("3. + the 4 ranking metrics",
-               fit_ms(fresh_model(), fixed, FLAGS.steps, True, 1)))
-  rows.append(("4. + the real input pipeline (tokenize in tf.data)",
-               fit_ms(fresh_model(), real, FLAGS.steps, True, 1)))
+  row("1. isolated step (fixed batch)",
+      timing.time_step(step, features, labels, FLAGS.steps))
+  row("2. fit, fixed batch, loss only, 1 step per call",
+      fit_ms(fresh_model(), fixed, FLAGS.steps, False, 1))
+  row("3. + the 4 ranking metrics",
+      fit_ms(fresh_model(), fixed, FLAGS.steps, True, 1))
+  pipelines = {"4. + the real input pipeline, tokenizing in tf.data":
+               in_tf_data,
+               "5. + the real input pipeline, token ids computed once":
+               real}
+  measured = {name: [] for name in pipelines}
+  for _ in range(FLAGS.rounds):
+    for name, dataset in pipelines.items():
+      measured[name].append(fit_ms(fresh_model(), dataset, FLAGS.steps,
+                                   True, 1))
+  for name, values in measured.items():
+    rounds = ", ".join(f"{v:.0f}" for v in values)
+    row(f"{name} (rounds: {rounds})", sorted(values)[len(values) // 2])
   steps = -(-FLAGS.steps // 10) * 10
-  rows.append(("5. + steps_per_execution=10",
-               fit_ms(fresh_model(), real, steps, True, 10)))
+  row("6. + steps_per_execution=10 (token ids)",
+      fit_ms(fresh_model(), real, steps, True, 10))
 
   # 6. The real run: one epoch of `steps` steps, one validation, exports.
   run_steps = steps + 10
@@ -208,21 +234,23 @@ def main(argv):
   end = time.perf_counter()
   pipeline_lib.Rank4ClassPipeline.build_callbacks = build_callbacks
   logged = re.search(r"- (\d+)(ms|s)/step", keras_log.getvalue())
-  rows.append((f"6. training.train, after its first {steps_per_call(clock)} "
-               "steps", clock.steady_ms()))
+  row(f"7. training.train, after its first {steps_per_call(clock)} steps",
+      clock.steady_ms())
 
   base = rows[0][1]
   size = {"minilm_l6": "MiniLM-L6", "bert_base": "BERT-Base",
           "electra_base": "ELECTRA-Base"}[FLAGS.encoder_size]
+  print(f"\n{before} before, {timing.uptime()} after.")
   print(f"\nGoEmotions, {size} size, softmax + dot, batch "
         f"{FLAGS.batch_size}, length {FLAGS.max_seq_length} ("
         f"{'bucketed' if FLAGS.length_bucketing else 'fixed'} padding; rows "
         f"1-3 on one batch of that stream), {FLAGS.mixed_precision}, "
         f"{FLAGS.steps} timed steps per row:\n")
-  print("| what runs | ms / step | ratio to the isolated step |")
-  print("|---|---|---|")
-  for name, ms in rows:
-    print(f"| {name} | {ms:.1f} | {ms / base:.2f} |")
+  print("| what runs | ms / step | ratio to the isolated step | 1-min load "
+        "after |")
+  print("|---|---|---|---|")
+  for name, ms, load in rows:
+    print(f"| {name} | {ms:.1f} | {ms / base:.2f} | {load} |")
   marks = clock.marks
   first_steps, first_seconds = clock.first_execution()
   phases = [

@@ -1,8 +1,12 @@
 """Shared timing helpers of the benchmarks (no flags here)."""
 
+import os
+import subprocess
 import time
 
 import tensorflow as tf
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def make_step(model, loss_fn, optimizer, **function_kwargs):
@@ -28,3 +32,46 @@ def time_step(step, x, y, steps: int) -> float:
     loss = step(x, y)
   loss.numpy()
   return (time.perf_counter() - start) / steps * 1e3
+
+
+def uptime() -> str:
+  """The load average, as `uptime` prints it: `load average a, b, c`."""
+  with open("/proc/loadavg") as f:
+    return "load average " + ", ".join(f.read().split()[:3])
+
+
+class Peer:
+  """The PyTorch peer (`benchmarks/torch_peer.py`) in its own process, in
+  its own virtual env (`make peer-venv`), fine-tuning and serving the same
+  all-MiniLM-L6-v2 on the shipped GoEmotions texts.
+
+  Args:
+    python: the peer env's Python.
+    max_seq_length: tokens per text.
+  """
+
+  def __init__(self, python: str, max_seq_length: int):
+    # pylint: disable=g-import-not-at-top
+    from rank4class_tf.data import datasets
+    from rank4class_tf.modeling import pretrained
+    model = os.path.dirname(pretrained.minilm_files()[1])
+    self._proc = subprocess.Popen(
+        [python, os.path.join(REPO, "benchmarks", "torch_peer.py"), model,
+         os.path.join(datasets.REPO_DATA_DIR, "goemotions"),
+         str(max_seq_length)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True)
+    while self._proc.stdout.readline().strip() != "ready":
+      if self._proc.poll() is not None:
+        raise RuntimeError(f"the peer ({python}) did not start.")
+
+  def ms(self, command: str, dtype: str, count: int) -> float:
+    """ms per training step (`train`) or batch-1 call (`serve`)."""
+    self._proc.stdin.write(f"{command} {dtype} {count}\n")
+    self._proc.stdin.flush()
+    return float(self._proc.stdout.readline())
+
+  def close(self):
+    self._proc.stdin.write("quit\n")
+    self._proc.stdin.flush()
+    self._proc.wait()

@@ -121,6 +121,22 @@ def cpu_has_bfloat16(cpuinfo: Optional[str] = None) -> Optional[bool]:
   return None
 
 
+def native_bfloat16(strategy: str = "") -> Optional[str]:
+  """What computes bfloat16 natively here, in words, or None: a TPU
+  (`strategy`=tpu), a GPU of compute capability 8.0 or more (Ampere and
+  later), or a CPU with AVX512-BF16 or AMX (`cpu_has_bfloat16`)."""
+  if strategy == "tpu":
+    return "a TPU"
+  for gpu in tf.config.list_physical_devices("GPU"):
+    capability = tf.config.experimental.get_device_details(gpu).get(
+        "compute_capability")
+    if capability and tuple(capability) >= (8, 0):
+      return f"a GPU of compute capability {capability[0]}.{capability[1]}"
+  if cpu_has_bfloat16():
+    return f"a CPU with {' or '.join(BFLOAT16_CPU_FLAGS)}"
+  return None
+
+
 def _validate_precision(config: config_lib.TrainConfig) -> None:
   """--mixed_precision=bfloat16 on a CPU without bfloat16 instructions (and
   no GPU or TPU) is refused: TensorFlow would emulate it, slower than

@@ -32,10 +32,12 @@ OPTIMIZERS = ("adam", "adagrad")
 # `--lr_schedule`: the learning rate after `--warmup_steps` (training.
 # schedules builds each from the Model Garden's optimization package).
 LR_SCHEDULES = ("constant", "linear", "cosine")
-PRECISIONS = ("float32", "bfloat16", "float16")
+# `auto`: bfloat16 where the hardware computes it, else float32 (resolved
+# when a run starts: `training.builders.resolve_defaults`).
+PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 # Settings a config written before they existed did not record: it ran with
 # these values (the behaviour of that time), not with today's defaults.
-LEGACY_VALUES = {"length_bucketing": False}
+LEGACY_VALUES = {"length_bucketing": False, "float32_layers": False}
 
 
 def upgrade(values: Dict[str, Any]) -> Dict[str, Any]:
@@ -420,9 +422,19 @@ class TrainerConfig:
       "always kept.")
   mixed_precision: str = field(
       "float32", "Compute precision, weights kept in float32: float32, "
-      "bfloat16 (Keras mixed_bfloat16; CPUs with AVX512-BF16 or AMX, TPUs) "
-      "or float16 (mixed_float16 with loss scaling; GPUs). Scores, losses "
-      "and metrics stay float32; the exports compute as trained.")
+      "auto (bfloat16 where the hardware computes it: a CPU with AVX512-BF16 "
+      "or AMX, a GPU of compute capability 8.0 or more, a TPU; else float32; "
+      "config.json records which), bfloat16 (Keras mixed_bfloat16) or "
+      "float16 (mixed_float16 with loss scaling; GPUs). Scores, losses and "
+      "metrics stay float32; the exports compute as trained. float32 stays "
+      "the default until bfloat16 is shown to keep its accuracy "
+      "(docs/text.md, Speed).")
+  float32_layers: bool = field(
+      True, "Under --mixed_precision=bfloat16 or float16: keep the "
+      "numerically sensitive layers in float32 (the scores and the layers "
+      "around them, the embeddings, the attention softmax: "
+      "modeling/precision.py); false: Keras' policy on every layer, as runs "
+      "before it did.")
   jit_compile: bool = field(
       False, "Compile the training and evaluation steps with XLA.")
   length_bucketing: bool = field(
@@ -508,6 +520,7 @@ class TrainConfig:
       raise ValueError(f"`optimizer`={self.trainer.optimizer!r} is not "
                        f"valid; choose one of: {', '.join(OPTIMIZERS)}.")
     for name in ("download", "jit_compile", "length_bucketing",
+                 "float32_layers",
                  "freeze_encoder", "feature_cache", "export"):
       if not isinstance(values[name], bool):
         raise ValueError(f"`{name}`={values[name]!r} must be true or false.")

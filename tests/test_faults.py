@@ -519,6 +519,11 @@ class ExportTest(tf.test.TestCase):
                                            train_steps=1, eval_every=1)
     pipeline = builders.build_pipeline(config, datasets.get("digits"))
     model = pipeline.model_builder.build()
+    scorers = []
+    scoring_function = serving.scoring_function
+    self.enter_context(mock.patch.object(
+        serving, "scoring_function",
+        lambda *args: scorers.append(scoring_function(*args)) or scorers[-1]))
     saved = []
     save = model.save
     model.save = lambda path, **kwargs: (saved.append(path),
@@ -543,6 +548,9 @@ class ExportTest(tf.test.TestCase):
               for name in ("first", "same", "other")}
     self.assertAllEqual(scores["same"], scores["first"])
     self.assertNotAllEqual(scores["other"], scores["first"])
+    # The other weights' export reused the model's one trace (issue 60).
+    self.assertLen(scorers, 1)
+    self.assertEqual(scorers[0].experimental_get_tracing_count(), 1)
 
   def test_interrupted_export_leaves_no_loadable_folder(self):
     config = config_lib.TrainConfig.create(model_dir=tempfile.mkdtemp(),

@@ -68,6 +68,34 @@ class TextPreprocessorTest(tf.test.TestCase):
                         pre(batch)[text.WORD_IDS])
     self.assertEqual(restored.seq_length, 6)
 
+  def test_token_ids_are_packed_once_and_expand_back(self):
+    pre = text.TextPreprocessor(tiny_vocab(), seq_length=8)
+    pairs = np.array([["hello", "world a"], ["b", ""]], object)
+    ids = text.token_ids(pre, pairs, chunk=1)  # Two calls of one trace.
+    self.assertEqual(sorted(ids), [text.TYPE_IDS, text.WORD_IDS,
+                                   text.LENGTH])
+    self.assertEqual(ids[text.WORD_IDS].dtype, np.uint16)
+    self.assertEqual(ids[text.TYPE_IDS].dtype, np.int8)
+    self.assertAllEqual(ids[text.LENGTH], [6, 4])
+    expanded = text.expand({k: tf.constant(v) for k, v in ids.items()})
+    packed = pre(tf.constant(pairs.tolist()))
+    for name in text.BERT_INPUTS:
+      self.assertEqual(expanded[name].dtype, tf.int32)
+      self.assertAllEqual(expanded[name], packed[name])
+    one = text.token_ids(pre, np.array(["hello world", "a"], object))
+    self.assertNotIn(text.TYPE_IDS, one)
+    self.assertAllEqual(text.expand(one)[text.TYPE_IDS], tf.zeros([2, 8]))
+    self.assertAllEqual(one[text.WORD_IDS][0], [2, 5, 6, 3, 0, 0, 0, 0])
+    # Ids past uint16 (a vocabulary of more than 65,536 tokens) stay int32.
+    big = text.token_ids(
+        lambda texts: {name: value + (70000 if name == text.WORD_IDS else 0)
+                       for name, value in pre(texts).items()},
+        np.array(["a"], object))
+    self.assertEqual(big[text.WORD_IDS].dtype, np.int32)
+    self.assertEqual(big[text.WORD_IDS][0, 0], 70002)
+    self.assertEqual(text.token_ids(pre, np.array([], object))[
+        text.WORD_IDS].shape, (0, 8))
+
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, "/nonexistent/vocab.txt: "
                                 "vocabulary file not found"):
@@ -158,6 +186,61 @@ class LengthBucketingTest(tf.test.TestCase):
       self.assertAllEqual(y, z)
     self.assertNotAllEqual(stream(8, take=1)[0][1], first[0][1])
 
+  def test_token_ids_give_the_batches_of_tokenizing_in_tf_data(self):
+    # In memory: tokenized once, tf.data reads the ids; streamed: tokenized
+    # in tf.data. The same seeded batches, in both paddings.
+    streamed = self.datasets.streamed(self.data)
+    for bucketing, inputs in self.inputs.items():
+      for split, training in (("train", True), ("validation", False)):
+        batches = [
+            list(self.datasets.ranking_dataset(
+                data, split, 32, training=training, seed=7,
+                instance_inputs=inputs).take(40))
+            for data in (self.data, streamed)]
+        for (f, y), (g, z) in zip(*batches):
+          self.assertEqual(sorted(f), sorted(g))
+          for name in f:
+            self.assertEqual(f[name].dtype, g[name].dtype)
+            self.assertAllEqual(f[name], g[name])
+          self.assertAllEqual(y, z)
+        widths = {f[text.WORD_IDS].shape[1] for f, _ in batches[0]}
+        if training:
+          self.assertEqual(len(widths) > 1, bucketing)
+    ids = self.inputs[True].token_ids(self.data.splits["train"][0])
+    self.assertIs(self.inputs[True].token_ids(self.data.splits["train"][0]),
+                  ids)  # Tokenized once.
+    self.assertEqual(ids[text.WORD_IDS].shape, (36308, 32))
+    self.assertEqual(ids[text.WORD_IDS].dtype, np.uint16)
+
+  def test_token_ids_give_the_scores_of_tokenizing_in_tf_data(self):
+    # pylint: disable=g-import-not-at-top
+    from rank4class_tf.modeling import model as model_lib
+    from rank4class_tf.ranking import losses
+    inputs = self.inputs[True]
+    results = []
+    for data in (self.data, self.datasets.streamed(self.data)):
+      tf.keras.utils.set_random_seed(11)
+      model = model_lib.build_model_builder(
+          self.data, config_lib.ModelConfig(
+              encoder="bert", encoder_size="tiny", pooling="mean",
+              dropout=0.0),
+          instance_inputs=inputs).build()
+      model.compile(optimizer=tf.keras.optimizers.Adam(1e-3),
+                    loss=losses.get("softmax"))
+      history = model.fit(
+          self.datasets.ranking_dataset(data, "train", 16, training=True,
+                                        seed=3, instance_inputs=inputs),
+          epochs=2, steps_per_epoch=3, verbose=0).history["loss"]
+      scores = model.predict(self.datasets.ranking_dataset(
+          data, "validation", 64, training=False,
+          instance_inputs=inputs).take(3), verbose=0)
+      results.append((history, scores))
+    (loss_a, scores_a), (loss_b, scores_b) = results
+    self.assertAllClose(loss_a, loss_b, atol=1e-6, rtol=0)
+    self.assertEqual(scores_a.shape, (192, 28))
+    self.assertAllClose(scores_a, scores_b, atol=1e-6, rtol=0)
+    self.assertGreater(np.abs(scores_a).max(), 0.01)
+
   def test_evaluation_keeps_the_order_unless_length_sorted(self):
     labels = self.data.splits["validation"][1]
     ds = self.datasets.ranking_dataset(self.data, "validation", 256,
@@ -178,10 +261,12 @@ class LengthBucketingTest(tf.test.TestCase):
 
 
 class BFloat16RunTest(tf.test.TestCase):
-  """--mixed_precision=bfloat16 trains, exports and serves (issue 34)."""
+  """--mixed_precision=bfloat16 trains, exports and serves (issues 34, 60)."""
 
   def test_bfloat16_run_trains_exports_and_serves_in_bfloat16(self):
     # pylint: disable=g-import-not-at-top
+    from unittest import mock
+    from rank4class_tf import checks
     from rank4class_tf import config as config_lib
     from rank4class_tf import serving
     from rank4class_tf.training import trainer as training
@@ -189,17 +274,18 @@ class BFloat16RunTest(tf.test.TestCase):
     from unittest import mock
     from rank4class_tf import checks
     model_dir = os.path.join(tempfile.mkdtemp(), "bfloat16")
-    # What is tested is the run's computation, so it runs on a CPU without
-    # bfloat16 instructions too (emulated), where `checks` would refuse it
-    # (the CPU check: tests/test_config.py).
-    with mock.patch.object(checks, "cpu_has_bfloat16", return_value=True):
+    # On a CPU without bfloat16 instructions TensorFlow emulates them: the
+    # run is refused there (checks), so the test says the CPU has them.
+    with mock.patch.object(checks, "cpu_has_bfloat16", lambda: True):
       training.train(config_lib.TrainConfig.create(
-          dataset="goemotions", data_dir=test_text_pipelines.goemotions_fixture(),
-          encoder="bert", encoder_size="tiny", max_seq_length=16, batch_size=4,
-          train_steps=2, eval_every=1, seed=1, mixed_precision="bfloat16",
-          model_dir=model_dir))
-    self.assertEqual(serving.load_config(model_dir).trainer.mixed_precision,
-                     "bfloat16")
+          dataset="goemotions",
+          data_dir=test_text_pipelines.goemotions_fixture(),
+          encoder="bert", encoder_size="tiny", max_seq_length=16,
+          batch_size=4, train_steps=2, eval_every=1, seed=1,
+          mixed_precision="bfloat16", model_dir=model_dir))
+    trainer = serving.load_config(model_dir).trainer
+    self.assertEqual((trainer.mixed_precision, trainer.float32_layers),
+                     ("bfloat16", True))
     scores = serving.ExportedRanker(model_dir).scores(["so happy today",
                                                        "thanks a lot"])
     self.assertEqual(scores.shape, (2, 3))  # The fixture's 3 classes.

@@ -284,22 +284,34 @@ def ranking_dataset(data: ClassificationData,
   each pass) and repeated forever; evaluation datasets are read once in
   order. Images go through `data.preprocessing` per example, before
   batching, with `training` choosing augmentation or evaluation
-  preprocessing. Text is tokenized after batching, in parallel.
+  preprocessing.
+
+  Text held in memory is tokenized once per split
+  (`inputs.TextInputs.token_ids`) and tf.data reads the token ids; a
+  streamed split (or one too large for its ids to be kept) is tokenized in
+  tf.data, after batching, in parallel. Both give the same batches: the
+  shuffle's order depends on the seed and the number of examples only.
 
   Text with length bucketing (`inputs.TextInputs(length_bucketing=True)`):
   every batch is cut to its longest member rounded up to
-  `text.LENGTH_QUANTUM` tokens. In training, the shuffled stream is
-  tokenized in order, and each example then waits in the queue of its
-  length bucket (`text.bucket_key`) until `batch_size` examples of that
-  bucket have come: batches hold examples of similar length, each epoch
-  still visits every example once in the shuffle's order of arrival, and
-  the stream is a fixed function of `seed`, so a resumed run skips to the
-  same batch. Evaluation keeps the split's order, unless `length_sorted`
-  (for metrics alone, where order does not matter: Keras' validation) reads
-  it sorted by token count, which pads least.
+  `text.LENGTH_QUANTUM` tokens. In training, each example of the shuffled
+  stream waits in the queue of its length bucket (`text.bucket_key`) until
+  `batch_size` examples of that bucket have come: batches hold examples of
+  similar length, each epoch still visits every example once in the
+  shuffle's order of arrival, and the stream is a fixed function of
+  `seed`, so a resumed run skips to the same batch. Evaluation keeps the
+  split's order, unless `length_sorted` (for metrics alone, where order
+  does not matter: Keras' validation) reads it sorted by token count,
+  which pads least.
   """
   instance_inputs = instance_inputs or inputs_lib.default_inputs(data)
   bucketed = getattr(instance_inputs, "length_bucketing", False)
+  ids = None
+  if split in data.splits and hasattr(instance_inputs, "token_ids"):
+    ids = instance_inputs.token_ids(data.splits[split][0])
+  if ids is not None:
+    return _token_id_batches(data, split, ids, batch_size, training, seed,
+                             instance_inputs, length_sorted and bucketed)
   if bucketed and length_sorted and not training and split in data.splits:
     x, y = data.splits[split]
     order = np.argsort(instance_inputs.token_lengths(x), kind="stable")
@@ -324,6 +336,39 @@ def ranking_dataset(data: ClassificationData,
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
+def _token_id_batches(data: ClassificationData, split: str,
+                      ids: Dict[str, np.ndarray], batch_size: int,
+                      training: bool, seed: int, instance_inputs,
+                      length_sorted: bool) -> tf.data.Dataset:
+  """`ranking_dataset` of an in-memory text split from its token ids."""
+  labels = data.splits[split][1]
+  labels = (labels.astype(np.float32) if labels.ndim == 2
+            else labels.astype(np.int64))
+  if length_sorted:
+    order = np.argsort(ids[text.LENGTH], kind="stable")
+    ids = {name: value[order] for name, value in ids.items()}
+    labels = labels[order]
+  ds = tf.data.Dataset.from_tensor_slices((ids, labels))
+  to_ranking = ranking_features(instance_inputs.from_token_ids,
+                                data.num_classes)
+  if training:
+    ds = ds.shuffle(data.shuffle_buffer or len(labels), seed=seed,
+                    reshuffle_each_iteration=True).repeat()
+    if instance_inputs.length_bucketing:
+      ds = ds.group_by_window(
+          key_func=lambda x, y: text.length_bucket(x[text.LENGTH]),
+          reduce_func=lambda key, window: window.batch(batch_size,
+                                                       drop_remainder=True),
+          window_size=batch_size)
+    else:
+      ds = ds.batch(batch_size, drop_remainder=True)
+  else:
+    ds = ds.batch(batch_size)
+  ds = ds.map(to_ranking, num_parallel_calls=tf.data.AUTOTUNE,
+              deterministic=True)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
 # Raw texts tokenized per call before bucketing (order is kept).
 TOKENIZE_CHUNK = 256
 
@@ -343,6 +388,18 @@ def _bucketed_batches(ds: tf.data.Dataset, batch_size: int,
   ds = ds.map(ranking_features(text.trim, num_classes),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def streamed(data: ClassificationData) -> ClassificationData:
+  """`data` with its in-memory splits read as streams: what the same
+  examples in large files give (text tokenized in tf.data). For tests and
+  benchmarks that compare the two paths."""
+  def reader(split: str) -> Callable[[bool, int], tf.data.Dataset]:
+    return lambda shuffle_files, seed: data.dataset(split)
+  return dataclasses.replace(data, splits={}, streams={
+      split: Stream(read=reader(split), size=data.size(split),
+                    multi_label=data.multi_label)
+      for split in data.splits})
 
 
 def load_digits(data_dir: Optional[str] = None) -> ClassificationData:

@@ -14,6 +14,7 @@ All three implement `features.InstanceInputs`.
 
 from typing import Any, Dict, Optional, Tuple
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -74,8 +75,18 @@ class RawInputs:
     return context[self.key]
 
 
+# In-memory splits whose token ids would take more than this many bytes
+# (2 bytes a position) are tokenized in tf.data instead (`TextInputs.
+# token_ids`).
+MAX_TOKEN_ID_BYTES = 2 << 30
+
+
 class TextInputs:
   """Raw text tokenized into BERT inputs.
+
+  An in-memory split is tokenized once per process (`token_ids`, kept per
+  split array) and tf.data reads its ids (`from_token_ids`); a streamed
+  split is tokenized in tf.data (`__call__`, `packed`).
 
   Args:
     key: name of the raw-text serving input (e.g. `text`).
@@ -96,6 +107,33 @@ class TextInputs:
     self.shape = tuple(shape)
     self.preprocessor = preprocessor
     self.length_bucketing = bool(length_bucketing)
+    # id(instances) -> (instances, their token ids): the array is kept so
+    # that its id is not reused.
+    self._token_ids: Dict[int, Tuple[np.ndarray, Dict[str, np.ndarray]]] = {}
+
+  def token_ids(self, instances: np.ndarray
+               ) -> Optional[Dict[str, np.ndarray]]:
+    """The token ids of a split's instances (`text.token_ids`), computed on
+    the first call for that array and kept; None when they would take more
+    than `MAX_TOKEN_ID_BYTES` (the split is then tokenized in tf.data)."""
+    key = id(instances)
+    if key not in self._token_ids:
+      size = len(instances) * self.preprocessor.seq_length * 2
+      if size > MAX_TOKEN_ID_BYTES:
+        logging.info("%d texts: their token ids would take %.1f GB; "
+                     "tokenizing them in tf.data instead.", len(instances),
+                     size / 1e9)
+        return None
+      self._token_ids[key] = (instances, text.token_ids(self.preprocessor,
+                                                        instances))
+    return self._token_ids[key][1]
+
+  def from_token_ids(self, ids: Dict[str, tf.Tensor]
+                    ) -> Dict[str, tf.Tensor]:
+    """A batch of `token_ids` -> context features, as `__call__` gives them
+    from the raw texts."""
+    packed = text.expand(ids)
+    return text.trim(packed) if self.length_bucketing else packed
 
   def __call__(self, instance: tf.Tensor) -> Dict[str, tf.Tensor]:
     packed = self.preprocessor(instance)
@@ -112,13 +150,16 @@ class TextInputs:
     bucketing groups before it cuts)."""
     return self.preprocessor(instance)
 
-  def token_lengths(self, instances: np.ndarray,
-                    chunk: int = 1024) -> np.ndarray:
-    """Tokens of each raw instance, special tokens included: [n] int."""
-    out = [text.lengths(self.preprocessor(tf.constant(
-        instances[begin:begin + chunk]))).numpy()
-           for begin in range(0, len(instances), chunk)]
-    return np.concatenate(out) if out else np.zeros([0], np.int32)
+  def token_lengths(self, instances: np.ndarray) -> np.ndarray:
+    """Tokens of each raw instance, special tokens included: [n] int32."""
+    ids = self.token_ids(instances)
+    if ids is not None:
+      return ids[text.LENGTH]
+    chunk = 1 << 20  # Too many to keep: their lengths, a chunk at a time.
+    return np.concatenate([np.zeros([0], np.int32)] + [
+        text.token_ids(self.preprocessor,
+                       instances[begin:begin + chunk])[text.LENGTH]
+        for begin in range(0, len(instances), chunk)])
 
   def serving_assets(self) -> Dict[str, Any]:
     """The tokenizer: the SavedModel tracks its vocabulary table (and file,

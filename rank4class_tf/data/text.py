@@ -13,10 +13,19 @@ shapes occur, and exactly (quantum 1) in serving, never past `seq_length`.
 The cut columns are padding of every member ([PAD] ids, mask 0, type 0), and
 every layer that reads tokens masks padding, so the scores do not change
 (`inputs.TextInputs`, `datasets.ranking_dataset`).
+
+**Token ids computed once** (`token_ids`, `expand`): an in-memory split is
+tokenized once, into numpy arrays, and tf.data reads the ids: the word ids
+[n, seq_length] (uint16 when every id fits, else int32), each text's
+length (special tokens included) and, for several segments, the segment
+ids (int8). The mask is the length (packing leaves no gap), so `expand`
+gives back exactly what `TextPreprocessor` packed: `{WORD_IDS, MASK,
+TYPE_IDS}` int32 [batch, seq_length].
 """
 
-from typing import Any, Dict
+from typing import Any, Callable, Dict
 
+import numpy as np
 import tensorflow as tf
 from official.nlp.modeling import layers as nlp_layers
 
@@ -26,6 +35,10 @@ TYPE_IDS = "input_type_ids"
 BERT_INPUTS = (WORD_IDS, MASK, TYPE_IDS)
 # Bucketed batches are padded to a multiple of this many tokens.
 LENGTH_QUANTUM = 8
+# The length of each packed text in the arrays of `token_ids`.
+LENGTH = "length"
+# Texts tokenized per call by `token_ids`.
+TOKENIZE_CHUNK = 4096
 
 
 def lengths(inputs: Dict[str, tf.Tensor]) -> tf.Tensor:
@@ -37,7 +50,70 @@ def bucket_key(inputs: Dict[str, tf.Tensor],
                quantum: int = LENGTH_QUANTUM) -> tf.Tensor:
   """The length bucket of one packed member (no batch axis), int64: its
   length rounded up to a multiple of `quantum`, divided by `quantum`."""
-  return tf.cast((lengths(inputs) + quantum - 1) // quantum, tf.int64)
+  return length_bucket(lengths(inputs), quantum)
+
+
+def length_bucket(length: tf.Tensor,
+                  quantum: int = LENGTH_QUANTUM) -> tf.Tensor:
+  """`bucket_key` of a text of `length` tokens: int64 ceil(length /
+  quantum)."""
+  return tf.cast((length + quantum - 1) // quantum, tf.int64)
+
+
+def token_ids(pack: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
+              instances: np.ndarray,
+              chunk: int = TOKENIZE_CHUNK) -> Dict[str, np.ndarray]:
+  """Every instance tokenized once, as numpy arrays (see the module doc).
+
+  Args:
+    pack: raw strings [batch] or [batch, num_segments] -> packed inputs
+      (`TextPreprocessor`).
+    instances: [n] or [n, num_segments] strings.
+    chunk: texts per call of `pack`.
+
+  Returns:
+    {WORD_IDS: [n, seq_length] uint16 or int32, LENGTH: [n] int32} and,
+    for several segments, TYPE_IDS: [n, seq_length] int8.
+
+  >>> from rank4class_tf.modeling import pretrained
+  >>> pre = TextPreprocessor(pretrained.minilm_files()[1], seq_length=6)
+  >>> ids = token_ids(pre, np.array(["Hello world", "a"], object))
+  >>> ids[WORD_IDS], ids[LENGTH]
+  (array([[ 101, 7592, 2088,  102,    0,    0],
+         [ 101, 1037,  102,    0,    0,    0]], dtype=uint16), array([4, 3], dtype=int32))
+  """
+  spec = tf.TensorSpec([None, *np.shape(instances)[1:]], tf.string)
+  pack = tf.function(pack, input_signature=[spec])
+  parts = [pack(tf.constant(np.asarray(instances[begin:begin + chunk],
+                                       object).tolist(), tf.string))
+           for begin in range(0, len(instances), chunk)]
+  if not parts:
+    parts = [pack(tf.zeros([0, *spec.shape[1:]], tf.string))]
+  word_ids = np.concatenate([p[WORD_IDS].numpy() for p in parts])
+  fits = word_ids.size == 0 or 0 <= word_ids.min() <= word_ids.max() < 2**16
+  out = {WORD_IDS: word_ids.astype(np.uint16 if fits else np.int32),
+         LENGTH: np.concatenate([lengths(p).numpy() for p in parts])}
+  if len(spec.shape) > 1:
+    out[TYPE_IDS] = np.concatenate([p[TYPE_IDS].numpy() for p in parts]
+                                   ).astype(np.int8)
+  return out
+
+
+def expand(ids: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """A batch of `token_ids`' arrays -> the packed inputs `TextPreprocessor`
+  gives: `{WORD_IDS, MASK, TYPE_IDS}` int32 [batch, seq_length].
+
+  >>> expand({WORD_IDS: tf.constant([[101, 7, 102, 0]], tf.uint16),
+  ...         LENGTH: tf.constant([3])})[MASK].numpy()
+  array([[1, 1, 1, 0]], dtype=int32)
+  """
+  word_ids = tf.cast(ids[WORD_IDS], tf.int32)
+  positions = tf.range(tf.shape(word_ids)[-1])
+  mask = tf.cast(positions[tf.newaxis, :] < ids[LENGTH][:, tf.newaxis],
+                 tf.int32)
+  type_ids = (tf.cast(ids[TYPE_IDS], tf.int32) if TYPE_IDS in ids
+              else tf.zeros_like(word_ids))
+  return {WORD_IDS: word_ids, MASK: mask, TYPE_IDS: type_ids}
 
 
 def trim(inputs: Dict[str, tf.Tensor],

@@ -3,6 +3,7 @@
   model           the Keras ranking model and its builder
   encoders        instance encoders (BERT / ELECTRA, ResNet, VGG, small CNN, MLP)
   stateless_dropout  their dropout, masks keyed by seed, step and layer
+  precision       the layers kept in float32 when a run computes in bfloat16
   pretrained      loading pretrained weights offline (MiniLM, BERT checkpoints)
   interactions    dot, latent cross + MLP, concat + MLP
   class_encoders  classes encoded from their texts (`TextClassEncoder`)

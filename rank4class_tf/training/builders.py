@@ -9,6 +9,7 @@ the feature cache of a frozen encoder is found and keyed here.
 import os
 from typing import Optional, Tuple
 
+from absl import logging
 import numpy as np
 import tensorflow_ranking as tfr
 
@@ -199,9 +200,18 @@ def resolve_defaults(config: config_lib.TrainConfig
   (`encoders.default_pooling`); `length_bucketing` false for a dataset that
   is not text (it has no lengths); a relative `data_dir` or
   `class_names_file` made absolute (evaluated from another folder, the run
-  reads its own data)."""
+  reads its own data); `mixed_precision`=auto as bfloat16 where the
+  hardware computes it natively (`checks.native_bfloat16`, said in one log
+  line), else float32."""
   config = config.with_absolute_paths()
   model = config.model
+  if config.trainer.mixed_precision == "auto":
+    native = checks.native_bfloat16(config.trainer.strategy)
+    config = config.replace(mixed_precision="bfloat16" if native
+                            else "float32")
+    if native:
+      logging.info("Computing in bfloat16 (%s computes it natively; "
+                   "`mixed_precision`=float32 computes in float32).", native)
   if model.encoder in encoders.TEXT_ENCODERS and not model.pooling:
     config = config.replace(pooling=encoders.default_pooling(
         model.encoder, model.init_checkpoint))

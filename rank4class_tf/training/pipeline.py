@@ -32,6 +32,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features
 from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.modeling import precision
 from rank4class_tf.modeling import stateless_dropout
 from rank4class_tf.multilabel import mulcon
 from rank4class_tf.ranking import losses
@@ -101,6 +102,7 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     self._seed = seed
     self._top_k = top_k
     self._skip_batches = skip_batches
+    self._scores_fn = None  # (model, its `serving.scoring_function`).
 
   def build_train_dataset(self) -> tf.data.Dataset:
     ds = datasets.ranking_dataset(self._data, "train", self._batch_size,
@@ -147,14 +149,29 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
   def build_signatures(self, model: tf.keras.Model,
                        calibration=None) -> Dict[str, Any]:
     """The serving signature (`serving.signatures`), with `probabilities`
-    when a calibration is given."""
+    when a calibration is given. The exports of one model (a run's final
+    and best) share one trace of its scores (`serving.scoring_function`)."""
+    if self._scores_fn is None or self._scores_fn[0] is not model:
+      self._scores_fn = (model, serving.scoring_function(
+          model, self._serving_inputs, self._data.num_classes))
     return serving.signatures(model, self._serving_inputs,
                               self._data.class_names, self._top_k,
-                              calibration)
+                              calibration, scores_fn=self._scores_fn[1])
 
 
 KERAS_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16",
                   "float16": "mixed_float16"}
+
+
+def build_model(model_builder, trainer: config_lib.TrainerConfig
+               ) -> tf.keras.Model:
+  """`model_builder`'s model under the run's precision (inside
+  `precision_policy`): with a mixed precision and `float32_layers`, its
+  numerically sensitive layers in float32 (`precision.keep_float32`)."""
+  model = model_builder.build()
+  if trainer.mixed_precision != "float32" and trainer.float32_layers:
+    precision.keep_float32(model)
+  return model
 
 
 @contextlib.contextmanager
@@ -163,6 +180,9 @@ def precision_policy(precision: str):
   bfloat16, float16) inside the block, the previous one restored after.
   Models built inside compute in that dtype with float32 weights; the
   model's scores are cast to float32 (`model.Rank4ClassScorer`)."""
+  if precision not in KERAS_POLICIES:
+    raise ValueError(f"`mixed_precision`={precision!r}: resolve it first "
+                     "(`builders.resolve_defaults`).")
   policy = tf.keras.mixed_precision.global_policy()
   tf.keras.mixed_precision.set_global_policy(KERAS_POLICIES[precision])
   try:
@@ -177,7 +197,9 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
   With `--mixed_precision=bfloat16` or `float16` the model is built,
   trained and exported under the Keras `mixed_bfloat16` / `mixed_float16`
   policy (`precision_policy`; for float16 Keras wraps the optimizer in a
-  `LossScaleOptimizer`); the previous global policy is restored afterwards.
+  `LossScaleOptimizer`), its numerically sensitive layers in float32 with
+  `--float32_layers` (`build_model`); the previous global policy is
+  restored afterwards.
   With `--jit_compile` the model is compiled with XLA.
 
   A run trained from a feature cache trains a model of the cached values;
@@ -244,7 +266,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     run = run_dir_lib.RunDir(hparams.model_dir)
     with precision_policy(self._config.trainer.mixed_precision), \
         tfr.keras.strategy_utils.strategy_scope(self._strategy):
-      model = self._model_builder.build()
+      model = build_model(self._model_builder, self._config.trainer)
       xla = {"jit_compile": True} if self._config.trainer.jit_compile else {}
       model.compile(
           optimizer=self._optimizer, loss=self.build_loss(),
@@ -365,7 +387,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
             (run.export(run_dir_lib.BEST_EXPORT), best))
     with tfr.keras.strategy_utils.strategy_scope(self._strategy), \
         precision_policy(self._config.trainer.mixed_precision):
-      model = self._model_builder.build()
+      model = build_model(self._model_builder, self._config.trainer)
       if calibrated and self._export:
         for export_to, checkpoint in plan:
           calibration, record = self._calibrated(model, checkpoint)
@@ -413,7 +435,8 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     if self._serving_model_builder is not None:
       # Built once per run: the frozen encoder's weights never change.
       if self._serving_model is None:
-        self._serving_model = self._serving_model_builder.build()
+        self._serving_model = build_model(self._serving_model_builder,
+                                          self._config.trainer)
       model_lib.copy_weights(model, self._serving_model)
       model = self._serving_model
     serving.store_class_features(model)
