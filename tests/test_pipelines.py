@@ -45,7 +45,7 @@ def scalar_tags(event_dir):
 
 class StepsPerExecutionTest(tf.test.TestCase):
 
-  def test_one_step_per_call_but_on_a_tpu(self):
+  def test_one_step_per_call_but_on_a_tpu_and_from_a_feature_cache(self):
     from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
     trainer = lambda **kw: config_lib.TrainConfig.create(
         dataset="digits", model_dir="unused", **kw).trainer
@@ -56,6 +56,11 @@ class StepsPerExecutionTest(tf.test.TestCase):
         trainer(strategy="tpu", eval_every=50)), 10)
     self.assertEqual(builders.steps_per_execution(
         trainer(strategy="tpu", eval_every=4)), 4)
+    # From a feature cache: the largest divisor of eval_every up to 50.
+    for eval_every, steps in ((500, 50), (1000, 50), (60, 30), (7, 7),
+                              (53, 1)):
+      self.assertEqual(builders.steps_per_execution(
+          trainer(eval_every=eval_every), cached=True), steps)
     # What the pipeline compiles the model with.
     config = config_lib.TrainConfig.create(
         dataset="digits", model_dir="unused", eval_every=50)

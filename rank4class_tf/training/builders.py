@@ -62,8 +62,10 @@ def build_inputs(config: config_lib.TrainConfig,
       length_bucketing=config.trainer.length_bucketing)
 
 
-def steps_per_execution(trainer: config_lib.TrainerConfig) -> int:
-  """Keras' `steps_per_execution` of a run: 1, but on a TPU.
+def steps_per_execution(trainer: config_lib.TrainerConfig,
+                        cached: bool = False) -> int:
+  """Keras' `steps_per_execution` of a run: 1, but on a TPU and for a run
+  trained from a feature cache (`cached`).
 
   Keras runs several steps a call in a `tf.range` loop whose result is
   undefined before it, so autograph traces the training step twice (a
@@ -71,9 +73,18 @@ def steps_per_execution(trainer: config_lib.TrainerConfig) -> int:
   takes 0.81-0.90 of the time at 1 step a call that it takes at 10, a
   600-step one the same within the noise (`benchmarks.steps_per_execution`,
   results/steps_per_execution/benchmark.md). On a TPU each call's round
-  trip to the host costs more than the trace.
+  trip to the host costs more than the trace. A run from a feature cache
+  has a step of a few milliseconds, most of it the call itself: 50 steps a
+  call (the largest divisor of `eval_every` up to 50, so validations fall
+  where they did) take 0.62x its CPU time a step
+  (`benchmarks.frozen_steps`, results/text_speed/frozen_steps.md), the
+  same steps on the same batches (`tests/test_feature_cache.py`).
   """
-  return min(10, trainer.eval_every) if trainer.strategy == "tpu" else 1
+  if trainer.strategy == "tpu":
+    return min(10, trainer.eval_every)
+  if cached:
+    return max(d for d in range(1, 51) if trainer.eval_every % d == 0)
+  return 1
 
 
 def build_pipeline(config: config_lib.TrainConfig,
@@ -140,7 +151,8 @@ def build_pipeline(config: config_lib.TrainConfig,
       # takes it), else ours.
       loss=config_lib.TFR_LOSS_NAMES.get(loss.name, loss.name),
       optimizer=trainer.optimizer,
-      steps_per_execution=steps_per_execution(trainer),
+      steps_per_execution=steps_per_execution(
+          trainer, cached=uses_feature_cache(config)),
       export_best_model=True,
       best_exporter_metric_higher_better=True,
       best_exporter_metric=metrics.keras_name(trainer.best_metric),
