@@ -15,6 +15,9 @@
   resolves.
 * The `>>>` examples in every module under rank4class_tf/ run as doctests,
   one test per module.
+* The README stays at most 250 lines: what the package is, set-up, the
+  commands, the headline results and the layout by folder; the details live
+  in docs/*.md, linked from it.
 """
 
 import ast
@@ -227,6 +230,16 @@ def binary_flags(request):
 
 def _module_path(module):
   return os.path.join(REPO, *module.split(".")) + ".py"
+
+
+README_MAX_LINES = 250
+
+
+def test_readme_is_short():
+  lines = len(_read(os.path.join(REPO, "README.md")).splitlines())
+  assert lines <= README_MAX_LINES, (
+      f"README.md has {lines} lines, more than {README_MAX_LINES}: move "
+      "details into docs/*.md and link them")
 
 
 def test_documents_exist_and_show_commands():
