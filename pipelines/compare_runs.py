@@ -35,7 +35,7 @@ import sys
 from absl import app
 from absl import flags
 
-from pipelines import console
+from . import console
 from rank4class_tf.ranking import metrics
 from rank4class_tf.study import compare
 

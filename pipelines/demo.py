@@ -18,7 +18,7 @@ import time
 from absl import app
 from absl import flags
 
-from pipelines import console
+from . import console
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib

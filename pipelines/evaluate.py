@@ -40,7 +40,7 @@ from typing import Dict, List, Optional
 from absl import app
 from absl import flags
 
-from pipelines import console
+from . import console
 from rank4class_tf.data import identity
 from rank4class_tf.ranking import class_report
 from rank4class_tf.ranking import metrics

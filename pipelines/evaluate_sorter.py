@@ -29,7 +29,7 @@ import sys
 from absl import app
 from absl import flags
 
-from pipelines import console
+from . import console
 from rank4class_tf.sorting import sorters
 from rank4class_tf.sorting import synthetic
 from rank4class_tf.sorting import training

@@ -22,7 +22,7 @@ import sys
 from absl import app
 from absl import flags
 
-from pipelines import console
+from . import console
 from rank4class_tf.training import trainer as training
 
 flags.DEFINE_string("model_dir", None, "Directory of a finished run.")

@@ -32,7 +32,7 @@ import sys
 from absl import app
 from absl import flags
 
-from pipelines import console
+from . import console
 from rank4class_tf.sorting import torch_import
 
 flags.DEFINE_string("write_sets", None,

@@ -26,8 +26,8 @@ import sys
 from absl import app
 from absl import flags
 
-from pipelines import console
-from pipelines import flag_utils
+from . import console
+from . import flag_utils
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import classes as classes_lib
 from rank4class_tf.data import datasets

@@ -33,7 +33,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
-from pipelines import console
+from . import console
 from rank4class_tf.sorting import sorters
 from rank4class_tf.sorting import training
 

@@ -46,8 +46,8 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from pipelines import console
-from pipelines import line_input
+from . import console
+from . import line_input
 from rank4class_tf.data import user_datasets
 from rank4class_tf.data import user_files
 from rank4class_tf.modeling import class_encoders

@@ -24,7 +24,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from pipelines import console
+from . import console
 from rank4class_tf.sorting import regression
 
 flags.DEFINE_list("methods", list(regression.METHODS),

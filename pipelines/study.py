@@ -55,8 +55,8 @@ from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study_lib
 from rank4class_tf.study import stats
 from rank4class_tf.study import summary as study_summary
-from pipelines import console
-from pipelines import train_flags
+from . import console
+from . import train_flags
 
 train_flags.define(skip=study_grid.GRID_FIELDS + ("model_dir", "overwrite"))
 # Listed by --helpshort with the binary's own flags.

@@ -24,8 +24,8 @@ from absl import flags
 
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.training import trainer as training
-from pipelines import console
-from pipelines import train_flags
+from . import console
+from . import train_flags
 
 train_flags.define()
 # Listed by --helpshort with the binary's own flags.

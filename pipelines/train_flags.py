@@ -11,7 +11,7 @@ passes their values as overrides.
 from typing import Iterable
 
 from rank4class_tf import config as config_lib
-from pipelines import flag_utils
+from . import flag_utils
 
 _skipped = frozenset()  # The flags `define` left out.
 

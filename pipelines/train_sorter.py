@@ -25,8 +25,8 @@ from absl import flags
 
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.sorting import training
-from pipelines import console
-from pipelines import flag_utils
+from . import console
+from . import flag_utils
 
 flag_utils.define(training.SorterConfig)
 flags.DEFINE_string("export_to", None,

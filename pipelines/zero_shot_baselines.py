@@ -23,7 +23,7 @@ import sys
 from absl import app
 from absl import flags
 
-from pipelines import console
+from . import console
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import classes as classes_lib

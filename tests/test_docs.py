@@ -2,7 +2,8 @@
 
 * Every command in README.md, docs/*.md, rank4class_tf/sorting/README.md,
   data/README.md and the binaries' own module docstrings that runs a binary
-  (`python -m pipelines.X ...` or `python -m benchmarks.X ...`, in a fenced
+  (`python -m pipelines.X ...`, `python -m benchmarks.X ...` or an installed
+  console command, `rank4class-x-y ...` for pipelines.x_y, in a fenced
   block or an inline code span, `\\` continuations joined, comment lines
   skipped) names a module that exists and only flags that binary defines:
   `--name=value`, `--name value`, a bare `--name` or `--noname` only for a
@@ -14,6 +15,9 @@
   resolves.
 * The `>>>` examples in every module under rank4class_tf/ run as doctests,
   one test per module.
+* The README stays at most 250 lines: what the package is, set-up, the
+  commands, the headline results and the layout by folder; the details live
+  in docs/*.md, linked from it.
 """
 
 import ast
@@ -93,23 +97,30 @@ def _binary_calls(text):
     candidates.append((text.count("\n", 0, match.start()),
                        match.group(1).replace("\n", " ")))
   for offset, line in candidates:
-    if " -m " not in line:
+    if " -m " not in line and "rank4class-" not in line:
       continue
     try:
       tokens = shlex.split(line, comments=True)
     except ValueError:
       continue
-    for i, token in enumerate(tokens[:-2]):
-      module = tokens[i + 2]
-      if (token == "$PY" or _PYTHON.search(token)) and tokens[i + 1] == "-m" \
-          and re.fullmatch(r"(pipelines|benchmarks)\.\w+", module):
-        # Arguments up to a shell operator (`|`, `;`, `&&`, `>`).
-        args = []
-        for arg in tokens[i + 3:]:
-          if arg in ("|", ";", "&&", "||", ">", "<") or arg.startswith(">"):
-            break
-          args.append(arg)
-        yield offset, module, args
+    for i, token in enumerate(tokens):
+      command = re.fullmatch(r"rank4class-([a-z][a-z-]*)", token)
+      if command and (i == 0 or tokens[i - 1] in (";", "&&", "||")):
+        # An installed console command: `rank4class-train ...`.
+        module, first = "pipelines." + command.group(1).replace("-", "_"), i + 1
+      elif (i + 2 < len(tokens) and (token == "$PY" or _PYTHON.search(token))
+            and tokens[i + 1] == "-m"
+            and re.fullmatch(r"(pipelines|benchmarks)\.\w+", tokens[i + 2])):
+        module, first = tokens[i + 2], i + 3
+      else:
+        continue
+      # Arguments up to a shell operator (`|`, `;`, `&&`, `>`).
+      args = []
+      for arg in tokens[first:]:
+        if arg in ("|", ";", "&&", "||", ">", "<") or arg.startswith(">"):
+          break
+        args.append(arg)
+      yield offset, module, args
 
 
 def _commands():
@@ -152,7 +163,8 @@ def _as_block(doc):
 _LIST_FLAGS = textwrap.dedent("""
     import importlib, json, os, sys
     import tensorflow  # Imported once; every child inherits it.
-    from absl import flags
+    from absl import app, flags
+    app.define_help_flags()  # --help, --helpshort, ...: absl's, run() adds them.
     out = {}
     for module in sys.argv[1:]:
       read, write = os.pipe()
@@ -218,6 +230,16 @@ def binary_flags(request):
 
 def _module_path(module):
   return os.path.join(REPO, *module.split(".")) + ".py"
+
+
+README_MAX_LINES = 250
+
+
+def test_readme_is_short():
+  lines = len(_read(os.path.join(REPO, "README.md")).splitlines())
+  assert lines <= README_MAX_LINES, (
+      f"README.md has {lines} lines, more than {README_MAX_LINES}: move "
+      "details into docs/*.md and link them")
 
 
 def test_documents_exist_and_show_commands():
