@@ -197,14 +197,28 @@ def _validate_class_encoder(config: config_lib.TrainConfig) -> None:
   _check_choice("class_encoder", model.class_encoder,
                 class_encoders.CLASS_ENCODERS)
   _check_choice("class_tower", model.class_tower, class_encoders.CLASS_TOWERS)
+  _check_choice("class_projection", model.class_projection,
+                class_encoders.CLASS_PROJECTIONS)
   if model.class_encoder == "text":
     if model.encoder not in encoders.TEXT_ENCODERS:
       raise ValueError("`class_encoder`=text encodes class texts with a text "
                        f"encoder ({', '.join(encoders.TEXT_ENCODERS)}), not "
                        f"`encoder`={model.encoder!r}.")
+    calibrated = model.seen_margin or model.cosine_fusion
+    if calibrated and model.interaction == "label_attention":
+      raise ValueError("`seen_margin` and `cosine_fusion` calibrate scores "
+                       "of h; `interaction`=label_attention scores tokens.")
+    if model.class_projection == "residual" and (
+        model.interaction == "label_attention"):
+      raise ValueError("`class_projection`=residual adds the tower output "
+                       "to c_i; `interaction`=label_attention's class "
+                       "vectors are of another width.")
     return
   for name, value, default in (
       ("class_tower", model.class_tower, "shared"),
+      ("class_projection", model.class_projection, "dense"),
+      ("seen_margin", model.seen_margin, 0.0),
+      ("cosine_fusion", model.cosine_fusion, 0.0),
       ("class_descriptions", model.class_descriptions, "")):
     if value != default:
       raise ValueError(f"`{name}`={value!r} is read with "

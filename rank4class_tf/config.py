@@ -248,6 +248,23 @@ class ModelConfig:
   class_descriptions: str = field(
       "", "--class_encoder=text: file of name<TAB>description lines, one per "
       "class (any order); empty: each class is its name.")
+  class_projection: str = field(
+      "dense", "--class_encoder=text: how the tower output t becomes c: "
+      "dense (c = P t + b) or residual (c = [t, 0] + P t + b, P and b "
+      "starting at 0: training starts from the sentence embeddings' "
+      "geometry; with --interaction=cosine, from the untrained cosine's "
+      "ranking).")
+  seen_margin: float = field(
+      0.0, "--class_encoder=text, zero-shot: calibrated stacking, a margin "
+      "subtracted at inference from the scores of the classes seen in "
+      "training (all but --holdout_classes; a served class text is seen "
+      "when it is a training class's); choose it with "
+      "pipelines.zero_shot_fit (docs/class_encoders.md).")
+  cosine_fusion: float = field(
+      0.0, "--class_encoder=text, zero-shot: weight w in [0, 1] of the "
+      "untrained cosine of the instance's and the class text's tower "
+      "outputs, mixed at inference with the trained score: (1 - w) s + w "
+      "cos (0: the trained score); choose it with pipelines.zero_shot_fit.")
   label_dim: int = field(
       256, "label_attention: width D of the label-level embeddings.")
   label_heads: int = field(4, "label_attention: attention heads (MulCon: 4).")
@@ -546,6 +563,12 @@ class TrainConfig:
     if self.loss.temperature is not None and not self.loss.temperature > 0:
       raise ValueError(f"`temperature`={self.loss.temperature!r} must be "
                        "> 0.")
+    if not 0.0 <= self.model.cosine_fusion <= 1.0:
+      raise ValueError(f"`cosine_fusion`={self.model.cosine_fusion!r} must "
+                       "be in [0, 1].")
+    if not abs(self.model.seen_margin) < float("inf"):
+      raise ValueError(f"`seen_margin`={self.model.seen_margin!r} must be "
+                       "finite.")
     if not 0.0 <= self.model.dropout < 1.0:
       raise ValueError(f"`dropout`={self.model.dropout!r} must be in [0, 1).")
     if self.data.image_size is not None and not self.data.image_size >= 32:

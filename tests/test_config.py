@@ -113,7 +113,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     fields = list(config_lib.flag_fields(config_lib.TrainConfig))
     flags = [f.flag for f in fields]
     self.assertLen(flags, len(set(flags)))
-    self.assertLen(flags, 76)
+    self.assertLen(flags, 79)
     for field in fields:
       self.assertTrue(field.help.strip(), field.flag)
     renamed = {f.flag: f.name for f in fields if f.flag != f.name}

@@ -42,6 +42,10 @@ import tensorflow as tf
 
 CLASS_ENCODERS = ("embedding", "text")
 CLASS_TOWERS = ("shared", "separate")
+# `--class_projection`: c = P t + b (dense), or c = [t, 0] + P t + b with
+# P and b starting at 0 (residual): training starts from the tower's own
+# geometry, so `cosine` ranks classes as the untrained cosine does.
+CLASS_PROJECTIONS = ("dense", "residual")
 # Most classes the `rank_classes` serving signature ranks in one call: the
 # tower encodes every listed class text per call (1,000 classes of 32
 # tokens is one MiniLM forward pass of 1,000 sequences).
@@ -77,13 +81,29 @@ class TextClassEncoder(tf.keras.layers.Layer):
     tower: the text tower, or None.
     class_features: [num_classes, feature_dim] initial `class_features`
       (without a tower: the frozen tower's outputs).
+    projection: `dense` or `residual` (`CLASS_PROJECTIONS`).
+    seen: [num_classes] 0/1, the classes seen in training; given, the
+      table carries the tower outputs and the seen flags,
+      [c_i | t_i | seen_i] of width dim + feature_dim + 1
+      (`zero_shot.ZeroShotCalibration` reads them; `split_table` splits
+      them), and a class text `encode`s as seen when its tokens are those
+      of a seen training class.
   """
 
   def __init__(self, dim: int, num_classes: int, feature_dim: int,
                class_inputs: Optional[Dict[str, Any]] = None,
                tower: Optional[tf.keras.layers.Layer] = None,
-               class_features: Optional[np.ndarray] = None, **kwargs):
+               class_features: Optional[np.ndarray] = None,
+               projection: str = "dense",
+               seen: Optional[Sequence[int]] = None, **kwargs):
     super().__init__(**kwargs)
+    if projection not in CLASS_PROJECTIONS:
+      raise ValueError(f"`class_projection`={projection!r} is not valid; "
+                       f"choose one of: {', '.join(CLASS_PROJECTIONS)}.")
+    if projection == "residual" and dim < feature_dim:
+      raise ValueError(f"`class_projection`=residual adds the tower output "
+                       f"({feature_dim} wide) to c_i: c_i must be at least "
+                       f"as wide, not {dim}.")
     if isinstance(tower, dict):
       tower = tf.keras.layers.deserialize(tower)
     if tower is not None and class_inputs is None:
@@ -103,7 +123,55 @@ class TextClassEncoder(tf.keras.layers.Layer):
     self.tower = tower
     self._initial_features = class_features
     self.stored = tower is None
-    self.projection = tf.keras.layers.Dense(self.dim, name="projection")
+    self.projection_kind = projection
+    self.seen = None if seen is None else [int(v) for v in seen]
+    if self.seen is not None and len(self.seen) != self.num_classes:
+      raise ValueError(f"`seen` has {len(self.seen)} flags for "
+                       f"{self.num_classes} classes.")
+    zeros = ({"kernel_initializer": "zeros"} if projection == "residual"
+             else {})
+    self.projection = tf.keras.layers.Dense(self.dim, name="projection",
+                                            **zeros)
+
+  @property
+  def carries_features(self) -> bool:
+    """Whether `table` and `encode` return [c | t | seen]."""
+    return self.seen is not None
+
+  def split_table(self, table: tf.Tensor):
+    """(c [k, dim], t [k, feature_dim], seen [k]) of a carried table."""
+    return (table[:, :self.dim],
+            table[:, self.dim:self.dim + self.feature_dim],
+            table[:, -1])
+
+  def _project(self, features: tf.Tensor) -> tf.Tensor:
+    """c = P t + b (dense), [t, 0] + P t + b (residual)."""
+    projected = self.projection(features)
+    if self.projection_kind == "residual":
+      projected += tf.pad(tf.cast(features, projected.dtype),
+                          [[0, 0], [0, self.dim - self.feature_dim]])
+    return projected
+
+  def _output(self, features: tf.Tensor, seen) -> tf.Tensor:
+    """c, or [c | t | seen] when the table carries features."""
+    projected = self._project(features)
+    if not self.carries_features:
+      return projected
+    return tf.concat([projected, tf.cast(features, projected.dtype),
+                      tf.cast(seen, projected.dtype)[:, tf.newaxis]], axis=1)
+
+  def _seen_of(self, class_inputs: Dict[str, tf.Tensor]) -> tf.Tensor:
+    """[k] 1. where a class text's tokens are those of a seen training
+    class (padding ignored), else 0."""
+    known = self.class_inputs["input_word_ids"][np.asarray(self.seen) > 0]
+    ids = tf.cast(class_inputs["input_word_ids"], tf.int32)
+    known = tf.constant(known, tf.int32)
+    width = tf.maximum(tf.shape(ids)[1], tf.shape(known)[1])
+    ids = tf.pad(ids, [[0, 0], [0, width - tf.shape(ids)[1]]])
+    known = tf.pad(known, [[0, 0], [0, width - tf.shape(known)[1]]])
+    same = tf.reduce_all(tf.equal(ids[:, tf.newaxis, :],
+                                  known[tf.newaxis, :, :]), axis=-1)
+    return tf.cast(tf.reduce_any(same, axis=1), tf.float32)
 
   def build(self, input_shape=None):
     initial = self._initial_features
@@ -122,18 +190,23 @@ class TextClassEncoder(tf.keras.layers.Layer):
       raise ValueError("This text class encoder has no tower (it was trained "
                        "from a feature cache); encode texts with the "
                        "exported model.")
-    return self.projection(self.tower.pooled_features(
-        trim_padding(class_inputs), training=training))
+    class_inputs = trim_padding(class_inputs)
+    features = self.tower.pooled_features(class_inputs, training=training)
+    seen = self._seen_of(class_inputs) if self.carries_features else None
+    return self._output(features, seen)
 
   def table(self, training=None) -> tf.Tensor:
     """c of every class: [num_classes, dim]."""
+    seen = (None if self.seen is None else
+            tf.constant(self.seen, tf.float32))
     if self.stored:
-      return self.projection(self.class_features)
+      return self._output(self.class_features, seen)
     # The constants were trimmed when tokenized: their shape stays static
     # (for XLA).
-    return self.projection(self.tower.pooled_features(
+    return self._output(self.tower.pooled_features(
         {name: tf.constant(value)
-         for name, value in self.class_inputs.items()}, training=training))
+         for name, value in self.class_inputs.items()}, training=training),
+                        seen)
 
   def store_features(self) -> None:
     """Runs the tower on the class texts once and serves from its outputs
@@ -148,14 +221,18 @@ class TextClassEncoder(tf.keras.layers.Layer):
     self.stored = True
 
   def call(self, class_ids):
-    """Looks up classes: [..., ] int ids -> [..., dim]."""
-    return tf.gather(self.table(), tf.cast(class_ids, tf.int32))
+    """Looks up classes: [..., ] int ids -> [..., dim] (c only)."""
+    table = self.table()
+    if self.carries_features:
+      table = self.split_table(table)[0]
+    return tf.gather(table, tf.cast(class_ids, tf.int32))
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
     config.update({
         "dim": self.dim, "num_classes": self.num_classes,
         "feature_dim": self.feature_dim,
+        "projection": self.projection_kind, "seen": self.seen,
         "class_inputs": None if self.class_inputs is None else {
             name: value.tolist() for name, value in self.class_inputs.items()},
         # A shared tower is serialized as a copy of its config: rebuilt

@@ -14,6 +14,11 @@ Names:
 
 * `dot`: s_i = <h', c_i>. With h' = [h, 1] this is exactly the classical
   `Dense(num_classes)` classifier (Rank4Class §3.2).
+* `cosine`: s_i = tau cos(h', c_i), tau a learned temperature (starting at
+  `CosineInteraction.INITIAL_TEMPERATURE`): the scale of h and c_i no
+  longer counts, only their angle, as in the untrained sentence-embedding
+  baseline (with `--class_projection=residual` it starts as that
+  baseline's ranking).
 * `lc_mlp`: latent cross (Beutel et al. 2018), x_i = (1 + c_i) * h'
   element-wise, then an MLP to a scalar.
 * `concat_mlp`: x_i = [h'; c_i], then an MLP to a scalar.
@@ -35,6 +40,7 @@ them against the naive forms.
 
 from typing import Any, Dict
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -49,6 +55,37 @@ class DotInteraction(tf.keras.layers.Layer):
   def call(self, inputs):
     h, classes = inputs
     return tf.matmul(h, classes, transpose_b=True)
+
+
+@tf.keras.utils.register_keras_serializable(package="rank4class_tf")
+class CosineInteraction(tf.keras.layers.Layer):
+  """s_i = tau cos(h, c_i), tau = exp(log_temperature) learned.
+
+  Shapes: h [batch_size, dim], classes [num_classes, dim] ->
+  [batch_size, num_classes]. A softmax over cosines in [-1, 1] needs a
+  scale to express confident rankings; tau starts at 10 (softmax
+  probabilities up to about e^20 / 27 times the others' for 28 classes).
+
+  >>> layer = CosineInteraction()
+  >>> layer([tf.constant([[3., 4.]]), tf.constant([[1., 0.], [0., 2.]])])
+  <tf.Tensor: shape=(1, 2), dtype=float32, numpy=array([[6., 8.]], dtype=float32)>
+  """
+
+  INITIAL_TEMPERATURE = 10.0
+
+  def build(self, input_shape):
+    self.log_temperature = self.add_weight(
+        name="log_temperature", shape=[],
+        initializer=tf.constant_initializer(
+            float(np.log(self.INITIAL_TEMPERATURE))))
+    super().build(input_shape)
+
+  def call(self, inputs):
+    h, classes = inputs
+    cosine = tf.matmul(tf.math.l2_normalize(h, axis=-1),
+                       tf.math.l2_normalize(classes, axis=-1),
+                       transpose_b=True)
+    return tf.exp(tf.cast(self.log_temperature, cosine.dtype)) * cosine
 
 
 def _mlp_tail(units: int, name: str) -> tf.keras.Sequential:
@@ -182,6 +219,7 @@ class ConcatMLP(tf.keras.layers.Layer):
 
 _INTERACTIONS = {
     "dot": DotInteraction,
+    "cosine": CosineInteraction,
     "lc_mlp": LatentCrossMLP,
     "concat_mlp": ConcatMLP,
 }
@@ -210,8 +248,8 @@ def get(name: str, units: int = 128) -> tf.keras.layers.Layer:
   if name not in _INTERACTIONS:
     raise ValueError(f"Unknown interaction {name!r}; valid names: "
                      f"{', '.join(ALL_NAMES)}.")
-  if name == "dot":
-    return DotInteraction(name="interaction")
+  if name in ("dot", "cosine"):
+    return _INTERACTIONS[name](name="interaction")
   if units <= 0:
     raise ValueError(f"MLP units must be positive, got {units}.")
   return _INTERACTIONS[name](units=units, name="interaction")

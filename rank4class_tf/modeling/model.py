@@ -36,6 +36,7 @@ from rank4class_tf.modeling import class_encoders
 from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import interactions
 from rank4class_tf.modeling import pretrained
+from rank4class_tf.modeling import zero_shot as zero_shot_lib
 from rank4class_tf.multilabel import label_attention
 from rank4class_tf.multilabel import mulcon
 from rank4class_tf import ops
@@ -100,6 +101,9 @@ class ClassRankingHead(tf.keras.layers.Layer):
     class_encoder: the class encoder, a layer with `table()` returning
       [num_classes, class_dim] (`class_encoders.TextClassEncoder`); None
       builds a `ClassEmbedding`.
+    zero_shot: a `zero_shot.ZeroShotCalibration` applied to the scores at
+      inference (its class encoder's table then carries the tower outputs
+      and seen flags: `TextClassEncoder.carries_features`); None: none.
   """
 
   def __init__(self,
@@ -108,12 +112,21 @@ class ClassRankingHead(tf.keras.layers.Layer):
                class_dim: Optional[int] = None,
                append_bias: bool = True,
                class_encoder: Optional[tf.keras.layers.Layer] = None,
+               zero_shot: Optional[tf.keras.layers.Layer] = None,
                **kwargs):
     super().__init__(**kwargs)
     if isinstance(interaction, dict):
       interaction = tf.keras.layers.deserialize(interaction)
     if isinstance(class_encoder, dict):
       class_encoder = tf.keras.layers.deserialize(class_encoder)
+    if isinstance(zero_shot, dict):
+      zero_shot = tf.keras.layers.deserialize(zero_shot)
+    if zero_shot is not None and not getattr(class_encoder,
+                                             "carries_features", False):
+      raise ValueError("Zero-shot calibration needs a text class encoder "
+                       "whose table carries its tower outputs and seen "
+                       "flags (TextClassEncoder with `seen`).")
+    self.zero_shot = zero_shot
     self.num_classes = int(num_classes)
     self.interaction = interaction
     self.class_dim = class_dim
@@ -137,10 +150,19 @@ class ClassRankingHead(tf.keras.layers.Layer):
   def scores_from_table(self, h: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
     """Scores of the classes of any class table: h [batch_size, dim],
     table [k, class_dim] -> [batch_size, k] (the `rank_classes` serving
-    signature passes the table of a caller's class texts)."""
+    signature passes the table of a caller's class texts). With
+    `zero_shot`, the table is [c | t | seen] and the scores are
+    calibrated (at inference)."""
+    features = seen = None
+    if self.zero_shot is not None:
+      table, features, seen = self.class_encoder.split_table(table)
+    instance = h
     if self.append_bias:
       h = ops.append_one(h)
-    return self.interaction([h, tf.cast(table, h.dtype)])
+    scores = self.interaction([h, tf.cast(table, h.dtype)])
+    if self.zero_shot is not None:
+      scores = self.zero_shot([scores, instance, features, seen])
+    return scores
 
   def call(self, inputs):
     h, class_ids = inputs
@@ -160,6 +182,8 @@ class ClassRankingHead(tf.keras.layers.Layer):
         "append_bias": self.append_bias,
         "class_encoder": (tf.keras.layers.serialize(self.class_encoder)
                           if self._given_class_encoder else None),
+        "zero_shot": (None if self.zero_shot is None else
+                      tf.keras.layers.serialize(self.zero_shot)),
     })
     return config
 
@@ -184,6 +208,8 @@ class Rank4ClassScorer(tfr.keras.model.Scorer):
     class_encoder_fn: None (one learned vector per class), or a callable
       taking the instance encoder layer and returning the class encoder
       (`class_encoders.TextClassEncoder`, whose tower may be that encoder).
+    zero_shot_fn: None, or a zero-argument callable returning the head's
+      `zero_shot.ZeroShotCalibration`.
   """
 
   def __init__(self, instance_inputs: features.InstanceInputs,
@@ -191,7 +217,10 @@ class Rank4ClassScorer(tfr.keras.model.Scorer):
                class_dim: Optional[int] = None,
                label_attention: bool = False, projections: bool = False,
                class_encoder_fn: Optional[Callable[
-                   [tf.keras.layers.Layer], tf.keras.layers.Layer]] = None):
+                   [tf.keras.layers.Layer], tf.keras.layers.Layer]] = None,
+               zero_shot_fn: Optional[
+                   Callable[[], tf.keras.layers.Layer]] = None):
+    self._zero_shot_fn = zero_shot_fn
     self._instance_inputs = instance_inputs
     self._num_classes = num_classes
     self._encoder_fn = encoder_fn
@@ -214,7 +243,10 @@ class Rank4ClassScorer(tfr.keras.model.Scorer):
       return outputs if self._projections else outputs["scores"]
     head = ClassRankingHead(self._num_classes, self._interaction_fn(),
                             class_dim=self._class_dim,
-                            class_encoder=class_encoder, name="ranking_head")
+                            class_encoder=class_encoder,
+                            zero_shot=(self._zero_shot_fn()
+                                       if self._zero_shot_fn else None),
+                            name="ranking_head")
     return head([encoded, class_ids])
 
 
@@ -270,9 +302,13 @@ def _text_class_encoder_fn(data, instance_inputs, encoder: str,
                            class_texts: Optional[Sequence[str]],
                            class_tower: str,
                            class_features: Optional[np.ndarray],
-                           class_width: Optional[int]):
+                           class_width: Optional[int],
+                           projection: str = "dense",
+                           seen: Optional[Sequence[int]] = None):
   """The callable that builds a run's `TextClassEncoder` from its instance
   encoder (see `Rank4ClassScorer`), after checking the settings."""
+  lookup.check_choice("class_projection", projection,
+                      class_encoders.CLASS_PROJECTIONS)
   lookup.check_choice("class_encoder", class_encoder,
                       class_encoders.CLASS_ENCODERS)
   lookup.check_choice("class_tower", class_tower,
@@ -293,7 +329,8 @@ def _text_class_encoder_fn(data, instance_inputs, encoder: str,
   if class_features is not None:
     return lambda _: class_encoders.TextClassEncoder(
         width, data.num_classes, feature_dim,
-        class_features=class_features, name="class_encoder")
+        class_features=class_features, projection=projection, seen=seen,
+        name="class_encoder")
   class_inputs = class_encoders.tokenize(instance_inputs.preprocessor,
                                          class_texts)
 
@@ -305,7 +342,7 @@ def _text_class_encoder_fn(data, instance_inputs, encoder: str,
                            **tower_kwargs)
     return class_encoders.TextClassEncoder(
         width, data.num_classes, feature_dim, class_inputs=class_inputs,
-        tower=tower, name="class_encoder")
+        tower=tower, projection=projection, seen=seen, name="class_encoder")
 
   return build
 
@@ -320,7 +357,8 @@ def build_model_builder(data,
                             Callable[[], tf.keras.layers.Layer]] = None,
                         class_texts: Optional[Sequence[str]] = None,
                         class_features: Optional[np.ndarray] = None,
-                        seed: int = 0
+                        seed: int = 0,
+                        held_out: Sequence[int] = ()
                        ) -> tfr.keras.model.AbstractModelBuilder:
   """A TF-Ranking `ModelBuilder` of the Rank4Class model for `data`, from
   the run's model and loss configs, whole (the Model Garden's
@@ -350,6 +388,9 @@ def build_model_builder(data,
     seed: the run's seed (`TrainerConfig.seed`), which keys the encoders'
       dropout masks (`stateless_dropout.StatelessDropout`); it changes no
       weight, only the masks of training calls.
+    held_out: the ids of the classes held out of training
+      (`--holdout_classes`): with `seen_margin` or `cosine_fusion`, the
+      classes the margin spares.
 
   Returns:
     A model builder; `.build()` returns a Keras model taking the context
@@ -375,13 +416,25 @@ def build_model_builder(data,
   instance_inputs = instance_inputs or inputs_lib.default_inputs(data)
   sequence = interaction in interactions.SEQUENCE_INTERACTIONS
   contrastive = sequence and contrastive_temperature is not None
-  class_encoder_fn = None
+  class_encoder_fn = zero_shot_fn = None
+  calibrated = bool(model.seen_margin or model.cosine_fusion)
+  if calibrated and (class_encoder != "text" or sequence):
+    raise ValueError("`seen_margin` and `cosine_fusion` calibrate the scores "
+                     "of a text class encoder (`class_encoder`=text) scored "
+                     "from h (not `interaction`=label_attention).")
   if class_encoder != "embedding":
+    seen = None
+    if calibrated:
+      held = set(int(i) for i in held_out)
+      seen = [0 if i in held else 1 for i in range(data.num_classes)]
+      zero_shot_fn = lambda: zero_shot_lib.ZeroShotCalibration(
+          model.seen_margin, model.cosine_fusion, name="zero_shot")
     class_encoder_fn = _text_class_encoder_fn(
         data, instance_inputs, encoder, encoder_kwargs, class_encoder,
         class_texts, model.class_tower, class_features,
         class_width=(2 * label_dim + 1 if interaction in
-                     interactions.SEQUENCE_INTERACTIONS else class_dim))
+                     interactions.SEQUENCE_INTERACTIONS else class_dim),
+        projection=model.class_projection, seen=seen)
   if sequence:
     if encoder not in encoders.SEQUENCE_ENCODERS:
       raise ValueError(f"`interaction`={interaction} attends over token or "
@@ -410,7 +463,7 @@ def build_model_builder(data,
           lambda: encoders.get(encoder, **encoder_kwargs)),
       interaction_fn=interaction_fn,
       class_dim=class_dim, label_attention=sequence, projections=contrastive,
-      class_encoder_fn=class_encoder_fn)
+      class_encoder_fn=class_encoder_fn, zero_shot_fn=zero_shot_fn)
   builder = tfr.keras.model.ModelBuilder(
       input_creator=input_creator,
       preprocessor=tfr.keras.model.PreprocessorWithSpec(),

@@ -105,13 +105,17 @@ def build_pipeline(config: config_lib.TrainConfig,
       None, 0 if trainer.overwrite else
       run_dir_lib.RunDir(trainer.model_dir).resume_epoch())
   instance_inputs = build_inputs(config, data)
+  held_out = ()
+  if config.data.holdout_classes:
+    held_out = classes_lib.holdout_ids(config.data.holdout_classes,
+                                       data.class_names)
   texts = None
   if model.class_encoder == "text":
     texts = classes_lib.class_texts(data.class_names,
                                        model.class_descriptions)
   model_builder = model_lib.build_model_builder(
       data, model, loss, instance_inputs=instance_inputs, class_texts=texts,
-      seed=trainer.seed)
+      seed=trainer.seed, held_out=held_out)
   train_data, train_inputs, serving_builder = data, instance_inputs, None
   if uses_feature_cache(config):
     cache = feature_cache.load(feature_cache_dir(config), cache_spec(config),
@@ -126,15 +130,12 @@ def build_pipeline(config: config_lib.TrainConfig,
         class_features=(None if texts is None else
                         frozen_class_features(config, instance_inputs,
                                               texts)),
-        seed=trainer.seed)
-  held_out = ()
-  if config.data.holdout_classes:
+        seed=trainer.seed, held_out=held_out)
+  if held_out:
     # Zero-shot training: the held-out classes' instances never reach a
     # training batch or the validation that picks the best checkpoint, and
     # the classes themselves are padding in every list there (not
     # negatives: a model trained to push them down learns their absence).
-    held_out = classes_lib.holdout_ids(config.data.holdout_classes,
-                                          data.class_names)
     train_data = classes_lib.without_classes(train_data, held_out)
   dataset_builder = pipeline_lib.Rank4ClassDatasetBuilder(
       train_data, train_inputs, trainer.batch_size, trainer.seed,
