@@ -9,7 +9,7 @@ import setuptools
 BINARIES = ("calibrate", "compare_runs", "demo", "evaluate", "evaluate_sorter",
             "export", "import_sorter", "inspect_data", "plot_sorter",
             "predict", "spearman_regression", "study", "train", "train_sorter",
-            "zero_shot_baselines")
+            "zero_shot_baselines", "zero_shot_fit")
 
 setuptools.setup(
     name="rank4class_tf",

@@ -26,7 +26,14 @@ fitted on each run's validation split, e.g.
 
 Zero-shot runs (`--holdout_classes`): `--instances=holdout` scores only the
 instances of the held-out classes, every class still ranked (generalized
-zero-shot); `--instances=seen` the others.
+zero-shot); `--instances=seen` the others. `--metrics` also takes the GZSL
+metrics of every instance (`ranking.gzsl`): `seen_top1`, `unseen_top5`,
+`unseen_mrr`, their harmonic mean `gzsl_h` (seen Top-1, unseen Top-5),
+`gzsl_h1` (Top-1 both) and `ausuc`, e.g.
+
+  .venv/bin/python -m pipelines.compare_runs \
+      --runs='runs/zero_shot/*.seed*' \
+      --metrics=seen_top1,unseen_top5,unseen_mrr,gzsl_h,ausuc
 """
 
 import glob
@@ -36,6 +43,7 @@ from absl import app
 from absl import flags
 
 from . import console
+from rank4class_tf.ranking import gzsl
 from rank4class_tf.ranking import metrics
 from rank4class_tf.study import compare
 
@@ -76,8 +84,9 @@ def main(argv):
     if not names:
       from rank4class_tf import serving  # pylint: disable=g-import-not-at-top
       names = tuple(serving.load_config(model_dirs[0]).trainer.metrics)
+    zero_shot = [name for name in names if name in gzsl.GZSL_METRICS]
     for name in names:
-      if name in compare.CALIBRATION_METRICS:
+      if name in compare.CALIBRATION_METRICS or name in zero_shot:
         continue
       try:
         metrics.check_name(name)
@@ -86,8 +95,23 @@ def main(argv):
     if FLAGS.split not in ("validation", "test"):
       raise ValueError(f"--split={FLAGS.split!r} is not valid; choose one "
                        "of: validation, test.")
-    compare.evaluate_groups(groups, names, FLAGS.split, FLAGS.threshold,
-                            FLAGS.instances, FLAGS.holdout_classes)
+    others = [name for name in names if name not in zero_shot]
+    if others:
+      compare.evaluate_groups(groups, others, FLAGS.split, FLAGS.threshold,
+                              FLAGS.instances, FLAGS.holdout_classes)
+    if zero_shot:
+      if FLAGS.instances != "all":
+        raise ValueError(f"--metrics: {', '.join(zero_shot)} read every "
+                         "instance (seen and unseen); leave --instances "
+                         "out.")
+      from rank4class_tf.training import zero_shot_fit  # pylint: disable=g-import-not-at-top
+      for group in groups:
+        for model_dir in group.model_dirs:
+          values = zero_shot_fit.gzsl_values(model_dir, zero_shot,
+                                             FLAGS.split,
+                                             FLAGS.holdout_classes)
+          for name in zero_shot:
+            group.values.setdefault(name, []).append(values[name])
   except ValueError as e:
     console.fail("compare_runs", e)
   print("\n".join(compare.markdown(groups, names)))

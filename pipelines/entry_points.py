@@ -80,3 +80,7 @@ def train_sorter():
 
 def zero_shot_baselines():
   _run("zero_shot_baselines")
+
+
+def zero_shot_fit():
+  _run("zero_shot_fit")

@@ -80,8 +80,16 @@ class InteractionsTest(tf.test.TestCase, parameterized.TestCase):
     restored([self.h, self.classes])
     restored.set_weights(layer.get_weights())
     self.assertAllClose(restored([self.h, self.classes]), want)
-    if name != "dot":
+    if name not in ("dot", "cosine"):
       self.assertEqual(restored.units, 6)
+
+  def test_cosine(self):
+    layer = interactions.get("cosine")
+    got = layer([self.h, self.classes]).numpy()
+    h = self.h / np.linalg.norm(self.h, axis=1, keepdims=True)
+    c = self.classes / np.linalg.norm(self.classes, axis=1, keepdims=True)
+    self.assertAllClose(got, 10. * h @ c.T, rtol=1e-5, atol=1e-5)
+    self.assertLen(layer.trainable_weights, 1)  # The temperature.
 
   def test_unknown_name(self):
     with self.assertRaisesRegex(ValueError,

@@ -219,9 +219,9 @@ class ConcatMLP(tf.keras.layers.Layer):
 
 _INTERACTIONS = {
     "dot": DotInteraction,
-    "cosine": CosineInteraction,
     "lc_mlp": LatentCrossMLP,
     "concat_mlp": ConcatMLP,
+    "cosine": CosineInteraction,
 }
 
 # Interactions over the instance's token / position features rather than h;
