@@ -15,12 +15,16 @@ Scores every instance of --split against every class in two ways:
 
 Prints a markdown table like `pipelines.compare_runs`: one row per baseline
 and instance set (all instances; those of the held-out classes), each metric
-as mean ± std [95% t-interval] over seeds (cosine is deterministic).
+as mean ± std [95% t-interval] over seeds (cosine is deterministic). With
+--holdout_classes a second table gives each baseline's GZSL metrics
+(`ranking.gzsl`: seen_top1, unseen_top5, unseen_mrr, gzsl_h, gzsl_h1,
+ausuc; seen = the classes not held out).
 """
 
 import sys
 
 from absl import app
+import numpy as np
 from absl import flags
 
 from . import console
@@ -29,6 +33,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import classes as classes_lib
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf.modeling import zero_shot_baselines
+from rank4class_tf.ranking import gzsl
 from rank4class_tf.ranking import metrics
 from rank4class_tf.study import compare
 from rank4class_tf.training import builders
@@ -113,9 +118,25 @@ def main(argv):
             group.values.setdefault(metric, []).append(float(
                 results[metric]))
         groups.append(group)
+    zero_shot = []
+    if FLAGS.holdout_classes:
+      seen = np.ones(data.num_classes, bool)
+      seen[list(classes_lib.holdout_ids(FLAGS.holdout_classes,
+                                        data.class_names))] = False
+      for name, (group_seeds, scores_of) in baselines.items():
+        group = compare.Group(f"{name}, GZSL ({len(labels)})", [],
+                              [s for s in group_seeds if s is not None])
+        for seed in group_seeds:
+          values = gzsl.gzsl_metrics(labels, scores_of(seed), seen)
+          for metric, value in values.items():
+            group.values.setdefault(metric, []).append(value)
+        zero_shot.append(group)
   except ValueError as e:
     console.fail("zero_shot_baselines", e)
   print("\n".join(compare.markdown(groups, FLAGS.metrics)))
+  if zero_shot:
+    print()
+    print("\n".join(compare.markdown(zero_shot, gzsl.GZSL_METRICS)))
 
 
 if __name__ == "__main__":

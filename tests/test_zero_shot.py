@@ -21,6 +21,7 @@ from rank4class_tf import serving
 from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 from rank4class_tf.training import zero_shot_fit
+import helpers
 import test_class_encoders
 import test_text_pipelines
 
@@ -160,6 +161,49 @@ class CalibratedExportTest(tf.test.TestCase):
     seen = labels != 1
     self.assertAllClose(values["seen_top1"], float(
         (evaluated[seen].argmax(axis=1) == labels[seen]).mean()))
+
+
+@pytest.mark.slow
+class FitTest(tf.test.TestCase):
+  """A pseudo run (anger the test's unseen class, joy pseudo-unseen): the
+  fit reads joy's validation instances, never anger's, and the binaries
+  print the constants and the GZSL metrics."""
+
+  def test_fit_on_pseudo_unseen_classes(self):
+    data_dir = test_text_pipelines.goemotions_fixture()
+    root = tempfile.mkdtemp()
+    config = test_class_encoders.run_config(
+        "pseudo", root, data_dir, holdout_classes=("anger", "joy"))
+    training.train(config)
+    model_dir = config.trainer.model_dir
+    run = zero_shot_fit.run_scores(model_dir, "validation")
+    data = builders.load_data(config)
+    self.assertAllEqual(run["labels"], data.splits["validation"][1])
+    self.assertAllEqual(run["seen"], [False, False, True])
+    self.assertAllClose(run["cosine"], zero_shot_baselines.cosine_scores(
+        test_class_encoders.minilm_mean(list(data.splits["validation"][0]),
+                                        12),
+        test_class_encoders.minilm_mean(list(CLASSES), 12)), atol=1e-4)
+    fitted = zero_shot_fit.fit([model_dir], ["anger"])
+    keep = run["labels"] != 1  # anger's instances are never read.
+    from rank4class_tf.ranking import gzsl  # pylint: disable=g-import-not-at-top
+    self.assertEqual(fitted["stacking"], gzsl.choose(
+        run["labels"][keep], run["scores"][keep], run["cosine"][keep],
+        run["seen"], fit_weight=False))
+    self.assertEqual(fitted["fusion"]["seen_margin"], 0.)
+    with self.assertRaisesRegex(ValueError, "holds out every class of"):
+      zero_shot_fit.fit([model_dir], ["neutral"])
+    out = helpers.run_module(
+        "pipelines.zero_shot_fit", f"--pseudo_runs={model_dir}",
+        "--holdout_classes=anger", "--methods=stacking")
+    margin = fitted["stacking"]["seen_margin"]
+    self.assertIn(f"stacking: --seen_margin={margin:.6g} --cosine_fusion=0",
+                  out.stdout)
+    table = helpers.run_module(
+        "pipelines.compare_runs", f"--runs={model_dir}",
+        "--metrics=top1_accuracy,seen_top1,unseen_top5,gzsl_h,ausuc")
+    test = zero_shot_fit.gzsl_values(model_dir, ("unseen_top5",))
+    self.assertIn(f"{test['unseen_top5']:.4f} ± 0.0000", table.stdout)
 
 
 if __name__ == "__main__":
