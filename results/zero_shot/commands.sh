@@ -87,5 +87,7 @@ case "$1" in
   tables)  # tables NAME PATTERNS (comma-separated run folders / patterns)
     nice -n 10 $PY -m pipelines.compare_runs --runs="$3" \
         --metrics=$GZSL | tee $OUT/$2.md ;;
+  holm)  # holm SET BASE REMEDY...
+    shift; PYTHONPATH=. nice -n 10 $PY $OUT/holm.py "$@" ;;
   *) echo "unknown step $1"; exit 1 ;;
 esac
