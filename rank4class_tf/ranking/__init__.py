@@ -8,6 +8,8 @@
                  deterministic `evaluate_scores`
   calibration    probabilities from any loss's scores (temperature / Platt
                  scaling) and their NLL, ECE, Brier score, reliability diagram
+  gzsl           generalized zero-shot metrics (seen / unseen, H, AUSUC)
+                 and the choice of a seen margin and a fusion weight
   class_report   per-class precision, recall, F1, Top-k, MRR, AP; the
                  confusion matrix and the most-confused pairs
 

@@ -9,6 +9,8 @@
   schedules      the learning rate: constant, or the Model Garden's schedules
   run_guard      the run folder's lock, identity and damage checks
   feature_cache  a frozen encoder's outputs, computed once and shared
+  zero_shot_fit  a zero-shot run's GZSL metrics; the remedies' constants
+                 fitted on pseudo-unseen classes
 
 May import everything but `study` and the binaries (`pipelines`).
 """

@@ -2,10 +2,12 @@
 # Issue 63: the zero-shot remedies on GoEmotions (frozen MiniLM, feature
 # cache), run one training at a time from the repository root:
 #   bash results/zero_shot/commands.sh STEP
-# Steps (in order): a_base a_pseudo a_fit a_methods rc_base rc_pseudo rc_fit
-# rc_methods b_base b_pseudo b_fit b_methods b_embedding d_base d_pseudo
-# d_fit d_methods. Every table of results/zero_shot/ is the output of the
-# `tables` step.
+# Steps (in order): a_base a_pseudo a_fit a_methods b_base b_pseudo b_fit
+# b_methods b_embedding rc_base rc_pseudo rc_fit rc_methods d_base d_pseudo
+# d_fit d_methods. Set A runs all three remedies; the others only the one
+# of highest validation H in their fit (`best`). The tables of
+# results/zero_shot/ are the outputs of the `baselines`, `tables` and `holm`
+# steps.
 set -euo pipefail
 PY=".venv/bin/python"
 RUNS=runs/zero_shot
@@ -42,9 +44,12 @@ fit() {  # fit NAME HELDOUT
 flags_of() {  # flags_of NAME METHOD
   $PY -c "import json,sys; v=json.load(open('$OUT/$1.fit.json'))['fitted']['$2']; print(f\"--seen_margin={v['seen_margin']:.6g} --cosine_fusion={v['cosine_fusion']:.6g}\")"
 }
-methods() {  # methods NAME HELDOUT ARGS...
+best() {  # best NAME: the remedy of highest validation H in NAME's fit
+  $PY -c "import json; v=json.load(open('$OUT/$1.fit.json'))['fitted']; print(max(v, key=lambda m: v[m]['gzsl_h']))"
+}
+methods() {  # methods NAME HELDOUT ARGS... (the remedies of $METHODS)
   local name=$1 held=$2; shift 2
-  for method in stacking fusion stacking_fusion; do
+  for method in ${METHODS:-stacking fusion stacking_fusion}; do
     for seed in 0 1 2; do
       train $name.$method $seed --holdout_classes=$held "$@" \
           $(flags_of $name $method)
@@ -60,11 +65,11 @@ case "$1" in
   rc_base) for s in 0 1 2; do train rc.a $s $RC --holdout_classes=$A; done ;;
   rc_pseudo) for s in 0 1 2; do train rc.a.pseudo $s $RC --holdout_classes=$A,$PA; done ;;
   rc_fit) fit rc.a $A ;;
-  rc_methods) methods rc.a $A $RC ;;
+  rc_methods) METHODS=$(best rc.a) methods rc.a $A $RC ;;
   b_base) for s in 0 1 2; do train text.b $s $TEXT --holdout_classes=$B; done ;;
   b_pseudo) for s in 0 1 2; do train text.b.pseudo $s $TEXT --holdout_classes=$B,$PB; done ;;
   b_fit) fit text.b $B ;;
-  b_methods) methods text.b $B $TEXT ;;
+  b_methods) METHODS=$(best text.b) methods text.b $B $TEXT ;;
   b_embedding) for s in 0 1 2; do
       nice -n 10 $PY -m pipelines.train $COMMON --class_encoder=embedding \
           --interaction=dot --learning_rate=3e-3 --holdout_classes=$B \
@@ -72,7 +77,7 @@ case "$1" in
   d_base) for s in 0 1 2; do train desc.a $s $TEXT --class_descriptions=$DESC --holdout_classes=$A; done ;;
   d_pseudo) for s in 0 1 2; do train desc.a.pseudo $s $TEXT --class_descriptions=$DESC --holdout_classes=$A,$PA; done ;;
   d_fit) fit desc.a $A ;;
-  d_methods) methods desc.a $A $TEXT --class_descriptions=$DESC ;;
+  d_methods) METHODS=$(best desc.a) methods desc.a $A $TEXT --class_descriptions=$DESC ;;
   baselines)
     for set in a b; do
       held=$A; [ $set = b ] && held=$B
