@@ -6,10 +6,10 @@
   fast_loss_ops  their maths, pure tf functions
   metrics        ranking metrics (Top-k, NDCG, MRR, ...) by name, and the
                  deterministic `evaluate_scores`
-  calibration    probabilities from any loss's scores (temperature / Platt
-                 scaling) and their NLL, ECE, Brier score, reliability diagram
   gzsl           generalized zero-shot metrics (seen / unseen, H, AUSUC)
                  and the choice of a seen margin and a fusion weight
+  calibration    probabilities from any loss's scores (temperature / Platt
+                 scaling) and their NLL, ECE, Brier score, reliability diagram
   class_report   per-class precision, recall, F1, Top-k, MRR, AP; the
                  confusion matrix and the most-confused pairs
 
