@@ -92,6 +92,13 @@ case "$1" in
   tables)  # tables NAME PATTERNS (comma-separated run folders / patterns)
     nice -n 10 $PY -m pipelines.compare_runs --runs="$3" \
         --metrics=$GZSL | tee $OUT/$2.md ;;
+  serve)  # serve RUN: export a run, rank a list with a never-trained name
+    nice -n 10 $PY -m pipelines.export --model_dir=$RUNS/$2
+    for classes in excitement,boredom,fear,gratitude joy,gratitude,thankfulness; do
+      nice -n 10 $PY -m pipelines.predict --model_dir=$RUNS/$2 \
+          --text="Thank you so much, this made my day" --classes=$classes \
+          --top_k=4
+    done | tee $OUT/serve.md ;;
   holm)  # holm SET BASE REMEDY...
     shift; PYTHONPATH=. nice -n 10 $PY $OUT/holm.py "$@" ;;
   *) echo "unknown step $1"; exit 1 ;;
