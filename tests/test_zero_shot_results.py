@@ -44,9 +44,10 @@ class ZeroShotResultsTest(absltest.TestCase):
     for line in quoted:
       # The docs name the run group in the first cell; the rest is the
       # committed row's.
-      cells = line.split("|")[2:]
+      cells = [cell.strip() for cell in line.split("|")[2:]]
       self.assertTrue(
-          any(row.split("|")[2:] == cells for row in rows),
+          any([cell.strip() for cell in row.split("|")[2:]] == cells
+              for row in rows),
           f"not a row of results/zero_shot/*.md: {line}")
 
   def test_fit_tables_are_their_json(self):
