@@ -22,7 +22,7 @@ from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import pretrained
 from rank4class_tf.modeling import stateless_dropout
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import trainer as training
@@ -330,14 +330,14 @@ class FrozenTrainingTest(tf.test.TestCase):
       self.assertAllEqual(a, b)
 
   def test_config_records_pooling_and_cache_folder(self):
-    config = serving.load_config(self.cached.trainer.model_dir)
+    config = exported_ranker.load_config(self.cached.trainer.model_dir)
     self.assertEqual(config.model.pooling, "mean")
     folders = os.listdir(builders.feature_cache_dir(self.cached))
     self.assertLen(folders, 1)
 
   def test_export_serves_mean_pooling_on_raw_text(self):
     model_dir = self.cached.trainer.model_dir
-    ranker = serving.ExportedRanker(model_dir)
+    ranker = exported_ranker.ExportedRanker(model_dir)
     texts = ["I love this so much", "the bus comes at nine"]
     served = ranker.scores(texts)
     # Independently: mean-pooled MiniLM h, h' = [h, 1], scores = h' C^T
@@ -356,9 +356,9 @@ class FrozenTrainingTest(tf.test.TestCase):
 
   def test_checkpoint_scores_equal_the_export(self):
     scored = training.checkpoint_scores(self.cached, self.data)
-    ranker = serving.ExportedRanker(self.cached.trainer.model_dir)
+    ranker = exported_ranker.ExportedRanker(self.cached.trainer.model_dir)
     for split in ("validation", "test"):
-      labels, scores = serving.split_scores(ranker, self.data, split)
+      labels, scores = exported_ranker.split_scores(ranker, self.data, split)
       self.assertAllEqual(scored[split][0], labels)
       self.assertAllClose(scored[split][1], scores, atol=1e-5)
 
@@ -416,7 +416,7 @@ class ExportLaterTest(tf.test.TestCase):
                                 f"--model_dir={model_dir}")
     self.assertIn("best_model_by_metric", result.stdout)
     data = builders.load_data(config)
-    labels, scores = serving.split_scores(serving.ExportedRanker(model_dir),
+    labels, scores = exported_ranker.split_scores(exported_ranker.ExportedRanker(model_dir),
                                           data, "test")
     scored = training.checkpoint_scores(config, data, ("test",))
     self.assertAllClose(scored["test"][1], scores, atol=1e-5)

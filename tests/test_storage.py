@@ -24,7 +24,7 @@ from pipelines import console
 from rank4class_tf import config as config_lib
 from rank4class_tf import fileio
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.data import datasets
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
@@ -126,7 +126,7 @@ class RamRunTest(tf.test.TestCase):
     self.assertEmpty([name for name in files if name.startswith("backup")
                       or fileio.TMP_MARK in name or name == ".lock"])
     self.assertFalse(run.has_backup())
-    self.assertEqual(serving.load_config(model_dir).flat(),
+    self.assertEqual(exported_ranker.load_config(model_dir).flat(),
                      builders.resolve_defaults(self.ram).flat())
     self.assertEqual(run.best()["epoch"], 2)
     # The best checkpoint is the final one: the best export, a copy of the
@@ -152,18 +152,18 @@ class RamRunTest(tf.test.TestCase):
 
   def test_exports_score_as_the_local_runs(self):
     for export in run_dir_lib.EXPORTS:
-      on_ram = serving.ExportedRanker(self.ram.trainer.model_dir, export)
-      local = serving.ExportedRanker(self.local.trainer.model_dir, export)
+      on_ram = exported_ranker.ExportedRanker(self.ram.trainer.model_dir, export)
+      local = exported_ranker.ExportedRanker(self.local.trainer.model_dir, export)
       self.assertIsNotNone(on_ram.calibration)
       self.assertEqual(on_ram.class_names, local.class_names)
-      _, ram_scores = serving.split_scores(on_ram, self.data, "test")
-      _, local_scores = serving.split_scores(local, self.data, "test")
+      _, ram_scores = exported_ranker.split_scores(on_ram, self.data, "test")
+      _, local_scores = exported_ranker.split_scores(local, self.data, "test")
       self.assertAllEqual(ram_scores, local_scores)
     # As pipelines.evaluate reads a run: its config, then its export.
     model_dir = self.ram.trainer.model_dir
-    data = datasets.from_config(serving.load_config(model_dir).data)
-    self.assertEqual(serving.evaluate(model_dir, data, "test"),
-                     serving.evaluate(self.local.trainer.model_dir, data,
+    data = datasets.from_config(exported_ranker.load_config(model_dir).data)
+    self.assertEqual(exported_ranker.evaluate(model_dir, data, "test"),
+                     exported_ranker.evaluate(self.local.trainer.model_dir, data,
                                       "test"))
 
 

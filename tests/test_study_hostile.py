@@ -34,7 +34,7 @@ from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import hparams as study_hparams
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 from rank4class_tf.training import run_guard
 from rank4class_tf.training import trainer as training
@@ -740,7 +740,7 @@ class StreamedDataStudyTest(tf.test.TestCase):
       record = json.load(f)
     arrays = study_folder.load_test_arrays(study_dir, run)
     # The test split's labels in its order: 3 images of each class.
-    data = builders.load_data(serving.load_config(folder))
+    data = builders.load_data(exported_ranker.load_config(folder))
     labels = [int(y) for _, y in data.dataset("test").as_numpy_iterator()]
     self.assertEqual(sorted(labels), [0, 0, 0, 1, 1, 1, 2, 2, 2])
     self.assertEqual(arrays["labels"].tolist(), labels)
@@ -749,7 +749,7 @@ class StreamedDataStudyTest(tf.test.TestCase):
     # now, from the same checkpoint).
     training.export_run(folder)
     for split in ("validation", "test"):
-      exported = serving.evaluate(folder, data, split)
+      exported = exported_ranker.evaluate(folder, data, split)
       for name in ("top1_accuracy", "mrr"):
         self.assertAllClose(record[split][name], exported[name], atol=1e-6)
 

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.study import evaluation as study_evaluation
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
@@ -94,7 +94,7 @@ class StudyTest(tf.test.TestCase):
   def test_every_run_is_a_pipelines_train_model_dir(self):
     run_dir = os.path.join(self.dir, "runs", "approx_ndcg.lc_mlp.lr0.01.u8."
                            "seed1")
-    config = serving.load_config(run_dir)
+    config = exported_ranker.load_config(run_dir)
     self.assertEqual((config.loss.name, config.model.interaction,
                       config.trainer.learning_rate,
                       config.model.mlp_units, config.trainer.seed,
@@ -354,7 +354,7 @@ class FrozenTextStudyTest(tf.test.TestCase):
     name = "softmax.dot.lr0.01.seed0"
     folder = os.path.join(study_dir, "runs", name)
     self.assertFalse(run_dir_lib.RunDir(folder).has_exports())
-    config = serving.load_config(folder)
+    config = exported_ranker.load_config(folder)
     self.assertEqual((config.model.pooling, config.model.freeze_encoder),
                      ("mean", True))
     with open(os.path.join(folder, study_folder.RESULT_FILE)) as f:

@@ -19,7 +19,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rank4class_tf import config as config_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.data import datasets
 from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
@@ -743,8 +743,8 @@ class TrainingTest(tf.test.TestCase):
         class_names_file=names, encoder="bert", encoder_size="tiny",
         max_seq_length=8, batch_size=4, train_steps=2, eval_every=2,
         model_dir=model_dir))
-    self.assertEqual(serving.load_class_names(model_dir), ["bad", "good"])
-    scores = serving.ExportedRanker(model_dir).scores(
+    self.assertEqual(exported_ranker.load_class_names(model_dir), ["bad", "good"])
+    scores = exported_ranker.ExportedRanker(model_dir).scores(
         np.array(["happy joy", "awful"], object))
     self.assertEqual(scores.shape, (2, 2))
     self.assertTrue(np.all(np.isfinite(scores)))

@@ -2,8 +2,9 @@
 which classes a model gets wrong, and what it takes them for (numpy only).
 
 Everything is computed from two arrays, the split's `labels` and `scores`
-[num_examples, num_classes] (what `serving.split_scores` returns), in numpy;
-matplotlib (Agg) is imported only to draw the heat-map.
+[num_examples, num_classes] (what `exported_ranker.split_scores` returns),
+in numpy; matplotlib (Agg) is imported only to draw the heat-map
+(`class_report_figure.py`).
 
 **Single-label** labels (class ids [num_examples]). The Top-1 prediction of
 an instance is its best-scored class, ties broken by `evaluate_scores`'

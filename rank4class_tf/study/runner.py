@@ -66,7 +66,7 @@ from rank4class_tf import fileio
 from rank4class_tf import provenance
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import evaluation as study_evaluation
 from rank4class_tf.study import extend as study_extend
@@ -289,7 +289,7 @@ def check_run_folder(base: config_lib.TrainConfig, run: study_grid.Run,
   if not fileio.exists(path):
     return
   try:
-    old = serving.load_config(folder).flat()
+    old = exported_ranker.load_config(folder).flat()
   except (ValueError, TypeError, KeyError) as e:
     raise ValueError(
         f"{path} cannot be read ({study_folder.reason(e)}); move {folder} "

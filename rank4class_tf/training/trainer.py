@@ -26,7 +26,8 @@ from rank4class_tf import fileio
 from rank4class_tf.modeling import stateless_dropout
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
+from rank4class_tf.serving import saved_model
 from rank4class_tf.training import builders
 from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import pipeline as pipeline_lib
@@ -242,10 +243,10 @@ def _train_and_export(config: config_lib.TrainConfig, data,
   model_dir = trainer.model_dir
   chief = distribute.is_chief(strategy)
   if chief:
-    serving.remove_stale_exports(model_dir)
+    saved_model.remove_stale_exports(model_dir)
     if record is not None:
       identity.write(model_dir, record)
-    serving.write_run_files(
+    saved_model.write_run_files(
         model_dir, config, data.class_names,
         pipeline.dataset_builder.serving_spec)
   end = None if trainer.overwrite else final_epoch(config)
@@ -383,7 +384,7 @@ def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
   if not fileio.exists(run_dir_lib.RunDir(model_dir).config_file):
     return None
   try:
-    return serving.load_config(model_dir).flat()
+    return exported_ranker.load_config(model_dir).flat()
   except ValueError as e:  # `load_config`'s line, which names the file.
     raise ValueError(f"{str(e).rstrip('.')}; restore it to resume or keep "
                      "the run, or pass `overwrite` to delete the run and "
@@ -562,7 +563,7 @@ def _finished_run(model_dir: str):
     ValueError: naming model_dir when its last checkpoint is missing or its
       backup remains (training unfinished).
   """
-  config = serving.load_config(model_dir)
+  config = exported_ranker.load_config(model_dir)
   config = config.replace(model_dir=model_dir)
   run = run_dir_lib.RunDir(model_dir)
   final = final_checkpoint(config)
@@ -614,7 +615,7 @@ def recalibrate(model_dir: str, allow_changed_data: bool = False
   """Fits the calibration of a finished run's exports again, without
   training: both exports are written anew from the final and best
   checkpoints (`export_only`), each calibrated on the validation split
-  (`serving.calibrate_on`). A run trained before calibration existed gets
+  (`saved_model.calibrate_on`). A run trained before calibration existed gets
   its `probabilities` this way.
 
   Both calibrations are fitted before either export is written: when one
