@@ -11,10 +11,12 @@
                 `verdicts`, `paper_effects`, `findings`, `figures`,
                 `hparams`, `common`)
   summary       a summary to commit, and a study started from it
-  statistics    hierarchical intervals, paired tests (bootstrap and
-                seed-level t-test), fairness, Bruch
-  stats         the bootstrap, the seed-level t-test, Holm's adjustment,
-                power and the Holm floor
+  effects       the study's effects against the baseline (hierarchical
+                intervals, both paired tests: bootstrap and seed-level
+                t-test), fairness of the tuning, Bruch's claim
+  significance  the tests and intervals they use: the paired and
+                hierarchical bootstrap, the seed-level t-test, Holm's
+                adjustment, the sign test, power and the Holm floor
   compare       two exported runs compared on one split
   paper_tables  the paper's published numbers (JSON)
 
