@@ -45,9 +45,9 @@ from rank4class_tf import fileio
 from rank4class_tf import catalog
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
+from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import figures as figures_lib
-from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import hparams as hparams_lib
@@ -138,7 +138,7 @@ def check_options(metric_names: Sequence[str], select_metric: str,
                      f"study's `metrics` ({', '.join(metric_names)}).")
   if num_samples < significance.DEFAULT_SAMPLES:
     raise ValueError(f"`bootstrap_samples`={num_samples} must be >= "
-                     f"{stats.DEFAULT_SAMPLES}.")
+                     f"{significance.DEFAULT_SAMPLES}.")
   return paper_for(dataset, paper_table)
 
 
