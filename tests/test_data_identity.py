@@ -27,6 +27,7 @@ from rank4class_tf.data import file_hashes
 from rank4class_tf.data import identity
 from rank4class_tf.data import user_files
 from rank4class_tf.training import builders
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 from tests import helpers
 
@@ -429,7 +430,7 @@ class ChangedDataTest(tf.test.TestCase):
     # holds an export".
     for source in (self.trained, self.exported):
       run = self.copy_of(source)
-      for prefix in (training.final_checkpoint(
+      for prefix in (run_state.final_checkpoint(
           exported_ranker.load_config(run).replace(model_dir=run)),
                      run_dir_lib.RunDir(run).best_checkpoint()):
         nan_checkpoint(prefix)

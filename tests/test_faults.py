@@ -38,6 +38,7 @@ from rank4class_tf.serving import saved_model
 from rank4class_tf.training import builders
 from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 import helpers
 
@@ -432,7 +433,7 @@ class FinishedRunTest(tf.test.TestCase):
     unbacked = self.copy(killed)
     shutil.rmtree(os.path.join(unbacked, "backup"))
     config = exported_ranker.load_config(unbacked).replace(model_dir=unbacked)
-    self.assertEqual(training.extension_start(config),
+    self.assertEqual(run_state.extension_start(config),
                      (os.path.join(unbacked, "checkpoints", "ckpt-0003"), 3))
     # The same command resumes the killed extension (it used to be refused).
     proc = run(train_cmd(killed, *steps))

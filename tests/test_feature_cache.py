@@ -25,6 +25,7 @@ from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 import helpers
 import test_text_pipelines
@@ -276,7 +277,7 @@ def head_weights(config, data, checkpoint=None):
   and for a run not trained from a cache the encoder's."""
   model = builders.build_pipeline(config, data).model_builder.build()
   path = (os.path.join(config.trainer.model_dir, "checkpoints", checkpoint)
-          if checkpoint else training.final_checkpoint(config))
+          if checkpoint else run_state.final_checkpoint(config))
   model.load_weights(path).expect_partial()
   return {w.name: w.numpy() for w in model.weights}
 
@@ -321,7 +322,7 @@ class FrozenTrainingTest(tf.test.TestCase):
   def test_on_the_fly_encoder_kept_minilms_weights(self):
     model = builders.build_pipeline(self.on_the_fly,
                                     self.data).model_builder.build()
-    model.load_weights(training.final_checkpoint(
+    model.load_weights(run_state.final_checkpoint(
         self.on_the_fly)).expect_partial()
     network = model.get_layer("encoder").network
     fresh = pretrained.build_bert_encoder(**pretrained.MINILM_L6)
@@ -409,7 +410,7 @@ class ExportLaterTest(tf.test.TestCase):
                         label_heads=2)
     training.train(config)
     self.assertFalse(run_dir_lib.RunDir(model_dir).has_exports())
-    self.assertTrue(training.is_trained(config))
+    self.assertTrue(run_state.is_trained(config))
     training.train(config)  # Finished: trains nothing, exports nothing.
     self.assertFalse(run_dir_lib.RunDir(model_dir).has_exports())
     result = helpers.run_module("pipelines.export",

@@ -29,6 +29,7 @@ from rank4class_tf.data import datasets
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 import helpers
 import test_feature_cache
@@ -143,7 +144,7 @@ class RamRunTest(tf.test.TestCase):
     self.assertIsNone(finished)
 
   def test_finished_run_is_left_as_it_is(self):
-    self.assertTrue(training.is_trained(self.ram))
+    self.assertTrue(run_state.is_trained(self.ram))
     line = training.already_finished(self.ram)
     self.assertStartsWith(line, "already finished: `model_dir`=ram://")
     before = tree_digest(self.ram.trainer.model_dir)
@@ -214,9 +215,9 @@ class RunGuardTest(tf.test.TestCase):
                    "export/latest_model/saved_model.pb",
                    "export/best_model_by_metric/saved_model.pb"):
         write(os.path.join(folder, name))
-      self.assertEqual(training.is_trained(config), fileio.is_local(folder))
+      self.assertEqual(run_state.is_trained(config), fileio.is_local(folder))
       fileio.rmtree(run.backup)
-      self.assertTrue(training.is_trained(config))
+      self.assertTrue(run_state.is_trained(config))
 
   def test_no_lock_on_ram(self):
     folder = ram_folder("lock")

@@ -440,6 +440,7 @@ class TrainOnTest(tf.test.TestCase):
     # one uninterrupted run would.
     from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import builders  # pylint: disable=g-import-not-at-top
+    from rank4class_tf.training import run_state  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import trainer as training  # pylint: disable=g-import-not-at-top
     root = tempfile.mkdtemp()
     def config(folder, steps):
@@ -461,10 +462,10 @@ class TrainOnTest(tf.test.TestCase):
     data = builders.load_data(config("straight", 40))
     got = {name: training.checkpoint_scores(
         config(name, 40), data, ("test",),
-        checkpoint=training.final_checkpoint(config(name, 40)))["test"][1]
+        checkpoint=run_state.final_checkpoint(config(name, 40)))["test"][1]
            for name in ("extended", "straight")}
     self.assertAllClose(got["extended"], got["straight"], atol=1e-6)
-    self.assertTrue(training.is_trained(config("extended", 40)))
+    self.assertTrue(run_state.is_trained(config("extended", 40)))
 
 
 class ChooseOnSeedTest(tf.test.TestCase):

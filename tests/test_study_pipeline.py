@@ -25,7 +25,7 @@ from rank4class_tf.serving import exported_ranker
 from rank4class_tf.study import evaluation as study_evaluation
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
-from rank4class_tf.study import runner as study
+from rank4class_tf.study import settings as study_settings
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
@@ -229,7 +229,7 @@ class BadInputTest(tf.test.TestCase):
   def test_one_line_and_nothing_written(self):
     parent = tempfile.mkdtemp()
     existing = os.path.join(parent, "existing")
-    study.open_study(existing, config_lib.TrainConfig.create(
+    study_settings.open_study(existing, config_lib.TrainConfig.create(
         model_dir="x", train_steps=5, eval_every=5),
                      study_grid.Grid(losses=("softmax",), interactions=("dot",)))
     with open(os.path.join(existing, study_folder.STUDY_FILE)) as f:

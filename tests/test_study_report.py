@@ -16,15 +16,15 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import findings as study_findings
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_effects as study_paper_effects
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
-from rank4class_tf.study import runner as study
 from rank4class_tf.study import selection as study_selection
-from rank4class_tf.study import effects as study_effects
+from rank4class_tf.study import settings as study_settings
 from rank4class_tf.study import significance
 from rank4class_tf.study import verdicts as study_verdicts
 from test_study import base_config
@@ -43,7 +43,7 @@ def make_study(hits_of, seeds=(0, 1, 2), dataset="digits",
   grid = study_grid.Grid(losses=losses, interactions=interactions, seeds=seeds,
                     learning_rates=rates, mlp_units=(8,))
   extra = {"encoder": "bert"} if dataset == "goemotions" else {}
-  study.open_study(folder, base_config(dataset=dataset, **extra), grid)
+  study_settings.open_study(folder, base_config(dataset=dataset, **extra), grid)
   for run in grid.runs():
     val = (val_of or (lambda r: 0.9 if r.learning_rate == rates[0]
                       else 0.5))(run)

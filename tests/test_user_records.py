@@ -24,6 +24,7 @@ from rank4class_tf.data import datasets
 from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
 from rank4class_tf.data import user_records
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 import helpers
 
@@ -790,7 +791,7 @@ class CorruptImageRecordTest(tf.test.TestCase):
     config = self.config(skip_bad_records=True)
     with self.assertLogs("absl", level="WARNING") as logs:
       training.train(config)
-    self.assertTrue(training.is_trained(config))
+    self.assertTrue(run_state.is_trained(config))
     self.assertIn("train: skipped 1 instance(s) that could not be read when "
                   "training read them (`skip_bad_records`): "
                   f"{self.train_file}: record 5", "\n".join(logs.output))

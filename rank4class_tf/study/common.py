@@ -6,9 +6,9 @@ import math
 from typing import Optional, Tuple
 
 from rank4class_tf import fileio
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import selection as selection_lib
-from rank4class_tf.study import effects as study_effects
 
 
 LOSS_TITLES = {

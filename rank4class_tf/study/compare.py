@@ -16,7 +16,7 @@ Nothing is averaged that is not a result of one data set:
   of one group whose saved class lists differ (the files under one
   `data_dir` changed between their trainings) are refused, naming both;
 * a run that did not finish training (it diverged, was stopped, or is still
-  running: `training.is_trained`) is refused before any run is scored, and
+  running: `run_state.is_trained`) is refused before any run is scored, and
   one whose best checkpoint gives non-finite scores (diverged weights) after
   scoring: its metrics (top-1 0, MRR 1 / num_classes on NaN scores) are not
   a result;
@@ -42,6 +42,7 @@ from rank4class_tf.ranking import calibration as calibration_lib
 from rank4class_tf.ranking import metrics
 from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 
 # Settings that do not make two runs different models. `data_dir` does: it
@@ -183,7 +184,7 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
   configs = {d: exported_ranker.load_config(d).replace(model_dir=d)
              for group in groups for d in group.model_dirs}
   unfinished = [d for d, config in configs.items()
-                if not training.is_trained(config)]
+                if not run_state.is_trained(config)]
   if unfinished:
     raise ValueError(
         f"`runs`: {len(unfinished)} run(s) did not finish training (diverged, "

@@ -11,9 +11,9 @@ import numpy as np
 
 from rank4class_tf import provenance
 from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import selection as selection_lib
-from rank4class_tf.study import effects as study_effects
 
 
 def bound_lines(cells: Sequence[selection_lib.Cell]) -> List[str]:

@@ -18,10 +18,10 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import selection as selection_lib
-from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import significance
 
 ALPHA = selection_lib.ALPHA

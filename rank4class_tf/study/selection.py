@@ -23,9 +23,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
-from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import significance
 
 ALPHA = study_effects.ALPHA

@@ -32,11 +32,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_effects as paper_effects_lib
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import selection as selection_lib
-from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import significance
 
 ALPHA = selection_lib.ALPHA
