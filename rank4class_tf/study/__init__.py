@@ -2,6 +2,8 @@
 
   runner        the study loop: its runs trained, extended and followed,
                 resumed where it stopped
+  settings      each run's config, and every check before a study writes
+                anything (the grid, the settings, study.json, run folders)
   grid          the grid, its runs and their names; the paper's grid
   folder        the study folder: study.json, records, test arrays, lock
   evaluation    one run's evaluation and per-instance test arrays
