@@ -1,4 +1,5 @@
-"""Tests of rank4class_tf.config: every bad value names its flag."""
+"""Tests of rank4class_tf.config (and its `config/fields.py`): every bad
+value names its flag."""
 
 import json
 import os

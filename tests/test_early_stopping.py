@@ -1,5 +1,5 @@
-"""Tests of `--patience` (training.callbacks.EarlyStopping, trainer's
-final_epoch / converged / already_finished): a run stops exactly `patience`
+"""Tests of `--patience` (training.callbacks.EarlyStopping, run_state's
+final_epoch / converged, trainer's already_finished): a run stops exactly `patience`
 validations after its best, a resumed run stops where the uninterrupted one
 does, a stopped run is finished and says `converged`.
 

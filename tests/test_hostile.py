@@ -1,4 +1,5 @@
-"""The hostile probe's cases for training and serving (docs/testing.md).
+"""The hostile probe's cases for training and serving (docs/testing.md;
+`serving/exported_ranker.py`: damaged exports and configs, class names).
 
 Each case ends correct, or with one line naming the file or flag and exit 1,
 nothing lost or half-written: asserted on the message, the exit code (where

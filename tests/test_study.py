@@ -1,4 +1,5 @@
-"""Tests of rank4class_tf.study.runner and study_report without training.
+"""Tests of rank4class_tf.study.runner (with its settings and checks,
+`study/settings.py`) and study_report without training.
 
 The report is computed from records and per-instance arrays written here by
 hand, so selection, tables and p-values have known answers; the end-to-end
