@@ -38,7 +38,8 @@ class ImageNetPreprocessingTest(tf.test.TestCase):
     # only the ResNet encoder and the ImageNet recipe import it, when used.
     out = subprocess.run(
         [sys.executable, "-c",
-         "import sys, pipelines.study, rank4class_tf.serving; "
+         "import sys, pipelines.study, rank4class_tf.serving.saved_model, "
+         "rank4class_tf.serving.exported_ranker; "
          "print([m for m in sys.modules if m.startswith('official.vision')])"],
         cwd=helpers.REPO, capture_output=True, text=True, check=True,
         timeout=300)

@@ -26,7 +26,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features as features_lib
 from rank4class_tf.data import images
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import trainer as training
 import helpers
 
@@ -375,7 +375,7 @@ class TrainingTest(tf.test.TestCase):
       export = training.train(config)
       results = helpers.evaluate(model_dir, "test")
     self.assertTrue(tf.saved_model.contains_saved_model(export))
-    self.assertEqual(serving.load_class_names(model_dir), list(VOC_CLASSES))
+    self.assertEqual(exported_ranker.load_class_names(model_dir), list(VOC_CLASSES))
     self.assertEqual(results["num_examples"], 6)
     self.assertBetween(results["ndcg@5"], 0., 1.)
     serve = tf.saved_model.load(export).signatures["serving_default"]

@@ -19,6 +19,7 @@ from rank4class_tf.study import extend as study_extend
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import runner as study
+from rank4class_tf.study import settings as study_settings
 from rank4class_tf.study import schedule
 from rank4class_tf.study import summary as study_summary
 import test_study
@@ -503,11 +504,11 @@ class ScheduleTest(parameterized.TestCase):
     names = set(config_lib.TrainConfig().flat())
     base = config_lib.TrainConfig.create(**{
         k: v for k, v in shared.items() if k in names})
-    self.assertEqual(study.open_study(folder, base, grid), grid)
+    self.assertEqual(study_settings.open_study(folder, base, grid), grid)
     with self.assertRaisesRegex(ValueError, r"^`patience`=5 differs from "
                                 r"the study in .* \(patience=0\); pass the "
                                 r"same value, or another `study_dir`\.$"):
-      study.open_study(folder, base.replace(patience=5), grid)
+      study_settings.open_study(folder, base.replace(patience=5), grid)
 
   def test_records_without_converged_peak_last_as_before(self):
     # A study without --patience, or records older than it: lengthened

@@ -268,7 +268,7 @@ class BFloat16RunTest(tf.test.TestCase):
     from unittest import mock
     from rank4class_tf import checks
     from rank4class_tf import config as config_lib
-    from rank4class_tf import serving
+    from rank4class_tf.serving import exported_ranker
     from rank4class_tf.training import trainer as training
     import test_text_pipelines
     from unittest import mock
@@ -283,10 +283,10 @@ class BFloat16RunTest(tf.test.TestCase):
           encoder="bert", encoder_size="tiny", max_seq_length=16,
           batch_size=4, train_steps=2, eval_every=1, seed=1,
           mixed_precision="bfloat16", model_dir=model_dir))
-    trainer = serving.load_config(model_dir).trainer
+    trainer = exported_ranker.load_config(model_dir).trainer
     self.assertEqual((trainer.mixed_precision, trainer.float32_layers),
                      ("bfloat16", True))
-    scores = serving.ExportedRanker(model_dir).scores(["so happy today",
+    scores = exported_ranker.ExportedRanker(model_dir).scores(["so happy today",
                                                        "thanks a lot"])
     self.assertEqual(scores.shape, (2, 3))  # The fixture's 3 classes.
     self.assertEqual(scores.dtype, np.float32)

@@ -19,11 +19,12 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rank4class_tf import config as config_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.data import datasets
 from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
 from rank4class_tf.data import user_records
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 import helpers
 
@@ -743,8 +744,8 @@ class TrainingTest(tf.test.TestCase):
         class_names_file=names, encoder="bert", encoder_size="tiny",
         max_seq_length=8, batch_size=4, train_steps=2, eval_every=2,
         model_dir=model_dir))
-    self.assertEqual(serving.load_class_names(model_dir), ["bad", "good"])
-    scores = serving.ExportedRanker(model_dir).scores(
+    self.assertEqual(exported_ranker.load_class_names(model_dir), ["bad", "good"])
+    scores = exported_ranker.ExportedRanker(model_dir).scores(
         np.array(["happy joy", "awful"], object))
     self.assertEqual(scores.shape, (2, 2))
     self.assertTrue(np.all(np.isfinite(scores)))
@@ -790,7 +791,7 @@ class CorruptImageRecordTest(tf.test.TestCase):
     config = self.config(skip_bad_records=True)
     with self.assertLogs("absl", level="WARNING") as logs:
       training.train(config)
-    self.assertTrue(training.is_trained(config))
+    self.assertTrue(run_state.is_trained(config))
     self.assertIn("train: skipped 1 instance(s) that could not be read when "
                   "training read them (`skip_bad_records`): "
                   f"{self.train_file}: record 5", "\n".join(logs.output))

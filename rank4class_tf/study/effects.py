@@ -1,4 +1,6 @@
-"""The study's statistics: effects with training noise, fairness, Bruch.
+"""The study's effects: against the baseline with training noise, fairness of
+the tuning, Bruch's claim (was `statistics.py`; the tests and intervals
+themselves are `significance.py`).
 
 A reproduction's verdict rests on three things this module computes from
 the chosen runs (pure numpy; `study_report` presents them):
@@ -7,13 +9,13 @@ the chosen runs (pure numpy; `study_report` presents them):
   its difference from softmax + dot, the paper's classical classifier:
   d[s, i] = m_cell(s, i) - m_base(s, i) over the seeds s the two cells share
   and the test instances i. Its interval and p-value come from the
-  hierarchical bootstrap (`stats.hierarchical_*`: seeds resampled, then
+  hierarchical bootstrap (`significance.hierarchical_*`: seeds resampled, then
   instances), so a cell whose seeds disagree gets the wide interval it
   deserves; with one seed they cover test sampling only. Beside it, the
-  seed-level paired t-test (`stats.seed_t_test`: one mean difference per
+  seed-level paired t-test (`significance.seed_t_test`: one mean difference per
   seed, S - 1 degrees of freedom). The p-values of one family (every cell
   against the baseline on every metric; or every contrast of a table) are
-  Holm-adjusted (`stats.holm`), each test apart; `Effect.resolved` needs
+  Holm-adjusted (`significance.holm`), each test apart; `Effect.resolved` needs
   both. The resampled means of each cell are drawn once (`Draws`) and
   differenced, so a study of 15 cells draws 60 series, not 420 pairs.
 * **Fairness of the tuning.** A chosen run whose learning rate or width is
@@ -34,7 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rank4class_tf.study import stats
+from rank4class_tf.study import significance
 
 CellKey = Tuple[str, str]  # (loss, interaction)
 
@@ -49,8 +51,8 @@ class Effect:
     p: two-sided hierarchical bootstrap p of delta = 0.
     p_holm: p Holm-adjusted over the effect's family.
     seeds: the seeds the two cells share.
-    p_seed: two-sided paired t-test p over the seeds (`stats.seed_t_test`;
-      NaN for one seed).
+    p_seed: two-sided paired t-test p over the seeds
+      (`significance.seed_t_test`; NaN for one seed).
     p_seed_holm: p_seed Holm-adjusted over the same family (NaN: untested).
     se: the bootstrap standard error of delta (sd of the resampled means).
     se_seed: the t-test's standard error, sd of the per-seed differences
@@ -100,7 +102,8 @@ def seed_differences(a: Dict[int, np.ndarray], b: Dict[int, np.ndarray]
   seeds = tuple(sorted(set(a) & set(b)))
   if not seeds:
     raise ValueError("the two cells share no seed to pair.")
-  return (stats.seed_matrix(a, seeds) - stats.seed_matrix(b, seeds)), seeds
+  return (significance.seed_matrix(a, seeds) -
+          significance.seed_matrix(b, seeds)), seeds
 
 
 class Draws:
@@ -112,11 +115,11 @@ class Draws:
   against the baseline) need the draws of each cell's series once, not of
   each pair's differences. The draws depend only on (B, seed, seeds, n),
   so every series of one seed set sees the same resamples
-  (`stats.hierarchical_means`); a series is keyed by its identity.
+  (`significance.hierarchical_means`); a series is keyed by its identity.
   """
 
-  def __init__(self, num_samples: int = stats.DEFAULT_SAMPLES,
-               seed: int = stats.DEFAULT_SEED):
+  def __init__(self, num_samples: int = significance.DEFAULT_SAMPLES,
+               seed: int = significance.DEFAULT_SEED):
     self.num_samples = num_samples
     self.seed = seed
     self._columns: Dict[Tuple[int, ...], Dict[int, np.ndarray]] = {}
@@ -129,9 +132,10 @@ class Draws:
                if s not in columns]
     if missing:
       by_id = {id(s): s for s in series}
-      matrix = np.stack([stats.seed_matrix(by_id[key], seeds)
+      matrix = np.stack([significance.seed_matrix(by_id[key], seeds)
                          for key in missing])
-      drawn = stats.hierarchical_means(matrix, self.num_samples, self.seed)
+      drawn = significance.hierarchical_means(matrix, self.num_samples,
+                                              self.seed)
       for index, key in enumerate(missing):
         columns[key] = drawn[:, index].copy()
     return [columns[id(s)] for s in series]
@@ -139,8 +143,8 @@ class Draws:
 
 def effects(pairs: Sequence[Tuple[object, Dict[int, np.ndarray],
                                   Dict[int, np.ndarray]]],
-            num_samples: int = stats.DEFAULT_SAMPLES,
-            seed: int = stats.DEFAULT_SEED,
+            num_samples: int = significance.DEFAULT_SAMPLES,
+            seed: int = significance.DEFAULT_SEED,
             draws: Optional[Draws] = None) -> Dict[object, Effect]:
   """Effects of a family of comparisons, both tests Holm-adjusted together.
 
@@ -168,17 +172,17 @@ def effects(pairs: Sequence[Tuple[object, Dict[int, np.ndarray],
     mean_a, mean_b = draws.means([a, b], seeds)
     resampled = mean_a - mean_b
     observed = float(diff.mean())
-    p = stats.two_sided_p(resampled[:, None], np.array([observed]))[0]
+    p = significance.two_sided_p(resampled[:, None], np.array([observed]))[0]
     low, high = np.quantile(resampled, [0.025, 0.975])
-    p_seed, se_seed = stats.seed_t_test(diff)
+    p_seed, se_seed = significance.seed_t_test(diff)
     raw.append(label)
     out[label] = dict(delta=observed, low=float(low), high=float(high),
                       p=float(p), seeds=seeds, p_seed=float(p_seed),
                       se=float(resampled.std(ddof=1)),
                       se_seed=float(se_seed))
-  adjusted = stats.holm([out[label]["p"] for label in raw])
+  adjusted = significance.holm([out[label]["p"] for label in raw])
   tested = [label for label in raw if not math.isnan(out[label]["p_seed"])]
-  adjusted_seed = dict(zip(tested, stats.holm(
+  adjusted_seed = dict(zip(tested, significance.holm(
       [out[label]["p_seed"] for label in tested])))
   return {label: Effect(p_holm=float(p_holm),
                         p_seed_holm=float(adjusted_seed.get(label, math.nan)),
@@ -187,8 +191,8 @@ def effects(pairs: Sequence[Tuple[object, Dict[int, np.ndarray],
 
 
 def intervals(series: Sequence[Tuple[object, Dict[int, np.ndarray]]],
-              num_samples: int = stats.DEFAULT_SAMPLES,
-              seed: int = stats.DEFAULT_SEED,
+              num_samples: int = significance.DEFAULT_SAMPLES,
+              seed: int = significance.DEFAULT_SEED,
               draws: Optional[Draws] = None
              ) -> Dict[object, Tuple[float, float]]:
   """95% hierarchical intervals of means: {label: (low, high)} of

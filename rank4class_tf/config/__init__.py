@@ -8,8 +8,11 @@ Flag names are flat and unique across groups; a field whose flag name differs
 from the field's says so with `flag` (the loss settings keep the loss's own
 argument names, e.g. `LossConfig.k` is `--rescaled_mse_k`).
 
-This module imports nothing from the library. `TrainConfig.validate` checks
-what a config alone can tell (ranges, required fields, consistency); names of
+This module imports nothing from the library but its own `fields`
+(`config/fields.py`: the documented field and the flat {flag: value} view
+of a config, named here as before: `config.field`, `config.flag_fields`,
+`config.from_flat`, `config.to_flat`). `TrainConfig.validate` checks what a
+config alone can tell (ranges, required fields, consistency); names of
 datasets, encoders, interactions, losses, metrics and strategies are checked
 by each kind's own lookup when `checks.validate` runs, before anything is
 written.
@@ -25,7 +28,16 @@ import dataclasses
 import json
 import os
 import typing
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
+
+from rank4class_tf.config import fields
+
+# The field helpers (`config/fields.py`), named here as they always were.
+field = fields.field
+FlagField = fields.FlagField
+flag_fields = fields.flag_fields
+from_flat = fields.from_flat
+to_flat = fields.to_flat
 
 DEFAULT_METRICS = ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")
 OPTIMIZERS = ("adam", "adagrad")
@@ -47,98 +59,6 @@ def upgrade(values: Dict[str, Any]) -> Dict[str, Any]:
   if isinstance(values.get("mixed_precision"), bool):
     values["mixed_precision"] = ("float16" if values["mixed_precision"]
                                  else "float32")
-  return values
-
-
-def field(default: Any, help: str, flag: Optional[str] = None,
-          **kwargs) -> dataclasses.Field:
-  """A documented config field: `help` is its documentation and its flag's
-  help; `flag` its flag's name when that differs from the field's."""
-  # pylint: disable=redefined-builtin
-  metadata = {"help": help}
-  if flag:
-    metadata["flag"] = flag
-  return dataclasses.field(default=default, metadata=metadata, **kwargs)
-
-
-@dataclasses.dataclass(frozen=True)
-class FlagField:
-  """One flag of a (possibly grouped) config dataclass.
-
-  Attributes:
-    flag: the flag's name.
-    group: the sub-config's attribute name, or "" for a flat dataclass.
-    name: the field's name inside its (sub-)config.
-    type: the field's annotation (e.g. `int`, `Optional[float]`).
-    default: its default value.
-    help: its documentation.
-  """
-  flag: str
-  group: str
-  name: str
-  type: Any
-  default: Any
-  help: str
-
-
-def flag_fields(cls) -> Iterator[FlagField]:
-  """The flags of a config dataclass, in field order.
-
-  Fields whose type is itself a dataclass are groups: their fields are
-  flags. Works for any dataclass whose fields use `field` (`TrainConfig`,
-  `sorting.training.SorterConfig`).
-  """
-  hints = _type_hints(cls)
-  for f in dataclasses.fields(cls):
-    kind = hints[f.name]
-    if dataclasses.is_dataclass(kind):
-      for sub in dataclasses.fields(kind):
-        yield _flag_field(sub, f.name, _type_hints(kind)[sub.name])
-    else:
-      yield _flag_field(f, "", kind)
-
-
-def _type_hints(cls) -> Dict[str, Any]:
-  return typing.get_type_hints(cls)
-
-
-def _flag_field(f: dataclasses.Field, group: str, kind) -> FlagField:
-  default = (f.default_factory() if f.default is dataclasses.MISSING
-             else f.default)
-  return FlagField(f.metadata.get("flag", f.name), group, f.name, kind,
-                   default, f.metadata.get("help", ""))
-
-
-def from_flat(cls, values: Dict[str, Any]):
-  """An instance of config dataclass `cls` from {flag name: value}; missing
-  flags keep their defaults, unknown ones raise ValueError."""
-  by_flag = {f.flag: f for f in flag_fields(cls)}
-  unknown = sorted(set(values) - set(by_flag))
-  if unknown:
-    raise ValueError(f"Unknown settings: {', '.join(unknown)}.")
-  groups: Dict[str, Dict[str, Any]] = {}
-  flat = {}
-  for flag, value in values.items():
-    f = by_flag[flag]
-    if isinstance(value, list):
-      value = tuple(value)
-    if f.group:
-      groups.setdefault(f.group, {})[f.name] = value
-    else:
-      flat[f.name] = value
-  hints = _type_hints(cls)
-  for f in dataclasses.fields(cls):
-    if dataclasses.is_dataclass(hints[f.name]):
-      flat[f.name] = hints[f.name](**groups.get(f.name, {}))
-  return cls(**flat)
-
-
-def to_flat(config) -> Dict[str, Any]:
-  """{flag name: value} of a config dataclass instance."""
-  values = {}
-  for f in flag_fields(type(config)):
-    owner = getattr(config, f.group) if f.group else config
-    values[f.flag] = getattr(owner, f.name)
   return values
 
 
@@ -616,7 +536,7 @@ class TrainConfig:
       for f in dataclasses.fields(cls):
         sub = {key: tuple(value) if isinstance(value, list) else value
                for key, value in dict(values.get(f.name, {})).items()}
-        kind = _type_hints(cls)[f.name]
+        kind = typing.get_type_hints(cls)[f.name]
         names = {g.name for g in dataclasses.fields(kind)}
         sub = upgrade(dict(
             {k: v for k, v in LEGACY_VALUES.items() if k in names}, **sub))

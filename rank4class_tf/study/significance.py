@@ -1,4 +1,6 @@
-"""Paired bootstrap statistics over test instances (pure numpy).
+"""Significance: paired bootstrap tests and intervals over test instances, the
+seed-level t-test, Holm, power (pure numpy; was `stats.py`; the study's
+effects built on them are `effects.py`).
 
 The study compares models evaluated on the same test instances, so each
 comparison is paired: for instance i, d_i = m_A(i) - m_B(i), the difference of
