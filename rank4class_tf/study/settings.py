@@ -166,6 +166,10 @@ def _merge(study_dir: str, shared: Dict[str, object],
     if key == "length_bucketing":  # It changes text studies only.
       text_study = shared.get("dataset") in catalog.TEXT_DATASETS
       new, old = bool(new) and text_study, bool(old) and text_study
+    if key == "float32_layers":  # It changes mixed-precision studies only.
+      mixed = (shared.get("mixed_precision", "float32") != "float32" or
+               old_shared.get("mixed_precision", "float32") != "float32")
+      new, old = bool(new) and mixed, bool(old) and mixed
     if new != old:
       raise ValueError(
           f"`{key}`={study_grid.flag_value(shared.get(key))} differs from "
