@@ -29,7 +29,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rank4class_tf.data import datasets
-from rank4class_tf.data import streamed_files
+from rank4class_tf.data import streaming
 from rank4class_tf.data import user_files
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -114,7 +114,7 @@ def text_folder(missing_splits=False):
 
 def text_files(missing_splits=False, stream=False):
   folder = text_folder(missing_splits)
-  with mock.patch.object(streamed_files, "STREAM_BYTES",
+  with mock.patch.object(streaming, "STREAM_BYTES",
                          0 if stream else 1 << 40):
     return datasets.get("text_files", folder, options=user_files.Options(
         text="comment", label="emotion"))
@@ -222,7 +222,7 @@ def values(case):
   load, batch_size, mock_examples = CASES[case]
   with contextlib.ExitStack() as stack:
     stack.enter_context(mock.patch.dict(
-        os.environ, {streamed_files.CACHE_ENV: tempfile.mkdtemp()}))
+        os.environ, {streaming.CACHE_ENV: tempfile.mkdtemp()}))
     if mock_examples:
       stack.enter_context(tfds.testing.mock_data(num_examples=mock_examples))
     data = load()

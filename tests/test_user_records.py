@@ -1,4 +1,4 @@
-"""Tests of `--dataset=tfrecord` and `--dataset=tfds:<name>` (`user_records`).
+"""Tests of `--dataset=tfrecord` and `--dataset=tfds:<name>` (`records`).
 
 TFRecord files of `tf.train.Example`s are written here (text and PNG
 instances, bytes names and int64 ids, multi-label lists, GZIP, shards, bad
@@ -23,7 +23,7 @@ from rank4class_tf import serving
 from rank4class_tf.data import datasets
 from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
-from rank4class_tf.data import user_records
+from rank4class_tf.data import records
 from rank4class_tf.training import trainer as training
 import helpers
 
@@ -803,10 +803,10 @@ class CheckerTest(tf.test.TestCase):
                b"BM\x10\x00\x00\x00\x00\x00\x00\x00\x36", b"BMW is a car",
                b"GIF", b"", b"plain"]
     want = [True, True, True, True, False, False, False, False]
-    self.assertEqual([user_records.looks_like_image(s) for s in samples],
+    self.assertEqual([records.looks_like_image(s) for s in samples],
                      want)
     self.assertEqual(
-        user_records.looks_like_images(tf.constant(samples)).numpy().tolist(),
+        records.looks_like_images(tf.constant(samples)).numpy().tolist(),
         want)
 
 

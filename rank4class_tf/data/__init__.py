@@ -9,9 +9,9 @@
   classes     class texts (names, description files) and held-out classes
   images      image decoding and augmentation
   user_files  a user's CSV / TSV / JSONL rows, read and checked
-  user_datasets  a user's text files, image folders and tables as datasets
-  user_records   a user's TFRecords and any TFDS data set; `load` for all
-  streamed_files text files larger than memory, streamed by tf.data
+  image_files  a user's text files, image folders and tables as datasets
+  records   a user's TFRecords and any TFDS data set; `load` for all
+  streaming text files larger than memory, streamed by tf.data
   tfds_download  TFDS's download, failing fast offline, nothing left behind
   inspection  what `pipelines.inspect_data` reports about a dataset
   identity    a run's data record (data.json): what it trained on, checked

@@ -35,7 +35,7 @@ lifted while a file is read). Plain Python, no TensorFlow: `datasets.get`
 turns the rows into a `ClassificationData`.
 
 Longer than its siblings: every rule for reading a user's rows (formats,
-columns, texts, labels, class names) is here once, and `streamed_files`
+columns, texts, labels, class names) is here once, and `streaming`
 applies the same functions to the files that stream.
 """
 
@@ -66,7 +66,7 @@ Label = Union[str, Tuple[str, ...]]
 # (`["joy", "love"]`, and Python's `['joy']`, refused as not JSON), or an
 # empty list or a list of one id (`[]`, `[3]`). Any other field starting
 # with `[` (`[urgent]`) is a class name. RE2 and Python read it alike
-# (`streamed_files` matches it in TensorFlow).
+# (`streaming` matches it in TensorFlow).
 LIST_PATTERN = r"(?s)\[(.*[,\"'].*|\s*[0-9]*\s*\])"
 _LIST = re.compile(LIST_PATTERN)
 # CSV fields of any size (Python's csv refuses one over 128 KiB by default);

@@ -50,7 +50,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import fileio
-from rank4class_tf.data import datasets
+from rank4class_tf.data import contract
 from rank4class_tf.data import file_hashes
 from rank4class_tf.data import user_files
 
@@ -67,7 +67,7 @@ _PASS_BATCH = 4096
 
 def cache_dir() -> str:
   """The folder of the cached counts: $RANK4CLASS_CACHE_DIR, else
-  ~/.cache/rank4class_tf/streamed_files."""
+  ~/.cache/rank4class_tf/streaming."""
   return os.environ.get(CACHE_ENV) or os.path.join(
       os.path.expanduser("~"), ".cache", "rank4class_tf", "streamed_files")
 
@@ -328,8 +328,8 @@ def cached_count(src: Source, options: user_files.Options,
 
 def stream(src: Source, options: user_files.Options, class_names,
            group: int, held_out: int, size: int,
-           exact: bool) -> datasets.Stream:
-  """The `datasets.Stream` of the rows of `src` in bucket group `group`:
+           exact: bool) -> contract.Stream:
+  """The `contract.Stream` of the rows of `src` in bucket group `group`:
   min(`bucket`, `held_out`), so that group i < `held_out` is the i-th split
   cut from the file and group `held_out` the file's own rows."""
   names = tf.constant(list(class_names))
@@ -355,7 +355,7 @@ def stream(src: Source, options: user_files.Options, class_names,
       ds = ds.apply(tf.data.experimental.assert_cardinality(size))
     return ds
 
-  return datasets.Stream(read=read, size=size, exact_size=exact)
+  return contract.Stream(read=read, size=size, exact_size=exact)
 
 
 def _first_record(src: Source, options: user_files.Options, label: str,

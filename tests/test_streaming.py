@@ -1,4 +1,4 @@
-"""Tests of `streamed_files`: a user's text files larger than memory.
+"""Tests of `streaming`: a user's text files larger than memory.
 
 `STREAM_BYTES` is set to 0 here, so that small files stream; the streamed
 splits must hold what the in-memory reader gives for the same files.
@@ -15,7 +15,7 @@ from unittest import mock
 import tensorflow as tf
 
 from rank4class_tf.data import datasets
-from rank4class_tf.data import streamed_files
+from rank4class_tf.data import streaming
 from rank4class_tf.data import user_files
 
 
@@ -39,11 +39,11 @@ class Streaming(tf.test.TestCase):
     super().setUp()
     cache = tempfile.mkdtemp()
     self.enter_context(mock.patch.dict(os.environ,
-                                       {streamed_files.CACHE_ENV: cache}))
+                                       {streaming.CACHE_ENV: cache}))
     self.cache = cache
 
   def load(self, folder, stream=True, **options):
-    with mock.patch.object(streamed_files, "STREAM_BYTES",
+    with mock.patch.object(streaming, "STREAM_BYTES",
                            0 if stream else 1 << 40):
       return datasets.get("text_files", folder,
                           options=user_files.Options(**options))
@@ -88,7 +88,7 @@ class StreamedTest(Streaming):
     self.assertEqual(everything, sorted(
         (f"row {i}", i % 3) for i in range(300)))  # Disjoint, complete.
     # The same buckets the op gives, independently: record i (0-based).
-    buckets = streamed_files.bucket(tf.range(300, dtype=tf.int64),
+    buckets = streaming.bucket(tf.range(300, dtype=tf.int64),
                                     20220128).numpy()
     self.assertEqual([t for t, _ in got["validation"]],
                      [f"row {i}" for i in range(300) if buckets[i] == 0])
@@ -105,7 +105,7 @@ class StreamedTest(Streaming):
     first = self.load(folder)
     # The counts (the files' hashes go to file_hashes/ beside them).
     self.assertLen(glob.glob(os.path.join(self.cache, "*.json")), 1)
-    with mock.patch.object(streamed_files, "count",
+    with mock.patch.object(streaming, "count",
                            side_effect=AssertionError("counted again")):
       again = self.load(folder)
     self.assertEqual(again.size("train"), first.size("train"))
