@@ -178,6 +178,24 @@ class CyclesTest(unittest.TestCase):
     self.assertEqual(found, [])
 
 
+# A module keeps to one job at about its siblings' size (STYLE.md): the data
+# layer's modules stay under this many lines (issue 62).
+DATA_MODULE_LINES = 600
+
+
+class SizeTest(unittest.TestCase):
+
+  def test_data_modules_keep_to_their_size(self):
+    long = []
+    for module, path in modules():
+      if module.startswith("rank4class_tf.data"):
+        with open(path) as f:
+          lines = len(f.read().splitlines())
+        if lines > DATA_MODULE_LINES:
+          long.append(f"{module}: {lines} lines")
+    self.assertEqual(long, [])
+
+
 class LayersTest(unittest.TestCase):
 
   def test_every_unit_has_a_layer(self):

@@ -4,7 +4,7 @@ names and the first training batch (issue 62).
 The values were recorded from the code before the data layer became a
 registry of sources (`data/sources/`); the restructure must leave them as
 they were. Each case builds its data the way the format's own tests do
-(tests/test_datasets.py, test_user_*.py, test_streamed_files.py,
+(tests/test_datasets.py, test_user_*.py, test_streaming.py,
 test_images.py, test_multilabel_images.py), loads it through
 `datasets.get`, and digests the first batch of
 `datasets.ranking_dataset(data, "train", batch_size, training=True,
@@ -112,12 +112,12 @@ def text_folder(missing_splits=False):
   return folder
 
 
-def text_files(missing_splits=False, stream=False):
+def text_files(missing_splits=False, stream=False, **options):
   folder = text_folder(missing_splits)
   with mock.patch.object(streaming, "STREAM_BYTES",
                          0 if stream else 1 << 40):
     return datasets.get("text_files", folder, options=user_files.Options(
-        text="comment", label="emotion"))
+        text="comment", label="emotion", **options))
 
 
 def tables():
@@ -141,7 +141,7 @@ def image_folder():
                       options=user_files.Options())
 
 
-def tfrecord_texts(missing_splits=False):
+def tfrecord_texts(missing_splits=False, **options):
   folder = tempfile.mkdtemp()
   test_user_records.write(folder, "train.tfrecord",
                           test_user_records.texts(_text_rows(40)))
@@ -150,7 +150,8 @@ def tfrecord_texts(missing_splits=False):
                             test_user_records.texts(_text_rows(6, 100)))
     test_user_records.write(folder, "test.tfrecord",
                             test_user_records.texts(_text_rows(7, 200)))
-  return datasets.get("tfrecord", folder, options=user_files.Options())
+  return datasets.get("tfrecord", folder,
+                      options=user_files.Options(**options))
 
 
 def tfrecord_images():
@@ -200,13 +201,22 @@ CASES = {
     "text_files": (text_files, 8, None),
     "text_files_cut": (lambda: text_files(missing_splits=True), 8, None),
     "text_files_streamed": (lambda: text_files(stream=True), 8, None),
+    # Streamed text cut by the rule of runs before issue 62 (`split_rule`
+    # by_format: `split_seed:row` in 10 buckets), as recorded then, and by
+    # the one rule of every streamed format (`splits.cut_parts`).
     "text_files_streamed_cut": (
+        lambda: text_files(missing_splits=True, stream=True,
+                           split_rule="by_format"), 8, None),
+    "text_files_streamed_cut_one_rule": (
         lambda: text_files(missing_splits=True, stream=True), 8, None),
     "tabular_files": (tables, 4, None),
     "image_folder": (image_folder, 4, None),
     "tfrecord_texts": (tfrecord_texts, 8, None),
     "tfrecord_texts_cut": (lambda: tfrecord_texts(missing_splits=True), 8,
                            None),
+    "tfrecord_texts_cut_by_format": (
+        lambda: tfrecord_texts(missing_splits=True, split_rule="by_format"),
+        8, None),
     "tfrecord_images": (tfrecord_images, 4, None),
     "tfds_texts": (tfds_texts, 4, None),
     "tfds_images": (tfds_images, 2, None),
@@ -248,10 +258,12 @@ EXPECTED = {
     'text_files_cut': ({'train': 34, 'validation': 3, 'test': 3}, (3, 'a9624787210b2d17'), '84277066a8b526d0'),
     'text_files_streamed': ({'train': 40, 'validation': 6, 'test': 7}, (3, 'a9624787210b2d17'), '6c7cba698148e26b'),
     'text_files_streamed_cut': ({'train': 32, 'validation': 5, 'test': 3}, (3, 'a9624787210b2d17'), 'd15213674b1b780e'),
+    'text_files_streamed_cut_one_rule': ({'train': 34, 'validation': 3, 'test': 3}, (3, 'a9624787210b2d17'), '78d36172f450fdcd'),
     'tabular_files': ({'train': 28, 'validation': 2, 'test': 2}, (2, '9ab9de25768ac172'), '7e4da4a85648e7b9'),
     'image_folder': ({'train': 18, 'validation': 2, 'test': 2}, (2, '3a450eb155d6a4c6'), 'a8110b776be73a1a 96cecf9cc1229d04'),
     'tfrecord_texts': ({'train': 40, 'validation': 6, 'test': 7}, (3, 'a9624787210b2d17'), 'e16e0a69ad66ea79'),
     'tfrecord_texts_cut': ({'train': 35, 'validation': 2, 'test': 3}, (3, 'a9624787210b2d17'), '287b776b03a14294'),
+    'tfrecord_texts_cut_by_format': ({'train': 35, 'validation': 2, 'test': 3}, (3, 'a9624787210b2d17'), '287b776b03a14294'),
     'tfrecord_images': ({'train': 10, 'validation': 2, 'test': 3}, (2, '1e9987e996a1c529'), 'c2ab6e120c88c603 00afadf95103f08a'),
     'tfds_texts': ({'train': 9, 'validation': 1, 'test': 4}, (2, '0b367b51d92bac8e'), 'e7dab5e5de1ad937'),
     'tfds_images': ({'train': 6, 'validation': 2, 'test': 2}, (3, '3e597bc8d8992bd8'), 'a3e6710701a47834 87609f11f2a15c85'),

@@ -87,16 +87,28 @@ class StreamedTest(Streaming):
     everything = sorted(sum(got.values(), []))
     self.assertEqual(everything, sorted(
         (f"row {i}", i % 3) for i in range(300)))  # Disjoint, complete.
-    # The same buckets the op gives, independently: record i (0-based).
-    buckets = streaming.bucket(tf.range(300, dtype=tf.int64),
-                                    20220128).numpy()
+    # The one rule of every streamed format (TFRecords' too), computed
+    # independently: FarmHash of `seed:file name:record i` (0-based) mod
+    # 1000, the first tenth to validation, the second to test.
+    buckets = tf.strings.to_hash_bucket_fast(
+        [f"20220128:train.csv:{i}" for i in range(300)], 1000).numpy()
     self.assertEqual([t for t, _ in got["validation"]],
-                     [f"row {i}" for i in range(300) if buckets[i] == 0])
+                     [f"row {i}" for i in range(300) if buckets[i] < 100])
     self.assertEqual([t for t, _ in got["test"]],
-                     [f"row {i}" for i in range(300) if buckets[i] == 1])
+                     [f"row {i}" for i in range(300)
+                      if 100 <= buckets[i] < 200])
     self.assertBetween(data.size("validation"), 15, 45)
     other = self.load(folder, split_seed=1)
     self.assertNotEqual(pairs(other, "validation"), got["validation"])
+    # A run made before the one rule (`split_rule`=by_format, its config's
+    # legacy value) keeps streamed text's own: `seed:record i` in 10 buckets.
+    legacy = self.load(folder, split_rule="by_format")
+    buckets = streaming.bucket(tf.range(300, dtype=tf.int64),
+                               20220128).numpy()
+    self.assertEqual([t for t, _ in pairs(legacy, "validation")],
+                     [f"row {i}" for i in range(300) if buckets[i] == 0])
+    self.assertEqual([t for t, _ in pairs(legacy, "test")],
+                     [f"row {i}" for i in range(300) if buckets[i] == 1])
 
   def test_counts_are_cached_by_content(self):
     folder = tempfile.mkdtemp()

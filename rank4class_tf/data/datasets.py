@@ -70,18 +70,16 @@ contract's splits as batches of ranking features). The sources are in
 `classes`, streaming in `streaming`.
 """
 
-import codecs
 import dataclasses
-import os
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from rank4class_tf.data import features as features_lib
 from rank4class_tf.data import inputs as inputs_lib
-from rank4class_tf.data import text
 from rank4class_tf.data import sources
+from rank4class_tf.data import text
 from rank4class_tf.data import user_files
 # The contract every source gives, re-exported: most callers read it here.
 from rank4class_tf.data.contract import (  # pylint: disable=g-multiple-import,unused-import
@@ -260,4 +258,5 @@ def from_config(config) -> ClassificationData:
                  feature_columns=tuple(config.feature_columns),
                  instance_feature=config.instance_feature,
                  tfds_splits=tuple(config.tfds_splits),
-                 skip_bad_records=config.skip_bad_records))
+                 skip_bad_records=config.skip_bad_records,
+                 split_rule=config.split_rule))

@@ -17,12 +17,15 @@ from rank4class_tf.data import classes as classes_lib
 from rank4class_tf.data import images
 from rank4class_tf.data import image_files
 from rank4class_tf.data import records
+from rank4class_tf.data import file_hashes
+from rank4class_tf.data import splits
+from rank4class_tf.data import streaming
 from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
 from rank4class_tf.data.contract import SPLITS, ClassificationData, Stream
 from rank4class_tf.data.records import (  # pylint: disable=g-multiple-import
     DECODED_SHUFFLE_BUFFER, HELD_OUT_FRACTION, PARALLEL_FILES,
-    RECORD_SHUFFLE_BUFFER, CHECK_BATCH, GOOD, UNPARSED, _HASH_BUCKETS,
+    RECORD_SHUFFLE_BUFFER, CHECK_BATCH, GOOD, UNPARSED,
     RecordChecker, RecordFile, RecordLayout, _unreadable, describe)
 
 
@@ -45,15 +48,8 @@ def parts(files: Sequence[RecordFile], split_seed: int, cut: int,
     return tf.zeros_like(file_ids, tf.int32)
   prefixes = tf.constant([f"{split_seed}:{os.path.basename(file.path)}:"
                           for file in files])
-  bucket = tf.strings.to_hash_bucket_fast(
-      tf.gather(prefixes, file_ids) + tf.strings.as_string(numbers),
-      _HASH_BUCKETS)
-  share = int(round(HELD_OUT_FRACTION * _HASH_BUCKETS))
-  part = tf.zeros_like(file_ids, tf.int32)
-  for k in range(cut):
-    part = tf.where((bucket >= k * share) & (bucket < (k + 1) * share),
-                    k + 1, part)
-  return part
+  return splits.cut_parts(
+      tf.gather(prefixes, file_ids) + tf.strings.as_string(numbers), cut)
 
 
 def read_records(files: Sequence[RecordFile], shuffle_files: bool = False,
@@ -173,6 +169,53 @@ def tally(files: Sequence[RecordFile], checker: RecordChecker,
         account(file_ids[i:i + 1], numbers[i:i + 1], where[i:i + 1], one,
                 codes, values, lengths, [error])
   return result
+
+
+def _json_value(value) -> list:
+  """A raw label value (bytes or int) as JSON: ["b", hex] or ["i", int]."""
+  if isinstance(value, bytes):
+    return ["b", value.hex()]
+  return ["i", int(value)]
+
+
+def _label_value(pair: list):
+  return bytes.fromhex(pair[1]) if pair[0] == "b" else np.int64(pair[1])
+
+
+def cached_tally(files: Sequence[RecordFile], checker: RecordChecker,
+                 options: user_files.Options, cut: int = 0) -> Tally:
+  """`tally`, cached as the text files' count is (`streaming.cached`): by
+  the files' SHA-256 (`file_hashes`), the layout and classes it checks
+  against, and the options it depends on."""
+  layout, classes = checker.layout, checker.classes
+  fields = {
+      "files": [[f.path, f.compression, file_hashes.sha256(f.path)]
+                for f in files],
+      "layout": [layout.instance, layout.label, layout.label_dtype.name,
+                 layout.kind],
+      "classes": None if classes is None else [
+          list(classes.names), classes.source,
+          None if classes.keys is None else [_json_value(k)
+                                             for k in classes.keys]],
+      "single_label": checker.single_label, "train": checker.train,
+      "skip": options.skip_bad_records, "split_seed": options.split_seed,
+      "cut": cut, "version": 1}
+
+  def encode(found: Tally) -> dict:
+    return {"sizes": found.sizes,
+            "counts": [[[_json_value(k), int(n)] for k, n in c.items()]
+                       for c in found.counts],
+            "multi_label": found.multi_label, "skipped": found.skipped,
+            "first_bad": found.first_bad}
+
+  def decode(value: dict) -> Tally:
+    return Tally(value["sizes"],
+                 [collections.Counter({_label_value(k): n for k, n in c})
+                  for c in value["counts"]],
+                 value["multi_label"], value["skipped"], value["first_bad"])
+
+  return streaming.cached(fields, lambda: tally(files, checker, options, cut),
+                          "tfrecord", describe(files), encode, decode)
 
 
 def _first_unreadable(files: Sequence[RecordFile],

@@ -62,14 +62,15 @@
   refused in one line; `download` goes through `tfds_download` (offline:
   one line at once, nothing written; a failed download cleaned up).
 
-Every format's train data must hold two classes or more (`load`).
+Every format's train data must hold two classes or more (`sources.get`).
 
 Images of both are decoded with `image_files.decode` (grey and RGBA
 become RGB) and preprocessed as `image_folder`'s
 (`images.MultiLabelImagePreprocessing` to `image_size`, 224 by default).
 
-`load` is the one entry for every user data set (`catalog.USER_DATASETS`
-and `tfds:<name>`): `datasets.get` calls it.
+This module holds the TFRecord files, their layout and the record checks;
+`record_streams` the cut, the counting pass and the streams; the sources
+`sources.tfrecords` and `sources.tfds` turn them into a `ClassificationData`.
 """
 
 import collections
@@ -77,15 +78,12 @@ import dataclasses
 import logging
 import os
 import re
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from google.protobuf import message
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf import catalog
-from rank4class_tf.data import images
-from rank4class_tf.data import tfds_download
 from rank4class_tf.data import image_files
 from rank4class_tf.data import user_files
 from rank4class_tf.data.contract import SPLITS, ClassificationData, Stream
@@ -97,7 +95,6 @@ _RECORD_FILE = re.compile(r"^(train|validation|test)(-[^.]*)?\.tfrecords?"
 # The share of the train records cut for each missing split, and the hash
 # range it is a share of.
 HELD_OUT_FRACTION = user_files.HELD_OUT_FRACTION
-_HASH_BUCKETS = 1000
 # Records parsed per call in the checking pass.
 CHECK_BATCH = 512
 # Training: encoded records shuffled before decoding (a decoded image takes
@@ -327,6 +324,7 @@ class Classes:
                source: str, dtype: tf.DType = tf.int64):
     self.names = tuple(names)
     self.source = source
+    self.keys = None if keys is None else tuple(keys)
     self._keys = None if keys is None else {k: i for i, k in enumerate(keys)}
     self._table = None
     if keys is not None:

@@ -1,15 +1,23 @@
 """How splits are drawn: the seeded stratified split and the labelled splits
 of a user's rows (a missing validation or test split cut from train).
 
-The hash rule that cuts missing splits from streamed data is `cut_bucket`
-(`streaming` and `record_streams` use it).
+One hash rule cuts a missing validation or test split from streamed train
+data, every streamed format alike (a user's large text files: `streaming`;
+TFRecords: `record_streams`): `cut_parts`, a record going to the k-th
+missing split when the FarmHash `Fingerprint64` of
+`split_seed:file name:record number` (the same on every machine) falls in
+the k-th tenth of [0, `CUT_BUCKETS`). Runs made before the rule was one
+(`config.LEGACY_VALUES`: `split_rule`=by_format) keep streamed text's old
+rule, `split_seed:row number` in 10 buckets (`streaming.bucket`).
 """
 
 import logging
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
 
+from rank4class_tf.data import labels as labels_lib
 from rank4class_tf.data import user_files
 from rank4class_tf.data.classes import read_class_names
 from rank4class_tf.data.contract import SPLITS
@@ -49,16 +57,16 @@ def labelled_splits(rows: Dict[str, user_files.Rows],
   Raises:
     ValueError: one line naming the file and line, or the file.
   """
-  rows = user_files.clean_labels(rows)
-  names, from_labels = user_files.class_names(rows, options,
+  rows = labels_lib.clean_labels(rows)
+  names, from_labels = labels_lib.class_names(rows, options,
                                               read_class_names)
   names_file = "" if from_labels else options.class_names_file
   if from_labels:
     logging.info("%s: %d classes named by the train labels, sorted: %s.",
                  dataset, len(names), ", ".join(names))
-  reading = user_files.label_reading(rows, names, names_file)
+  reading = labels_lib.label_reading(rows, names, names_file)
   skip = options.skip_bad_records
-  rows["train"], train_ids = user_files.label_ids(
+  rows["train"], train_ids = labels_lib.label_ids(
       rows["train"], names, names_file, skip=skip, reading=reading)
   train = rows["train"]
   multi = isinstance(train.labels[0], tuple)
@@ -77,7 +85,7 @@ def labelled_splits(rows: Dict[str, user_files.Rows],
                        f"{'single' if multi else 'multi'}-label rows, but "
                        f"{train.path} is {'multi' if multi else 'single'}-"
                        "label.")
-    rows[split], ids = user_files.label_ids(rows[split], names, names_file,
+    rows[split], ids = labels_lib.label_ids(rows[split], names, names_file,
                                             present, skip=skip,
                                             reading=reading)
     out[split] = (rows[split].texts, ids)
@@ -112,3 +120,35 @@ def label_array(ids: Sequence[Tuple[int, ...]], num_classes: int,
   for i, classes in enumerate(ids):
     y[i, list(classes)] = 1.0
   return y
+
+
+CUT_BUCKETS = 1000
+
+
+def cut_keys(split_seed: int, file_name: str,
+             numbers: tf.Tensor) -> tf.Tensor:
+  """`split_seed:file name:record number` of each of `numbers`."""
+  return tf.strings.join([f"{split_seed}:{file_name}:",
+                          tf.strings.as_string(numbers)])
+
+
+def cut_parts(keys: tf.Tensor, cut: int) -> tf.Tensor:
+  """The part of each record of a split's files: 0 the split itself, k the
+  k-th of the `cut` missing splits cut from it (10% each).
+
+  Args:
+    keys: each record's `cut_keys` [n].
+    cut: how many missing splits are cut (0: every record is in part 0).
+
+  Returns:
+    int32 [n].
+  """
+  if not cut:
+    return tf.zeros_like(keys, tf.int32)
+  bucket = tf.strings.to_hash_bucket_fast(keys, CUT_BUCKETS)
+  share = int(round(user_files.HELD_OUT_FRACTION * CUT_BUCKETS))
+  part = tf.zeros_like(bucket, tf.int32)
+  for k in range(cut):
+    part = tf.where((bucket >= k * share) & (bucket < (k + 1) * share),
+                    k + 1, part)
+  return part

@@ -46,10 +46,10 @@ A user's own data (docs/data.md, "Your own data"):
 * `tfrecord` and `tfds:<name>`: `records`.
 
 Labels are class names, or integer ids into `class_names_file`
-(`user_files.label_reading`: one reading for the whole data set when the
+(`labels.label_reading`: one reading for the whole data set when the
 names are numbers); without that file the classes are the train labels'
 names, sorted (logged). Names are stripped of surrounding whitespace and
-may hold no control character (`user_files.clean_labels`). A class no train
+may hold no control character (`labels.clean_labels`). A class no train
 row has, a label in validation or test that train never has, and single
 labels mixed with lists are refused with one line naming the file and
 line; train data of fewer than two classes is refused by

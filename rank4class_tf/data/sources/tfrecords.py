@@ -20,7 +20,7 @@ from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
 from rank4class_tf.data.contract import SPLITS, ClassificationData, Stream
 from rank4class_tf.data.record_streams import (  # pylint: disable=g-multiple-import
-    Tally, finish, record_stream, tally)
+    Tally, cached_tally, finish, record_stream)
 from rank4class_tf.data.records import (  # pylint: disable=g-multiple-import
     HELD_OUT_FRACTION, Classes, RecordChecker, RecordLayout, describe,
     first_layout, record_files)
@@ -99,9 +99,9 @@ def load_tfrecord(data_dir: Optional[str], options: user_files.Options,
   if options.class_names_file:
     fixed = _classes(layout, collections.Counter(), options, train)
   missing = [split for split in SPLITS if split not in files]
-  tallies = {"train": tally(train_files,
-                            RecordChecker(layout, fixed, None, train),
-                            options, cut=len(missing))}
+  tallies = {"train": cached_tally(
+      train_files, RecordChecker(layout, fixed, None, train), options,
+      cut=len(missing))}
   found = tallies["train"]
   if not sum(found.sizes):
     raise ValueError(f"{train}: no records ({found.skipped} bad, skipped).")
@@ -141,7 +141,7 @@ def load_tfrecord(data_dir: Optional[str], options: user_files.Options,
   for split in SPLITS:
     if split in missing or split == "train":
       continue
-    tallies[split] = tally(files[split], checker, options)
+    tallies[split] = cached_tally(files[split], checker, options)
     sizes[split] = tallies[split].sizes[0]
     if not sizes[split]:
       raise ValueError(f"{describe(files[split])}: no records" +
