@@ -62,7 +62,7 @@ from rank4class_tf import catalog
 from rank4class_tf import fileio
 from rank4class_tf.data import datasets
 from rank4class_tf.data import text
-from rank4class_tf.data import image_files
+from rank4class_tf.data import image_files as image_files_lib
 from rank4class_tf.data.inspect_splits import (  # pylint: disable=g-multiple-import,unused-import
     BATCH_SIZE, EXAMPLES, PERCENTILES, TEXT_CHARS, UNKNOWN_TOKEN, _Split,
     _clip, _leakage, _percent, _read_split, _share, _split_report,
@@ -152,7 +152,7 @@ def inspect(data: datasets.ClassificationData,
 def image_files(data_dir: str, loaded: int) -> Dict[str, Any]:
   """The image files of an `image_folder` and those loading left out.
 
-  Counts the files `image_files.load_image_folder` reads
+  Counts the files `sources.image_folder.load_image_folder` reads
   (`<split>/<class>/*` with an image extension); when that is more than the
   `loaded` images (`skip_bad_records` left some out), decodes every file to
   find those that cannot be decoded. Nothing is decoded when none was left
@@ -173,13 +173,13 @@ def image_files(data_dir: str, loaded: int) -> Dict[str, Any]:
         continue
       for file in sorted(os.listdir(os.path.join(folder, name))):
         path = os.path.join(folder, name, file)
-        if (file.lower().endswith(image_files.IMAGE_EXTENSIONS) and
+        if (file.lower().endswith(image_files_lib.IMAGE_EXTENSIONS) and
             not os.path.isdir(path)):
           paths.append(path)
   bad, first_problem = [], None
   if len(paths) > loaded:
     for path in paths:
-      problem = image_files.undecodable(path)
+      problem = image_files_lib.undecodable(path)
       if problem:
         bad.append(path)
         first_problem = first_problem or problem

@@ -16,7 +16,6 @@ from rank4class_tf import catalog
 from rank4class_tf.data import classes as classes_lib
 from rank4class_tf.data import images
 from rank4class_tf.data import image_files
-from rank4class_tf.data import records
 from rank4class_tf.data import file_hashes
 from rank4class_tf.data import splits
 from rank4class_tf.data import streaming
