@@ -48,7 +48,7 @@ import tensorflow as tf
 
 from . import console
 from . import line_input
-from rank4class_tf.data import user_datasets
+from rank4class_tf.data import image_files
 from rank4class_tf.data import user_files
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf import run_dir as run_dir_lib
@@ -136,11 +136,11 @@ def read_images(lines, source, first_line=1):
   for number, line in enumerate(lines, start=first_line):
     path = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
     path = path.strip()
-    problem = (user_datasets.undecodable(path) if os.path.isfile(path) else
+    problem = (image_files.undecodable(path) if os.path.isfile(path) else
                "no such file.")
     if problem:
       raise ValueError(f"{source}:{number}: {path}: {problem}")
-    out.append(user_datasets.decode(tf.io.read_file(path)).numpy()[None])
+    out.append(image_files.decode(tf.io.read_file(path)).numpy()[None])
   return out
 
 

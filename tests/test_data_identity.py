@@ -23,6 +23,7 @@ from rank4class_tf import fileio
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.serving import exported_ranker
 from rank4class_tf.data import datasets
+from rank4class_tf.data.sources import shipped_text
 from rank4class_tf.data import file_hashes
 from rank4class_tf.data import identity
 from rank4class_tf.data import user_files
@@ -168,7 +169,7 @@ class FingerprintTest(tf.test.TestCase):
       self.assertLess(time.time() - start, 5.0)
       self.assertLen(got["files"], count)
       self.assertIsNone(got["data_dir"])
-    emotions = os.path.join(datasets.REPO_DATA_DIR, "goemotions",
+    emotions = os.path.join(shipped_text.REPO_DATA_DIR, "goemotions",
                             "emotions.txt")
     self.assertEqual(got["files"]["emotions.txt"]["sha256"],
                      fileio.file_sha256(emotions))

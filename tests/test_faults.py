@@ -686,7 +686,7 @@ class EveryFlagTest(tf.test.TestCase, parameterized.TestCase):
       "--dataset=mnist", "--metrics=top0_accuracy", "--best_metric=map",
       "--encoder_size=huge", "--model_dir=", "--seed=-1",
       "--seed=4294967296", "--patience=-1", "--lr_schedule=step",
-      "--warmup_steps=-1", "--warmup_steps=2000",
+      "--warmup_steps=-1", "--warmup_steps=2000", "--split_rule=hash",
   )
   def test_bad_value(self, flag):
     argv = ["train", "--model_dir=/tmp/never_written", flag]

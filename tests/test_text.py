@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import contract
 from rank4class_tf.data import text
 from rank4class_tf.modeling import pretrained
 from rank4class_tf import run_dir as run_dir_lib
@@ -189,7 +190,7 @@ class LengthBucketingTest(tf.test.TestCase):
   def test_token_ids_give_the_batches_of_tokenizing_in_tf_data(self):
     # In memory: tokenized once, tf.data reads the ids; streamed: tokenized
     # in tf.data. The same seeded batches, in both paddings.
-    streamed = self.datasets.streamed(self.data)
+    streamed = contract.streamed(self.data)
     for bucketing, inputs in self.inputs.items():
       for split, training in (("train", True), ("validation", False)):
         batches = [
@@ -218,7 +219,7 @@ class LengthBucketingTest(tf.test.TestCase):
     from rank4class_tf.ranking import losses
     inputs = self.inputs[True]
     results = []
-    for data in (self.data, self.datasets.streamed(self.data)):
+    for data in (self.data, contract.streamed(self.data)):
       tf.keras.utils.set_random_seed(11)
       model = model_lib.build_model_builder(
           self.data, config_lib.ModelConfig(

@@ -1,5 +1,5 @@
 """Tests of a user's image folders and tables, and of skipping bad rows
-(`user_datasets`; text files' formats are in test_user_files.py)."""
+(`image_files`; text files' formats are in test_user_files.py)."""
 
 import logging
 import os

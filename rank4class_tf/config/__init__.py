@@ -47,9 +47,14 @@ LR_SCHEDULES = ("constant", "linear", "cosine")
 # `auto`: bfloat16 where the hardware computes it, else float32 (resolved
 # when a run starts: `training.builders.resolve_defaults`).
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
+# `--split_rule`: how a missing split is cut from streamed train data
+# (`data.splits`): the one rule of every streamed format, or the rules each
+# format had before issue 62 (run folders written then keep it).
+SPLIT_RULES = ("seed_file_record", "by_format")
 # Settings a config written before they existed did not record: it ran with
 # these values (the behaviour of that time), not with today's defaults.
-LEGACY_VALUES = {"length_bucketing": False, "float32_layers": False}
+LEGACY_VALUES = {"length_bucketing": False, "float32_layers": False,
+                 "split_rule": "by_format"}
 
 
 def upgrade(values: Dict[str, Any]) -> Dict[str, Any]:
@@ -119,6 +124,13 @@ class DataConfig:
   skip_bad_records: bool = field(
       False, "A user's data: skip rows, records and images that cannot be "
       "read (counted and reported) instead of stopping at the first.")
+  split_rule: str = field(
+      "seed_file_record", "A user's streamed data (large text files, "
+      "TFRecords): how a missing validation or test split is cut from train: "
+      "seed_file_record, a record goes to it when the hash of "
+      "'split_seed:file name:record number' falls in its 10% of the hash "
+      "range; by_format, the rules of runs before it (streamed text: "
+      "'split_seed:row number' in 10 buckets).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -487,6 +499,9 @@ class TrainConfig:
       raise ValueError("`model_dir` must be set.")
     if trainer.strategy == "tpu" and not trainer.tpu:
       raise ValueError("`tpu` must name the TPU address when `strategy`=tpu.")
+    if self.data.split_rule not in SPLIT_RULES:
+      raise ValueError(f"`split_rule`={self.data.split_rule!r} is not valid; "
+                       f"choose one of: {', '.join(SPLIT_RULES)}.")
     if trainer.mixed_precision not in PRECISIONS:
       raise ValueError(f"`mixed_precision`={trainer.mixed_precision!r} is "
                        f"not valid; choose one of: {', '.join(PRECISIONS)}.")

@@ -22,6 +22,7 @@ import tensorflow as tf
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
+from rank4class_tf.data import contract
 from rank4class_tf.data import identity
 from rank4class_tf import distribute
 from rank4class_tf import fileio
@@ -192,7 +193,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
       raise ValueError(
           f"training stopped in {model_dir}: {type(e).__name__}: {first}; "
           "the checkpoints and exports written before are intact.") from None
-  for split, places in datasets.skipped_reads(data).items():
+  for split, places in contract.skipped_reads(data).items():
     logging.warning("%s: skipped %d instance(s) that could not be read when "
                     "training read them (`skip_bad_records`): %s", split,
                     len(places), ", ".join(places[:5]) +
@@ -210,7 +211,7 @@ def _unreadable_data(data: datasets.ClassificationData,
   """The instance that stopped training, when `error` came from reading
   the data (an image deleted or damaged since the data was loaded: a
   NotFoundError, `Input is empty.`, `Invalid PNG data`): `FILE: reason` or
-  `FILE: record N: reason` (`datasets.first_unreadable`). None for any
+  `FILE: record N: reason` (`contract.first_unreadable`). None for any
   other error, or when every instance reads now."""
   if not isinstance(error, (tf.errors.NotFoundError,
                             tf.errors.InvalidArgumentError,
@@ -220,7 +221,7 @@ def _unreadable_data(data: datasets.ClassificationData,
     return None
   if "IteratorGetNext" not in str(error):  # Not the input pipeline's.
     return None
-  return datasets.first_unreadable(data, ("train", "validation"))
+  return contract.first_unreadable(data, ("train", "validation"))
 
 
 def _remove_partial_checkpoints(model_dir: str) -> None:

@@ -24,8 +24,8 @@ streams from its file and training never holds a split in Python.
 * **Multi-worker** training shards the file by record (tf.data's automatic
   `DATA` sharding: every worker reads the file and keeps its share).
 
-* **Class names** follow the in-memory rules (`user_files.clean_labels`,
-  `user_files.read_as`): the pass counts labels as written, `load` strips
+* **Class names** follow the in-memory rules (`labels.clean_labels`,
+  `labels.read_as`): the pass counts labels as written, `load` strips
   them and refuses a control character, two spellings of one name, or an
   ambiguous numeric label, naming the record (found by a second pass, on
   that error only).
@@ -44,14 +44,16 @@ import hashlib
 import json
 import logging
 import os
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import fileio
-from rank4class_tf.data import datasets
+from rank4class_tf.data import contract
 from rank4class_tf.data import file_hashes
+from rank4class_tf.data import splits
+from rank4class_tf.data import labels as labels_lib
 from rank4class_tf.data import user_files
 
 # A split file larger than this (bytes on disk) makes every split stream.
@@ -67,7 +69,7 @@ _PASS_BATCH = 4096
 
 def cache_dir() -> str:
   """The folder of the cached counts: $RANK4CLASS_CACHE_DIR, else
-  ~/.cache/rank4class_tf/streamed_files."""
+  ~/.cache/rank4class_tf/streaming."""
   return os.environ.get(CACHE_ENV) or os.path.join(
       os.path.expanduser("~"), ".cache", "rank4class_tf", "streamed_files")
 
@@ -189,9 +191,21 @@ def records(src: Source, options: user_files.Options,
 
 
 def bucket(index: tf.Tensor, seed: int) -> tf.Tensor:
-  """A record's bucket in [0, BUCKETS): a seeded hash of its number."""
+  """A record's bucket in [0, BUCKETS): a seeded hash of its number (the
+  rule of `split_rule`=by_format, runs before issue 62)."""
   key = tf.strings.join([str(seed), ":", tf.strings.as_string(index)])
   return tf.strings.to_hash_bucket_fast(key, BUCKETS)
+
+
+def group(index: tf.Tensor, src: Source, options: user_files.Options,
+          held_out: int) -> tf.Tensor:
+  """A record's group: i < `held_out` the i-th split cut from `src`,
+  `held_out` its own rows (`splits.cut_parts`; by_format: `bucket`)."""
+  if options.split_rule == "by_format":
+    return tf.minimum(bucket(index, options.split_seed), held_out)
+  part = splits.cut_parts(splits.cut_keys(
+      options.split_seed, os.path.basename(src.path), index), held_out)
+  return tf.where(part == 0, held_out, part - 1)
 
 
 # Why a row is bad, as the pass's per-row code (0: a good row).
@@ -244,7 +258,7 @@ def count(src: Source, options: user_files.Options,
     src: the split's file.
     options: columns, separator, skip_bad_records, split_seed.
     held_out: how many splits are cut from this file (0, 1 or 2): rows whose
-      `bucket` is below `held_out` go to those splits, in order.
+      `group` is below `held_out` go to those splits, in order.
 
   Returns:
     {"parts": [{label as written: rows}] one per part (the held-out splits, then
@@ -261,7 +275,7 @@ def count(src: Source, options: user_files.Options,
   bad, first_bad = 0, None
   ds = records(src, options, skip_unreadable=skip).enumerate()
   ds = ds.batch(_PASS_BATCH).map(
-      lambda i, pair: (tf.minimum(bucket(i, options.split_seed), held_out),
+      lambda i, pair: (group(i, src, options, held_out),
                        row_codes(pair[0], pair[1], jsonl), pair[1]),
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   number = 0
@@ -279,10 +293,10 @@ def count(src: Source, options: user_files.Options,
         bad += len(problems)
         first_bad = first_bad or reason
       good = codes == 0
-      for group in range(held_out + 1):
-        values, counts = np.unique(names[good & (groups == group)],
+      for part in range(held_out + 1):
+        values, counts = np.unique(names[good & (groups == part)],
                                    return_counts=True)
-        parts[group].update({v.decode("utf-8"): int(c)
+        parts[part].update({v.decode("utf-8"): int(c)
                              for v, c in zip(values, counts)})
       number += len(codes)
   except tf.errors.InvalidArgumentError as e:
@@ -299,39 +313,53 @@ def count(src: Source, options: user_files.Options,
           "first_bad": first_bad, "unreadable": skip}
 
 
-def cached_count(src: Source, options: user_files.Options,
-                 held_out: int) -> Dict[str, object]:
-  """`count`, cached by the file's SHA-256 (`file_hashes`: read once per
-  version of the file) and the options it depends on."""
-  key = hashlib.sha256(json.dumps({
-      "sha256": file_hashes.sha256(src.path), "source": dataclasses.asdict(src),
-      "text": options.text, "label": options.label,
-      "separator": options.label_separator, "skip": options.skip_bad_records,
-      "split_seed": options.split_seed, "held_out": held_out, "version": 2,
-  }, sort_keys=True).encode()).hexdigest()[:24]
+def cached(fields: Dict[str, object], compute: Callable[[], object],
+           what: str, place: str,
+           encode: Callable[[object], object] = lambda value: value,
+           decode: Callable[[object], object] = lambda value: value):
+  """`compute()`, cached in `cache_dir()` under a hash of `fields` (which
+  hold the SHA-256 of the files counted): the one cache of the counting
+  passes of every streamed format (`cached_count`,
+  `record_streams.cached_tally`). `encode` / `decode` map the value to and
+  from JSON; a damaged cache file is counted again and rewritten."""
+  key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()
+                      ).hexdigest()[:24]
   path = os.path.join(cache_dir(), key + ".json")
   if os.path.exists(path):
     try:
       with open(path) as f:
-        return json.load(f)
+        return decode(json.load(f))
     except ValueError:
       pass  # A damaged cache file is counted again and rewritten.
-  counted = count(src, options, held_out)
+  value = compute()
   try:
     os.makedirs(cache_dir(), exist_ok=True)
-    fileio.write_json_atomically(path, counted)
+    fileio.write_json_atomically(path, encode(value))
   except OSError as e:
-    logging.warning("text_files: the counts of %s are not cached (%s).",
-                    src.path, e)
-  return counted
+    logging.warning("%s: the counts of %s are not cached (%s).", what, place,
+                    e)
+  return value
+
+
+def cached_count(src: Source, options: user_files.Options,
+                 held_out: int) -> Dict[str, object]:
+  """`count`, cached by the file's SHA-256 (`file_hashes`: read once per
+  version of the file) and the options it depends on."""
+  return cached({
+      "sha256": file_hashes.sha256(src.path), "source": dataclasses.asdict(src),
+      "text": options.text, "label": options.label,
+      "separator": options.label_separator, "skip": options.skip_bad_records,
+      "split_seed": options.split_seed, "held_out": held_out, "version": 2,
+      "split_rule": options.split_rule,
+  }, lambda: count(src, options, held_out), "text_files", src.path)
 
 
 def stream(src: Source, options: user_files.Options, class_names,
-           group: int, held_out: int, size: int,
-           exact: bool) -> datasets.Stream:
-  """The `datasets.Stream` of the rows of `src` in bucket group `group`:
-  min(`bucket`, `held_out`), so that group i < `held_out` is the i-th split
-  cut from the file and group `held_out` the file's own rows."""
+           part: int, held_out: int, size: int,
+           exact: bool) -> contract.Stream:
+  """The `contract.Stream` of the rows of `src` in group `part` (`group`):
+  i < `held_out` the i-th split cut from the file, `held_out` the file's
+  own rows."""
   names = tf.constant(list(class_names))
   jsonl = src.delimiter is None
   skip = options.skip_bad_records
@@ -344,8 +372,7 @@ def stream(src: Source, options: user_files.Options, class_names,
 
     def keep_row(index, pair):
       text, label = pair
-      good = tf.equal(tf.minimum(bucket(index, options.split_seed),
-                                 held_out), group)
+      good = tf.equal(group(index, src, options, held_out), part)
       good &= tf.equal(row_codes(text, label, jsonl), 0)
       return good & (table.lookup(tf.strings.strip(label)) >= 0)
 
@@ -355,7 +382,7 @@ def stream(src: Source, options: user_files.Options, class_names,
       ds = ds.apply(tf.data.experimental.assert_cardinality(size))
     return ds
 
-  return datasets.Stream(read=read, size=size, exact_size=exact)
+  return contract.Stream(read=read, size=size, exact_size=exact)
 
 
 def _first_record(src: Source, options: user_files.Options, label: str,
@@ -381,7 +408,7 @@ def _first_record(src: Source, options: user_files.Options, label: str,
 def _clean_counts(sources: Dict[str, Source], counts, options
                  ) -> Dict[str, list]:
   """Every split's counts per part, keyed by the label stripped, as
-  `user_files.clean_labels` strips the rows held in memory.
+  `labels.clean_labels` strips the rows held in memory.
 
   Raises:
     ValueError: `file: record N` for a label holding a control character,
@@ -417,7 +444,7 @@ def _named_classes(files, sources, options, parts,
 
   Raises:
     ValueError: a label that is not a class, a label that reads as two
-      classes (`user_files.read_as`), an integer class id (streamed labels
+      classes (`labels.read_as`), an integer class id (streamed labels
       are names), a class with no train row.
   """
   names_file = options.class_names_file
@@ -427,21 +454,21 @@ def _named_classes(files, sources, options, parts,
     for part in parts[split]:
       for label in part:
         labels.setdefault(label, split)
-  how, conflict = user_files.read_as(labels, class_names)
+  how, conflict = labels_lib.read_as(labels, class_names)
   if how is None:
     src = sources[labels[conflict]]
-    raise ValueError(user_files.ambiguous(
+    raise ValueError(labels_lib.ambiguous(
         f"{src.path}: record "
         f"{_first_record(src, options, conflict, as_written=False)}",
         conflict, class_names, names_file))
   train_names = set().union(*parts["train"])
   unknown = [n for n in train_names if n not in class_names and
-             user_files.as_id(n, len(class_names)) is None]
+             labels_lib.as_id(n, len(class_names)) is None]
   if unknown:
     raise ValueError(f"{files['train']}: label {sorted(unknown)[0]!r} is "
                      f"not a class ({len(class_names)} classes).")
   ids = [n for n in labels if n not in class_names and
-         user_files.as_id(n, len(class_names)) is not None]
+         labels_lib.as_id(n, len(class_names)) is not None]
   if ids:
     raise ValueError(f"{sources[labels[ids[0]]].path}: integer class ids "
                      f"({ids[0]!r}) in a file larger than memory: name the "

@@ -1,4 +1,4 @@
-"""Tests of `streamed_files`: a user's text files larger than memory.
+"""Tests of `streaming`: a user's text files larger than memory.
 
 `STREAM_BYTES` is set to 0 here, so that small files stream; the streamed
 splits must hold what the in-memory reader gives for the same files.
@@ -15,7 +15,7 @@ from unittest import mock
 import tensorflow as tf
 
 from rank4class_tf.data import datasets
-from rank4class_tf.data import streamed_files
+from rank4class_tf.data import streaming
 from rank4class_tf.data import user_files
 
 
@@ -39,11 +39,11 @@ class Streaming(tf.test.TestCase):
     super().setUp()
     cache = tempfile.mkdtemp()
     self.enter_context(mock.patch.dict(os.environ,
-                                       {streamed_files.CACHE_ENV: cache}))
+                                       {streaming.CACHE_ENV: cache}))
     self.cache = cache
 
   def load(self, folder, stream=True, **options):
-    with mock.patch.object(streamed_files, "STREAM_BYTES",
+    with mock.patch.object(streaming, "STREAM_BYTES",
                            0 if stream else 1 << 40):
       return datasets.get("text_files", folder,
                           options=user_files.Options(**options))
@@ -87,16 +87,28 @@ class StreamedTest(Streaming):
     everything = sorted(sum(got.values(), []))
     self.assertEqual(everything, sorted(
         (f"row {i}", i % 3) for i in range(300)))  # Disjoint, complete.
-    # The same buckets the op gives, independently: record i (0-based).
-    buckets = streamed_files.bucket(tf.range(300, dtype=tf.int64),
-                                    20220128).numpy()
+    # The one rule of every streamed format (TFRecords' too), computed
+    # independently: FarmHash of `seed:file name:record i` (0-based) mod
+    # 1000, the first tenth to validation, the second to test.
+    buckets = tf.strings.to_hash_bucket_fast(
+        [f"20220128:train.csv:{i}" for i in range(300)], 1000).numpy()
     self.assertEqual([t for t, _ in got["validation"]],
-                     [f"row {i}" for i in range(300) if buckets[i] == 0])
+                     [f"row {i}" for i in range(300) if buckets[i] < 100])
     self.assertEqual([t for t, _ in got["test"]],
-                     [f"row {i}" for i in range(300) if buckets[i] == 1])
+                     [f"row {i}" for i in range(300)
+                      if 100 <= buckets[i] < 200])
     self.assertBetween(data.size("validation"), 15, 45)
     other = self.load(folder, split_seed=1)
     self.assertNotEqual(pairs(other, "validation"), got["validation"])
+    # A run made before the one rule (`split_rule`=by_format, its config's
+    # legacy value) keeps streamed text's own: `seed:record i` in 10 buckets.
+    legacy = self.load(folder, split_rule="by_format")
+    buckets = streaming.bucket(tf.range(300, dtype=tf.int64),
+                               20220128).numpy()
+    self.assertEqual([t for t, _ in pairs(legacy, "validation")],
+                     [f"row {i}" for i in range(300) if buckets[i] == 0])
+    self.assertEqual([t for t, _ in pairs(legacy, "test")],
+                     [f"row {i}" for i in range(300) if buckets[i] == 1])
 
   def test_counts_are_cached_by_content(self):
     folder = tempfile.mkdtemp()
@@ -105,7 +117,7 @@ class StreamedTest(Streaming):
     first = self.load(folder)
     # The counts (the files' hashes go to file_hashes/ beside them).
     self.assertLen(glob.glob(os.path.join(self.cache, "*.json")), 1)
-    with mock.patch.object(streamed_files, "count",
+    with mock.patch.object(streaming, "count",
                            side_effect=AssertionError("counted again")):
       again = self.load(folder)
     self.assertEqual(again.size("train"), first.size("train"))
