@@ -166,6 +166,10 @@ def _merge(study_dir: str, shared: Dict[str, object],
     if key == "length_bucketing":  # It changes text studies only.
       text_study = shared.get("dataset") in catalog.TEXT_DATASETS
       new, old = bool(new) and text_study, bool(old) and text_study
+    if key == "split_rule":  # It changes a user's streamed text only.
+      streamed_text = shared.get("dataset") == "text_files"
+      new, old = (new if streamed_text else None,
+                  old if streamed_text else None)
     if key == "float32_layers":  # It changes mixed-precision studies only.
       mixed = (shared.get("mixed_precision", "float32") != "float32" or
                old_shared.get("mixed_precision", "float32") != "float32")
