@@ -6,60 +6,11 @@ multiclass data, a multi-hot float vector for multi-label data.
 the feature contract of `features` (context features, `class_id`,
 `example_list_mask`, one-hot or multi-hot labels).
 
-Names:
-
-* `digits`: scikit-learn's bundled real digits (1,797 8x8 grey images, 10
-  classes), pixels scaled to [0, 1], a fixed stratified 70/15/15
-  train/validation/test split (1,257 / 270 / 270) drawn with `SPLIT_SEED`,
-  independent of the training seed.
-* the shipped text sets and the user's formats: `sources.shipped_text`, and
-  `sources.__init__` for the user's.
-* `cifar10`: CIFAR-10 (50,000 / 10,000 32x32 colour images, 10 classes)
-  read with TFDS's own builder from `--data_dir`; `validation` and `test`
-  are both TFDS's test split (the paper picks the best checkpoint on it).
-  cifar-vgg preprocessing (`images.CifarVGGPreprocessing`), with the
-  training split's pixel mean and standard deviation.
-* `imagenet2012`: ImageNet ILSVRC 2012 (1,281,167 / 50,000 images, 1,000
-  classes named by their WordNet ids) from TFDS's builder; `validation` and
-  `test` are both TFDS's validation split. Model Garden ResNet preprocessing
-  (`images.ImageNetPreprocessing`) to `image_size` (224).
-* `coco2017`: MS-COCO 2017 as multi-label classification (TFDS
-  `coco/2017`, 118,287 / 5,000 images, 80 classes named by TFDS's
-  `objects/label` feature): the label of an image is the set of the
-  categories of its annotated objects, crowd regions included. `validation`
-  and `test` are both TFDS's validation split (COCO's test split has no
-  public labels; multi-label papers report on val). The 1,021 train and 48
-  validation images without any object are dropped (see below).
-* `voc2007`: PASCAL VOC 2007 as multi-label classification (TFDS
-  `voc/2007`, 20 classes from `objects/label`, `difficult` objects
-  included): `train` is TFDS's `train+validation` (VOC's trainval, 5,011
-  images, the standard multi-label protocol); `validation` and `test` are
-  both VOC's test split (4,952 images): as for `cifar10`, the best
-  checkpoint is picked on test. Every VOC image has an object.
-  Both multi-label datasets are resized whole to `image_size` (224; ML-GCN
-  and MulCon use 448) by `images.MultiLabelImagePreprocessing`, and
-  stream through a shuffle buffer (`MULTI_LABEL_SHUFFLE_BUFFER`) instead of
-  being cached.
-* `digits32`: the `digits` split upscaled to 32x32x3 uint8 images (bilinear,
-  grey copied to 3 channels), a real image dataset that ships offline, with
-  the cifar-vgg preprocessing without flips (a mirrored digit is another
-  symbol).
-
-TFDS datasets are never downloaded unless `download=True`: a missing
-prepared copy stops with a one-line ValueError naming the dataset and the
-directory. Image datasets yield raw uint8 images; their `preprocessing` runs
-per example in `ranking_dataset` (augmentation on the train split only).
-
-Multi-label TFDS images (`coco2017`, `voc2007`) without any annotated object
-are dropped, in every split: an all-zero label has no relevant class to
-rank, so ranking metrics (MRR, NDCG) and listwise losses are undefined on
-it, and the usual protocol (ML-GCN) keeps the labelled images only. The
-`validation` and `test` splits are counted when the dataset is loaded (one
-pass parsing their labels only), so their `size` is exact and their tf.data
-length known, as Keras's validation needs. The `train` split is not counted
-(all of COCO's train set would be read): its `size` is TFDS's count before
-the filter, an upper bound (`Stream.exact_size` is False); the fixed shuffle
-buffer does not depend on it.
+Each name's data is described where it is read: `sources.digits`
+(`digits`, `digits32`), `sources.shipped_text` (GoEmotions, MIND),
+`sources.image_catalog` (`cifar10`, `imagenet2012`, `coco2017`, `voc2007`:
+TFDS's own builders, never downloaded unless `download=True`), and the
+user's formats in `sources/` (`sources.__init__` lists them).
 
 Malformed files stop with a ValueError naming the file and line.
 
