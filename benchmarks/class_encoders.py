@@ -33,7 +33,7 @@ from rank4class_tf.modeling import class_encoders
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.modeling import pretrained
 from rank4class_tf.ranking import losses
-from rank4class_tf import serving
+from rank4class_tf.serving import saved_model
 from rank4class_tf.training import builders
 
 flags.DEFINE_integer("steps", 3, "Timed training steps per model.")
@@ -111,18 +111,19 @@ def main(argv):
           step, features, labels, FLAGS.steps)))
       if frozen:
         continue
-      serving.store_class_features(model)
-      signatures = serving.signatures(model, instance_inputs, names, 5)
+      saved_model.store_class_features(model)
+      signatures = saved_model.signatures(model, instance_inputs, names, 5)
       instances = tf.constant(goemotions.splits["test"][0][
           :FLAGS.serving_batch])
       serving_rows.append((count, f"{name.split(',')[0]}: serving_default",
-                           time_calls(lambda: signatures[serving.SERVING_KEY](
-                               instances), FLAGS.calls)))
-      if serving.CLASS_LIST_KEY in signatures:
+                           time_calls(lambda: signatures[
+                               saved_model.SERVING_KEY](instances),
+                                      FLAGS.calls)))
+      if saved_model.CLASS_LIST_KEY in signatures:
         texts = tf.constant(list(names))
         serving_rows.append((
             count, f"text: rank_classes with the {count} class texts",
-            time_calls(lambda: signatures[serving.CLASS_LIST_KEY](
+            time_calls(lambda: signatures[saved_model.CLASS_LIST_KEY](
                 instances, texts), FLAGS.calls)))
   print(f"\nTraining step, MiniLM-L6 size, batch {FLAGS.batch_size}, length "
         f"32, dot, {FLAGS.steps} timed steps:\n")

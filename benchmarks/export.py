@@ -1,7 +1,7 @@
 r"""Export time and size with and without Keras' layer traces.
 
-`serving.export_saved_model` writes a run's SavedModel with
-`save_traces=serving.SAVE_TRACES` (False): the export holds its signatures
+`saved_model.export_saved_model` writes a run's SavedModel with
+`save_traces=saved_model.SAVE_TRACES` (False): the export holds its signatures
 and weights, not Keras' trace of every layer's call. This times
 `pipelines.export` (`training.export_run`: the model built, both
 checkpoints restored, calibrated and saved; the best export a copy when its
@@ -41,12 +41,12 @@ FLAGS = flags.FLAGS
 
 def export_once(run: str, save_traces: bool, root: str):
   """Exports a fresh copy of `run`: (seconds, the copy)."""
-  from rank4class_tf import serving  # pylint: disable=g-import-not-at-top
+  from rank4class_tf.serving import saved_model  # pylint: disable=g-import-not-at-top
   from rank4class_tf.training import trainer as training  # pylint: disable=g-import-not-at-top
   copy = tempfile.mkdtemp(dir=root)
   shutil.rmtree(copy)
   shutil.copytree(run, copy)
-  serving.SAVE_TRACES = save_traces
+  saved_model.SAVE_TRACES = save_traces
   start = time.perf_counter()
   training.export_run(copy)
   return time.perf_counter() - start, copy
@@ -54,10 +54,10 @@ def export_once(run: str, save_traces: bool, root: str):
 
 def served(copy: str):
   """serving_default's outputs on the run's first 8 test instances."""
-  from rank4class_tf import serving  # pylint: disable=g-import-not-at-top
+  from rank4class_tf.serving import exported_ranker  # pylint: disable=g-import-not-at-top
   from rank4class_tf.training import builders  # pylint: disable=g-import-not-at-top
-  ranker = serving.ExportedRanker(copy)
-  data = builders.load_data(serving.load_config(copy))
+  ranker = exported_ranker.ExportedRanker(copy)
+  data = builders.load_data(exported_ranker.load_config(copy))
   return ranker.outputs(data.splits["test"][0][:8])
 
 

@@ -7,7 +7,7 @@ scores and ranked classes out), loads each export back as a client does
 (`tf.saved_model.load`) and times, alternating the variants in `--rounds`
 rounds so that each meets the same machine load:
 
-* `plain`: today's export (`serving.scoring_function`): the text padded to
+* `plain`: today's export (`saved_model.scoring_function`): the text padded to
   its own length;
 * `padded to 8`: the same model on the text padded to a multiple of 8
   tokens (what the XLA variant computes, without XLA);
@@ -41,7 +41,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features
 from rank4class_tf.data import text
-from rank4class_tf import serving
+from rank4class_tf.serving import saved_model
 from rank4class_tf.training import builders
 
 flags.DEFINE_integer("rounds", 5, "Alternating rounds.")
@@ -101,7 +101,7 @@ def main(argv):
   inputs = pipeline.dataset_builder.instance_inputs
   tf.keras.utils.set_random_seed(0)
   model = pipeline.model_builder.build()
-  serving.store_class_features(model)
+  saved_model.store_class_features(model)
   folder = tempfile.mkdtemp()
   names = ("plain", "padded to 8", "XLA at batch 1")
   serve = {}
@@ -111,7 +111,7 @@ def main(argv):
       scores_fn = variant_scores(model, inputs, data.num_classes,
                                  FLAGS.max_seq_length, name)
     path = os.path.join(folder, name.replace(" ", "_"))
-    serving.export_saved_model(model, path, serving.signatures(
+    saved_model.export_saved_model(model, path, saved_model.signatures(
         model, inputs, data.class_names, 5, scores_fn=scores_fn))
     serve[name] = tf.saved_model.load(path).signatures["serving_default"]
 

@@ -42,7 +42,7 @@ from rank4class_tf.data import datasets
 from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.ranking import losses
-from rank4class_tf import serving
+from rank4class_tf.serving import saved_model
 from rank4class_tf.training import builders
 from rank4class_tf.training import pipeline as pipeline_lib
 
@@ -104,8 +104,8 @@ class Variant:
           jit_compile=FLAGS.jit_compile, autograph=False)
       export = os.path.join(folder, self.name.replace(" ", "_")
                             .replace(",", ""))
-      serving.store_class_features(self.model)
-      serving.export_saved_model(self.model, export, serving.signatures(
+      saved_model.store_class_features(self.model)
+      saved_model.export_saved_model(self.model, export, saved_model.signatures(
           self.model, self.inputs, data.class_names, 5))
     self.serve = tf.saved_model.load(export).signatures["serving_default"]
     self.texts = [str(t) for t in data.splits["train"][0][:200]]

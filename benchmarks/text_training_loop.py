@@ -50,6 +50,7 @@ import tensorflow as tf
 from benchmarks import timing
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
+from rank4class_tf.data import contract
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.ranking import losses
 from rank4class_tf.ranking import metrics
@@ -175,7 +176,7 @@ def main(argv):
       instance_inputs=instance_inputs)
   real = stream(data)
   # The same examples read as a stream: tokenized in tf.data.
-  in_tf_data = stream(datasets.streamed(data))
+  in_tf_data = stream(contract.streamed(data))
   features, labels = next(iter(real))
   fixed = tf.data.Dataset.from_tensors((features, labels)).repeat()
 

@@ -53,11 +53,12 @@ class Peer:
   def __init__(self, python: str, max_seq_length: int):
     # pylint: disable=g-import-not-at-top
     from rank4class_tf.data import datasets
+    from rank4class_tf.data.sources import shipped_text
     from rank4class_tf.modeling import pretrained
     model = os.path.dirname(pretrained.minilm_files()[1])
     self._proc = subprocess.Popen(
         [python, os.path.join(REPO, "benchmarks", "torch_peer.py"), model,
-         os.path.join(datasets.REPO_DATA_DIR, "goemotions"),
+         os.path.join(shipped_text.REPO_DATA_DIR, "goemotions"),
          str(max_seq_length)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True)

@@ -48,7 +48,7 @@ from absl import flags
 
 from . import console
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.ranking import calibration
 from rank4class_tf.study import evaluation as study_evaluation
 from rank4class_tf.study import folder as study_folder
@@ -105,8 +105,8 @@ def main(argv):
                                            FLAGS.allow_changed_data)
     if changes:
       records["data_changed"] = console.flag_terms(changes.line())
-    labels, scores = serving.split_scores(
-        serving.ExportedRanker(FLAGS.model_dir), data, "validation")
+    labels, scores = exported_ranker.split_scores(
+        exported_ranker.ExportedRanker(FLAGS.model_dir), data, "validation")
     calibration.reliability_diagram(
         scores, labels, calibration.Calibration.from_json(
             best["calibration"]), run.reliability_diagram,

@@ -82,8 +82,8 @@ def main(argv):
     groups = compare.group_runs(model_dirs)
     names = tuple(FLAGS.metrics or ())
     if not names:
-      from rank4class_tf import serving  # pylint: disable=g-import-not-at-top
-      names = tuple(serving.load_config(model_dirs[0]).trainer.metrics)
+      from rank4class_tf.serving import exported_ranker  # pylint: disable=g-import-not-at-top
+      names = tuple(exported_ranker.load_config(model_dirs[0]).trainer.metrics)
     zero_shot = [name for name in names if name in gzsl.GZSL_METRICS]
     for name in names:
       if name in compare.CALIBRATION_METRICS or name in zero_shot:

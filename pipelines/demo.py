@@ -22,7 +22,7 @@ from . import console
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 
@@ -76,7 +76,8 @@ def main(argv):
     run_start = time.time()
     training.train(config)
     seconds = time.time() - run_start
-    results = serving.evaluate(model_dir, builders.load_data(config), "test")
+    results = exported_ranker.evaluate(model_dir, builders.load_data(config),
+                                       "test")
     rows.append(dict(results, loss=config.loss.name, seconds=seconds))
   print(f"\nRank4Class on digits (test split, {rows[0]['num_examples']} "
         f"images), interaction={FLAGS.interaction}, "

@@ -45,7 +45,7 @@ from rank4class_tf.data import identity
 from rank4class_tf.ranking import class_report
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
@@ -85,7 +85,7 @@ def main(argv):
       class_report.check_report_dir(report_dir)
     data, changes = builders.load_run_data(FLAGS.model_dir,
                                            FLAGS.allow_changed_data)
-    results = serving.evaluate(FLAGS.model_dir, data, FLAGS.split,
+    results = exported_ranker.evaluate(FLAGS.model_dir, data, FLAGS.split,
                                FLAGS.export, metric_names=FLAGS.metrics,
                                threshold=FLAGS.threshold)
     written = [] if report_dir is None else write_report(
@@ -107,11 +107,11 @@ def main(argv):
 def write_report(model_dir: str, data, split: str, export: str,
                  threshold: float, report_dir: str,
                  changes: Optional[identity.Changes] = None) -> List[str]:
-  """Scores the split again (`serving.evaluate` keeps its scores to itself)
-  and writes its per-class report, which names the data's changes that
-  `--allow_changed_data` accepted; returns the paths written."""
-  ranker = serving.ExportedRanker(model_dir, export)
-  labels, scores = serving.split_scores(ranker, data, split)
+  """Scores the split again (`exported_ranker.evaluate` keeps its scores to
+  itself) and writes its per-class report, which names the data's changes
+  that `--allow_changed_data` accepted; returns the paths written."""
+  ranker = exported_ranker.ExportedRanker(model_dir, export)
+  labels, scores = exported_ranker.split_scores(ranker, data, split)
   report = class_report.class_report(labels, scores, ranker.class_names,
                                      threshold=threshold)
   context: Dict[str, str] = {"model_dir": model_dir, "export": export,

@@ -48,11 +48,11 @@ import tensorflow as tf
 
 from . import console
 from . import line_input
-from rank4class_tf.data import user_datasets
+from rank4class_tf.data import image_files
 from rank4class_tf.data import user_files
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 
 flags.DEFINE_string("model_dir", None, "Directory of a trained run.")
 flags.DEFINE_string("text", None, "One instance; stdin lines when absent.")
@@ -136,11 +136,11 @@ def read_images(lines, source, first_line=1):
   for number, line in enumerate(lines, start=first_line):
     path = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
     path = path.strip()
-    problem = (user_datasets.undecodable(path) if os.path.isfile(path) else
+    problem = (image_files.undecodable(path) if os.path.isfile(path) else
                "no such file.")
     if problem:
       raise ValueError(f"{source}:{number}: {path}: {problem}")
-    out.append(user_datasets.decode(tf.io.read_file(path)).numpy()[None])
+    out.append(image_files.decode(tf.io.read_file(path)).numpy()[None])
   return out
 
 
@@ -195,8 +195,9 @@ def main(argv):
   console.quiet()
   try:
     if FLAGS.classes is not None:
-      serving.check_class_texts(FLAGS.classes)  # Before the export loads.
-    ranker = serving.ExportedRanker(FLAGS.model_dir, FLAGS.export)
+      # Before the export loads.
+      exported_ranker.check_class_texts(FLAGS.classes)
+    ranker = exported_ranker.ExportedRanker(FLAGS.model_dir, FLAGS.export)
     if FLAGS.classes is not None and not ranker.ranks_class_lists:
       raise ValueError(f"--classes: {FLAGS.model_dir} ranks its training "
                        "classes only (train with --class_encoder=text to "

@@ -53,7 +53,7 @@ from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study_lib
-from rank4class_tf.study import stats
+from rank4class_tf.study import significance
 from rank4class_tf.study import summary as study_summary
 from . import console
 from . import train_flags
@@ -93,7 +93,7 @@ flags.DEFINE_string("select_metric", None,
                     "Validation metric choosing each (loss, interaction, "
                     "seed)'s learning rate and width (default: "
                     "--best_metric).")
-flags.DEFINE_integer("bootstrap_samples", stats.DEFAULT_SAMPLES,
+flags.DEFINE_integer("bootstrap_samples", significance.DEFAULT_SAMPLES,
                      "Resamples of the paired bootstrap tests (>= 10000); "
                      "the report raises it until its smallest p survives "
                      "Holm over its largest family, and states the B used.")

@@ -17,7 +17,8 @@ it may import; nothing imports upward):
   ranking/          every loss and metric by name
   modeling/         the ranking model: encoders, class encoders, interactions
   checks            every check of a config, before anything is written
-  serving           SavedModel signatures, exported rankers, evaluation
+  serving/          SavedModel signatures and exports; exported rankers,
+                    evaluation
   training/         one run: pipeline, resume, exports, the feature cache
   study/            the paper's grid: runs, tuning, statistics, the report
 

@@ -23,7 +23,7 @@ TFDS_SPLITS = {
     "voc2007": {"train": "train+validation", "validation": "test",
                 "test": "test"},
 }
-# A user's own data (`user_datasets`), read from `data_dir`; any TFDS
+# A user's own data (`image_files`), read from `data_dir`; any TFDS
 # classification data set is `tfds:<name>` (`TFDS_PREFIX`).
 USER_DATASETS = ("text_files", "image_folder", "tabular_files", "tfrecord")
 TFDS_PREFIX = "tfds:"
@@ -31,7 +31,7 @@ DATASET_NAMES = ("digits", "goemotions", "goemotions_multilabel", "mind",
                  "digits32", "cifar10", "imagenet2012", "coco2017",
                  "voc2007") + USER_DATASETS
 TEXT_DATASETS = ("goemotions", "goemotions_multilabel", "mind", "text_files")
-# Read through TFDS (`datasets.TFDS_SOURCES`): they take `download` and
+# Read through TFDS (`data.sources.image_catalog.TFDS_SOURCES`): they take `download` and
 # `image_size`.
 TFDS_DATASETS = ("cifar10", "imagenet2012", "coco2017", "voc2007")
 # Raw uint8 colour images with a preprocessing.

@@ -51,7 +51,7 @@ LATEST_EXPORT = "latest_model"
 EXPORTS = (BEST_EXPORT, LATEST_EXPORT)
 EXPORT_TMP_PREFIX = ".tmp-"  # An export being written: export/.tmp-XXXX.
 # In each export folder: its calibration and the validation metrics before
-# and after it (`serving.calibrate_on`).
+# and after it (`saved_model.calibrate_on`).
 CALIBRATION_FILE = "calibration.json"
 # The best export's reliability diagram (`pipelines.calibrate`).
 RELIABILITY_DIAGRAM = "reliability.png"

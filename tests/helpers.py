@@ -10,7 +10,7 @@ import subprocess
 import sys
 from typing import Optional, Sequence
 
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,9 +38,9 @@ def run_module(module: str, *flags: str, check: bool = True,
 
 
 def evaluate(model_dir: str, *args, **kwargs):
-  """`serving.evaluate` of a run on the run's own data."""
-  data = builders.load_data(serving.load_config(model_dir))
-  return serving.evaluate(model_dir, data, *args, **kwargs)
+  """`exported_ranker.evaluate` of a run on the run's own data."""
+  data = builders.load_data(exported_ranker.load_config(model_dir))
+  return exported_ranker.evaluate(model_dir, data, *args, **kwargs)
 
 
 class Killed(Exception):

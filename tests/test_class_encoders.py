@@ -22,7 +22,8 @@ from rank4class_tf.data import features as features_lib
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf.modeling import model as model_lib
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
+from rank4class_tf.serving import saved_model
 from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 import helpers
@@ -229,7 +230,7 @@ class TowerTest(tf.test.TestCase):
     before = model(batch, training=False).numpy()
     encoder = find(model, class_encoders.TextClassEncoder)
     self.assertFalse(encoder.stored)
-    serving.store_class_features(model)
+    saved_model.store_class_features(model)
     self.assertTrue(encoder.stored)
     self.assertAllClose(encoder.class_features, minilm_mean(list(CLASSES), 12),
                         atol=1e-4)
@@ -258,7 +259,7 @@ class ZeroShotTrainingTest(tf.test.TestCase):
                             holdout_classes=("anger",))
     cls.data = builders.load_data(cls.config)
     training.train(cls.config)
-    cls.ranker = serving.ExportedRanker(cls.config.trainer.model_dir)
+    cls.ranker = exported_ranker.ExportedRanker(cls.config.trainer.model_dir)
     # The export, loaded once for the two tests that call its class-list
     # signature directly.
     cls.export = tf.saved_model.load(os.path.join(
@@ -295,7 +296,7 @@ class ZeroShotTrainingTest(tf.test.TestCase):
 
   def test_new_class_list_is_ranked(self):
     texts = ["I hate waiting"]
-    signature = self.export.signatures[serving.CLASS_LIST_KEY]
+    signature = self.export.signatures[saved_model.CLASS_LIST_KEY]
     out = signature(text=tf.constant(texts), class_texts=tf.constant(
         ["neutral", "surprise", "joy", "fury"]))
     served = self.ranker.scores(texts)[0]
@@ -309,7 +310,7 @@ class ZeroShotTrainingTest(tf.test.TestCase):
                                   "fury"])[order])
 
   def test_bad_class_lists(self):
-    signature = self.export.signatures[serving.CLASS_LIST_KEY]
+    signature = self.export.signatures[saved_model.CLASS_LIST_KEY]
     for texts, message in (([], "the class list is empty"),
                            (["joy", "  "], "an empty class text"),
                            (["x"] * (class_encoders.MAX_SERVED_CLASSES + 1),
@@ -361,8 +362,8 @@ class CachedAndOnTheFlyTest(tf.test.TestCase):
                         label_heads=2)
     training.train(config)
     data = builders.load_data(config)
-    ranker = serving.ExportedRanker(config.trainer.model_dir)
-    labels, served = serving.split_scores(ranker, data, "test")
+    ranker = exported_ranker.ExportedRanker(config.trainer.model_dir)
+    labels, served = exported_ranker.split_scores(ranker, data, "test")
     scored = training.checkpoint_scores(config, data, ("test",))["test"]
     self.assertAllEqual(scored[0], labels)
     self.assertAllClose(scored[1], served, atol=1e-4)
@@ -389,7 +390,7 @@ class MirroredTest(tf.test.TestCase):
         "--batch_size=4", "--train_steps=2", "--eval_every=1",
         "--learning_rate=1e-4", "--strategy=mirrored", "--cpu_devices=2",
         f"--model_dir={model_dir}")
-    ranker = serving.ExportedRanker(model_dir)
+    ranker = exported_ranker.ExportedRanker(model_dir)
     texts = ["so happy for you", "the file is attached"]
     listed = ranker.rank_class_list(texts, list(CLASSES), top_k=3)
     for row, ranking in zip(ranker.scores(texts), listed):

@@ -1,4 +1,6 @@
-"""Tests of `rank4class_tf/ranking/class_report.py` and of
+"""Tests of `rank4class_tf/ranking/class_report.py` (with its maths
+`class_report_ops.py`, tables `class_report_tables.py` and figure
+`class_report_figure.py`) and of
 `pipelines.evaluate --report_dir`.
 
 The reference maths is written here on its own: the Top-1 class and the
@@ -27,6 +29,9 @@ from absl.testing import parameterized
 from sklearn import metrics as sk_metrics
 
 from rank4class_tf.ranking import class_report
+from rank4class_tf.ranking import class_report_figure
+from rank4class_tf.ranking import class_report_ops
+from rank4class_tf.ranking import class_report_tables
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -97,7 +102,7 @@ class SingleLabelTest(parameterized.TestCase):
                                atol=1e-12, equal_nan=True)
 
   def test_hand_made_example(self):
-    report = class_report.single_label_report(LABELS, SCORES, NAMES,
+    report = class_report_ops.single_label_report(LABELS, SCORES, NAMES,
                                               ks=(1, 2, 5))
     self.assertEqual(report.confusion.tolist(), CONFUSION)
     self.assertEqual(report.support.tolist(), SUPPORT)
@@ -112,7 +117,7 @@ class SingleLabelTest(parameterized.TestCase):
     self.assert_close(report.top_k[5], TOP5)
 
   def test_hand_made_averages(self):
-    averages = class_report.single_label_report(LABELS, SCORES).averages()
+    averages = class_report_ops.single_label_report(LABELS, SCORES).averages()
     # Macro P/R/F1: classes 0-4 (class 4 is predicted); Top-k, MRR: 0-3.
     self.assertAlmostEqual(averages["macro"]["precision"],
                            sum(PRECISION[:5]) / 5)
@@ -133,7 +138,7 @@ class SingleLabelTest(parameterized.TestCase):
     num_classes = 7
     labels = rng.integers(0, num_classes - 1, 80)  # Class 6 never true.
     scores = rng.integers(0, 4, (80, num_classes)).astype(float)  # Ties.
-    report = class_report.single_label_report(labels, scores, ks=(1, 3))
+    report = class_report_ops.single_label_report(labels, scores, ks=(1, 3))
     predicted, ranks = reference_ranking(labels, scores)
     precision, recall, f1, support = (
         sk_metrics.precision_recall_fscore_support(
@@ -160,7 +165,7 @@ class SingleLabelTest(parameterized.TestCase):
                            np.mean(ranks <= 3))
 
   def test_top_k_clipped_to_the_classes(self):
-    report = class_report.single_label_report([0, 1, 2], np.eye(3))
+    report = class_report_ops.single_label_report([0, 1, 2], np.eye(3))
     self.assertEqual(sorted(report.top_k), [1, 3])
     self.assertEqual(list(report.columns()),
                      ["precision", "recall", "f1", "top1_accuracy",
@@ -171,14 +176,14 @@ class SingleLabelTest(parameterized.TestCase):
                  [0, 2, 3, 0],
                  [1, 0, 5, 1],
                  [0, 0, 1, 0]]
-    pairs = class_report.confused_pairs(confusion)
+    pairs = class_report_ops.confused_pairs(confusion)
     # Count first; equal counts: the larger share of the true class first;
     # then class ids.
     self.assertEqual([(p.true, p.predicted, p.count) for p in pairs],
                      [(1, 2, 3), (0, 1, 3), (3, 2, 1), (2, 0, 1), (2, 3, 1)])
     self.assertAlmostEqual(pairs[1].share, 3 / 13)
-    self.assertLen(class_report.confused_pairs(confusion, limit=2), 2)
-    report = class_report.single_label_report(LABELS, SCORES)
+    self.assertLen(class_report_ops.confused_pairs(confusion, limit=2), 2)
+    report = class_report_ops.single_label_report(LABELS, SCORES)
     self.assertEqual(
         [(p.true, p.predicted, p.count, p.share)
          for p in report.confused_pairs()],
@@ -194,7 +199,7 @@ class SingleLabelTest(parameterized.TestCase):
   )
   def test_bad_inputs(self, labels, scores, message):
     with self.assertRaisesRegex(ValueError, message):
-      class_report.single_label_report(labels, scores)
+      class_report_ops.single_label_report(labels, scores)
 
   def test_class_names_must_match(self):
     with self.assertRaisesRegex(ValueError, "2 class names for scores of 3"):
@@ -214,49 +219,49 @@ def many_class_report(num_classes=100, errors=True):
     predicted += [wrong] * count
   scores = np.zeros((len(labels), num_classes))
   scores[np.arange(len(labels)), predicted] = 1.
-  return class_report.single_label_report(labels, scores), pairs
+  return class_report_ops.single_label_report(labels, scores), pairs
 
 
 class HeatmapTest(absltest.TestCase):
 
   def test_many_classes_draw_those_of_the_most_confused_pairs(self):
     report, pairs = many_class_report()
-    ids, reduced = class_report.heatmap_classes(report.confusion)
+    ids, reduced = class_report_figure.heatmap_classes(report.confusion)
     self.assertTrue(reduced)
     # The 15 largest pairs hold 30 classes.
     self.assertEqual(ids, sorted(c for pair in pairs[:15] for c in pair))
-    title = class_report.confusion_title(report, "the test split")
+    title = class_report_figure.confusion_title(report, "the test split")
     self.assertTrue(title.startswith(
         "Confusion matrix of the test split: 530 instances, 100 classes\n"))
     self.assertIn("only 30 of 100 classes drawn: those of the most-confused "
                   "pairs", title)
-    png = class_report.confusion_png(report, "the test split")
+    png = class_report_figure.confusion_png(report, "the test split")
     self.assertTrue(png.startswith(PNG_MAGIC))
     self.assertIn(b"only 30 of 100 classes drawn", png)  # Its Title text.
     # Same report, same bytes.
-    self.assertEqual(png, class_report.confusion_png(report,
+    self.assertEqual(png, class_report_figure.confusion_png(report,
                                                      "the test split"))
 
   def test_many_classes_without_errors(self):
     report, _ = many_class_report(errors=False)
-    self.assertEqual(class_report.heatmap_classes(report.confusion),
+    self.assertEqual(class_report_figure.heatmap_classes(report.confusion),
                      (list(range(30)), True))
     self.assertIn("only 30 of 100 classes drawn (no errors)",
-                  class_report.confusion_title(report))
+                  class_report_figure.confusion_title(report))
 
   def test_28_classes_drawn_whole_and_large_enough_to_read(self):
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 28, 500)
     scores = rng.normal(size=(500, 28))
     scores[np.arange(500), labels] += 2.
-    report = class_report.single_label_report(
+    report = class_report_ops.single_label_report(
         labels, scores, [f"emotion number {i}" for i in range(28)])
-    self.assertEqual(class_report.heatmap_classes(report.confusion),
+    self.assertEqual(class_report_figure.heatmap_classes(report.confusion),
                      (list(range(28)), False))
-    title = class_report.confusion_title(report)
+    title = class_report_figure.confusion_title(report)
     self.assertEqual(title,
                      "Confusion matrix: 500 instances, 28 classes")
-    png = class_report.confusion_png(report)
+    png = class_report_figure.confusion_png(report)
     self.assertTrue(png.startswith(PNG_MAGIC))
     width, height = png_size(png)
     self.assertGreater(min(width, height), 28 * 25)  # >= 25 px per class.
@@ -297,7 +302,7 @@ class MultiLabelTest(parameterized.TestCase):
   def test_padding_is_left_out(self):
     labels = np.array([[1., 0.], [-1., 1.], [0., 1.], [1., -1.]])
     scores = np.array([[0.5, 0.2], [9., 0.1], [0.7, -0.3], [0.1, 9.]])
-    report = class_report.multi_label_report(labels, scores)
+    report = class_report_ops.multi_label_report(labels, scores)
     # Class 0 over instances 0, 2, 3; class 1 over instances 0, 1, 2.
     self.assertAlmostEqual(report.ap[0], sk_metrics.average_precision_score(
         [1, 0, 1], [0.5, 0.7, 0.1]))
@@ -308,7 +313,7 @@ class MultiLabelTest(parameterized.TestCase):
 
   def test_bad_threshold(self):
     with self.assertRaisesRegex(ValueError, "`threshold`=1.0 must be in"):
-      class_report.multi_label_report([[1., 0.]], [[1., 2.]], threshold=1.)
+      class_report_ops.multi_label_report([[1., 0.]], [[1., 2.]], threshold=1.)
 
 
 def read(path):
@@ -321,14 +326,14 @@ class FilesTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
     self.root = tempfile.mkdtemp()
-    self.report = class_report.single_label_report(LABELS, SCORES, NAMES)
+    self.report = class_report_ops.single_label_report(LABELS, SCORES, NAMES)
     self.context = {"model_dir": "runs/x", "split": "test"}
 
   def test_single_label_files(self):
     folder = os.path.join(self.root, "new", "parents", "report")
     paths = class_report.write(self.report, folder, self.context)
     self.assertEqual(sorted(os.path.basename(p) for p in paths),
-                     sorted(class_report.REPORT_FILES))
+                     sorted(class_report_tables.REPORT_FILES))
     self.assertEqual(sorted(os.listdir(os.path.dirname(folder))), ["report"])
     rows = list(csv.DictReader(io.StringIO(
         read(os.path.join(folder, "per_class.csv")))))
@@ -375,14 +380,14 @@ class FilesTest(absltest.TestCase):
     with open(os.path.join(folder, "confusion_matrix.png"), "rb") as f:
       self.assertEqual(f.read(8), PNG_MAGIC)
     summary = json.loads(read(os.path.join(folder, "report.json")))
-    self.assertEqual(summary["report"], class_report.REPORT_MARK)
+    self.assertEqual(summary["report"], class_report_tables.REPORT_MARK)
     self.assertEqual(summary["weighted"]["recall"], 3 / 8)
     self.assertIsNone(summary["macro"].get("ap"))
     self.assertEqual((summary["num_examples"], summary["num_classes"]),
                      (8, 6))
 
   def test_multi_label_files(self):
-    report = class_report.multi_label_report(
+    report = class_report_ops.multi_label_report(
         [[1., 0.], [0., 1.], [1., 1.]], [[2., -1.], [0.5, 1.], [1., -2.]],
         ["a", "b"], threshold=0.5)
     folder = os.path.join(self.root, "report")
@@ -408,7 +413,7 @@ class FilesTest(absltest.TestCase):
   def test_previous_report_replaced(self):
     folder = os.path.join(self.root, "report")
     class_report.write(self.report, folder)
-    other = class_report.single_label_report([0, 1], [[1., 0.], [1., 0.]])
+    other = class_report_ops.single_label_report([0, 1], [[1., 0.], [1., 0.]])
     class_report.write(other, folder + os.sep)  # A trailing slash too.
     rows = list(csv.DictReader(io.StringIO(
         read(os.path.join(folder, "per_class.csv")))))
@@ -466,7 +471,7 @@ class FilesTest(absltest.TestCase):
     class_report.write(self.report, previous)
     before = read(os.path.join(previous, "per_class.md"))
     calls.clear()
-    other = class_report.single_label_report([0, 1], [[1., 0.], [1., 0.]])
+    other = class_report_ops.single_label_report([0, 1], [[1., 0.], [1., 0.]])
     with mock.patch.object(class_report.os, "fsync", failing_fsync):
       with self.assertRaises(ValueError):
         class_report.write(other, previous)
@@ -525,9 +530,9 @@ class EvaluateReportDirTest(absltest.TestCase):
     results = json.loads(first)
     self.assertEqual(
         second, f"Wrote the per-class report to {self.report_dir} "
-        f"({', '.join(sorted(class_report.REPORT_FILES))}).")
+        f"({', '.join(sorted(class_report_tables.REPORT_FILES))}).")
     self.assertEqual(sorted(os.listdir(self.report_dir)),
-                     sorted(class_report.REPORT_FILES))
+                     sorted(class_report_tables.REPORT_FILES))
     rows = list(csv.DictReader(io.StringIO(
         read(os.path.join(self.report_dir, "per_class.csv")))))
     self.assertEqual([r["class"] for r in rows],

@@ -15,7 +15,7 @@ from scipy import stats as scipy_stats
 
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.ranking import calibration
 from rank4class_tf.study import compare
 from rank4class_tf.training import builders
@@ -152,13 +152,13 @@ class CompareRunsBinaryTest(tf.test.TestCase):
     top1 = []
     for model_dir in dirs:
       labels, scores = training.checkpoint_scores(
-          serving.load_config(model_dir), data, ("test",))["test"]
+          exported_ranker.load_config(model_dir), data, ("test",))["test"]
       top1.append(np.mean(np.argmax(scores, 1) == labels))
     self.assertIn(f"{np.mean(top1):.4f} ± ", lines[2])
     # ECE before and after each run's temperature, fitted on validation.
     ece, calibrated = [], []
     for model_dir in dirs:
-      scored = training.checkpoint_scores(serving.load_config(model_dir),
+      scored = training.checkpoint_scores(exported_ranker.load_config(model_dir),
                                           data, ("validation", "test"))
       fitted = calibration.fit(scored["validation"][1],
                                scored["validation"][0])
@@ -178,7 +178,7 @@ class CompareRunsBinaryTest(tf.test.TestCase):
 def poison_best_checkpoint(model_dir):
   """Writes NaN into every weight of a run's best checkpoint (a run whose
   weights diverged while its losses still looked finite)."""
-  config = serving.load_config(model_dir).replace(model_dir=model_dir)
+  config = exported_ranker.load_config(model_dir).replace(model_dir=model_dir)
   data = builders.load_data(config)
   model = builders.build_pipeline(builders.resolve_defaults(config),
                                   data).model_builder.build()

@@ -1,4 +1,5 @@
-"""Tests of rank4class_tf.config: every bad value names its flag."""
+"""Tests of rank4class_tf.config (and its `config/fields.py`): every bad
+value names its flag."""
 
 import json
 import os
@@ -113,7 +114,7 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     fields = list(config_lib.flag_fields(config_lib.TrainConfig))
     flags = [f.flag for f in fields]
     self.assertLen(flags, len(set(flags)))
-    self.assertLen(flags, 79)
+    self.assertLen(flags, 80)
     for field in fields:
       self.assertTrue(field.help.strip(), field.flag)
     renamed = {f.flag: f.name for f in fields if f.flag != f.name}
@@ -136,9 +137,14 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(loss.get_config()["d"], 7)
 
   def test_config_imports_nothing_from_the_library(self):
-    with open(config_lib.__file__) as f:
-      source = f.read()
-    self.assertNotRegex(source, r"(?m)^\s*(from|import) rank4class_tf")
+    # Nothing but its own folder (`config/fields.py`).
+    folder = os.path.dirname(config_lib.__file__)
+    for name in sorted(os.listdir(folder)):
+      if name.endswith(".py"):
+        with open(os.path.join(folder, name)) as f:
+          source = f.read()
+        self.assertNotRegex(
+            source, r"(?m)^\s*(from|import) rank4class_tf(?!\.config\b)")
 
   def test_reads_a_flat_config_json(self):
     flat = json.dumps(dict(good(loss="mse").flat(), metrics=["mrr"],
@@ -181,6 +187,24 @@ class ConfigTest(tf.test.TestCase, parameterized.TestCase):
                       config.trainer.mixed_precision), (False, "float32"))
     self.assertEqual((good().trainer.length_bucketing,
                       good().trainer.mixed_precision), (True, "float32"))
+
+  def test_an_older_config_keeps_its_split_rule(self):
+    # Before issue 62 streamed text cut its missing splits by its own rule
+    # (`split_rule`=by_format); a config without the field reads so, and a
+    # new config has the one rule of every streamed format.
+    values = json.loads(good().to_json())
+    del values["data"]["split_rule"]
+    config = config_lib.TrainConfig.from_json(json.dumps(values))
+    self.assertEqual(config.data.split_rule, "by_format")
+    flat = good().flat()
+    del flat["split_rule"]
+    config = config_lib.TrainConfig.from_json(json.dumps(flat))
+    self.assertEqual(config.data.split_rule, "by_format")
+    self.assertEqual(good().data.split_rule, "seed_file_record")
+    with self.assertRaisesRegex(ValueError, r"`split_rule`='hash' is not "
+                                "valid; choose one of: seed_file_record, "
+                                "by_format."):
+      good(split_rule="hash").validate()
 
   def test_bfloat16_needs_a_cpu_with_bfloat16(self):
     folder = self.get_temp_dir()

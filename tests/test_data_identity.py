@@ -21,12 +21,14 @@ import tensorflow as tf
 from rank4class_tf import config as config_lib
 from rank4class_tf import fileio
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.data import datasets
+from rank4class_tf.data.sources import shipped_text
 from rank4class_tf.data import file_hashes
 from rank4class_tf.data import identity
 from rank4class_tf.data import user_files
 from rank4class_tf.training import builders
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 from tests import helpers
 
@@ -167,7 +169,7 @@ class FingerprintTest(tf.test.TestCase):
       self.assertLess(time.time() - start, 5.0)
       self.assertLen(got["files"], count)
       self.assertIsNone(got["data_dir"])
-    emotions = os.path.join(datasets.REPO_DATA_DIR, "goemotions",
+    emotions = os.path.join(shipped_text.REPO_DATA_DIR, "goemotions",
                             "emotions.txt")
     self.assertEqual(got["files"]["emotions.txt"]["sha256"],
                      fileio.file_sha256(emotions))
@@ -270,8 +272,8 @@ class ChangedDataTest(tf.test.TestCase):
     # Standardised as the run trained: the export of the unchanged data.
     vector = np.array([[150.0, 5.0], [320.0, 4.0]], np.float32)
     self.assertEqual(
-        serving.ExportedRanker(run).rank(vector, top_k=2),
-        serving.ExportedRanker(self.exported).rank(vector, top_k=2))
+        exported_ranker.ExportedRanker(run).rank(vector, top_k=2),
+        exported_ranker.ExportedRanker(self.exported).rank(vector, top_k=2))
     with open(os.path.join(run, run_dir_lib.LOG_FILE)) as f:
       last = f.read().splitlines()[-1]
     self.assertRegex(last, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d export: the "
@@ -316,7 +318,7 @@ class ChangedDataTest(tf.test.TestCase):
                                            allow_changed_data=True)
     self.assertEqual(data.size("validation"), 4)
     self.assertLen(changes.files, 5)  # Sizes of 3 splits, the mean.
-    results = serving.evaluate(self.exported, data, "validation")
+    results = exported_ranker.evaluate(self.exported, data, "validation")
     self.assertEqual(results["num_examples"], 4)
 
   def test_added_class_calibrate(self):
@@ -352,7 +354,7 @@ class ChangedDataTest(tf.test.TestCase):
       builders.load_run_data(self.trained, allow_changed_data=True)
     # config.json edited to the new place: the same files, another folder.
     run = self.copy_of(self.trained)
-    config = serving.load_config(run)
+    config = exported_ranker.load_config(run)
     fileio.write_text_atomically(
         run_dir_lib.RunDir(run).config_file,
         config.replace(data_dir=moved).to_json())
@@ -380,7 +382,7 @@ class ChangedDataTest(tf.test.TestCase):
     os.chdir(here)
     training.train(run_config("data", run, train_steps=10))
     os.chdir(there)
-    self.assertEqual(serving.load_config(run).data.data_dir,
+    self.assertEqual(exported_ranker.load_config(run).data.data_dir,
                      os.path.join(here, "data"))
     data, changes = builders.load_run_data(run)
     self.assertFalse(changes)
@@ -417,7 +419,7 @@ class ChangedDataTest(tf.test.TestCase):
 
   def test_a_study_and_compare_runs_check_it(self):
     self.edit(self.csv + "450.0,joy,5.0\n")
-    config = serving.load_config(self.trained)
+    config = exported_ranker.load_config(self.trained)
     data = builders.load_data(config)
     with self.assertRaisesRegex(
         ValueError, r"^the data changed since `model_dir`=.* trained: "
@@ -429,8 +431,8 @@ class ChangedDataTest(tf.test.TestCase):
     # holds an export".
     for source in (self.trained, self.exported):
       run = self.copy_of(source)
-      for prefix in (training.final_checkpoint(
-          serving.load_config(run).replace(model_dir=run)),
+      for prefix in (run_state.final_checkpoint(
+          exported_ranker.load_config(run).replace(model_dir=run)),
                      run_dir_lib.RunDir(run).best_checkpoint()):
         nan_checkpoint(prefix)
       before = tree_digest(run)

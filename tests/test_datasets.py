@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf.data import datasets
+from rank4class_tf.data import splits
 from rank4class_tf.data import features as features_lib
 from rank4class_tf.data import inputs as inputs_lib
 
@@ -216,7 +217,7 @@ class MindTest(tf.test.TestCase):
 
   def test_stratified_split_proportions(self):
     labels = np.repeat(np.arange(4), [100, 50, 10, 5])
-    train, val, test = datasets.stratified_split(labels, (0.6, 0.2, 0.2), 1)
+    train, val, test = splits.stratified_split(labels, (0.6, 0.2, 0.2), 1)
     self.assertAllEqual(np.bincount(labels[train]), [60, 30, 6, 3])
     self.assertAllEqual(np.bincount(labels[val]), [20, 10, 2, 1])
     self.assertAllEqual(np.bincount(labels[test]), [20, 10, 2, 1])

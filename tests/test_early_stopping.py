@@ -1,5 +1,5 @@
-"""Tests of `--patience` (training.callbacks.EarlyStopping, trainer's
-final_epoch / converged / already_finished): a run stops exactly `patience`
+"""Tests of `--patience` (training.callbacks.EarlyStopping, run_state's
+final_epoch / converged, trainer's already_finished): a run stops exactly `patience`
 validations after its best, a resumed run stops where the uninterrupted one
 does, a stopped run is finished and says `converged`.
 
@@ -21,6 +21,7 @@ from rank4class_tf.training import builders
 from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import pipeline as pipeline_lib
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 
 MONITOR = "val_top1_accuracy"
@@ -147,18 +148,18 @@ class PatienceRunTest(tf.test.TestCase):
     run = run_dir_lib.RunDir(model_dir)
     self.assertEqual((run.resume_epoch(), run.checkpoint_epochs()),
                      (3, [1, 2, 3]))
-    self.assertIsNone(training.final_epoch(config))
-    self.assertFalse(training.converged(config))
+    self.assertIsNone(run_state.final_epoch(config))
+    self.assertFalse(run_state.converged(config))
     train_with(config, STALLS)  # The same command resumes it.
     # Stopped where the uninterrupted run stops: 2 validations after its
     # best (Keras' own EarlyStopping, restarted, would train to epoch 8).
     self.assertEqual(run.checkpoint_epochs(), [1, 2, 3, 4])
     self.assertEqual(run.best()["epoch"], 2)
-    self.assertEqual(training.final_epoch(config), 4)
-    self.assertTrue(training.converged(config))
+    self.assertEqual(run_state.final_epoch(config), 4)
+    self.assertTrue(run_state.converged(config))
     self.assertTrue(run.has_exports())  # Exported as after a last step.
     self.assertFalse(run.has_backup())
-    self.assertTrue(training.is_trained(config))
+    self.assertTrue(run_state.is_trained(config))
     line = (f"already finished: `model_dir`={model_dir} stopped at step 20 "
             "of {}, converged (`patience`=2) (best top1_accuracy 0.5000 at "
             f"step 10, exported to {model_dir}/export/best_model_by_metric); "
@@ -179,8 +180,8 @@ class PatienceRunTest(tf.test.TestCase):
     model_dir = os.path.join(tempfile.mkdtemp(), "run")
     config = digits(model_dir, train_steps=20, export=False)
     train_with(config, [0.1, 0.2, 0.3, 0.4])
-    self.assertEqual(training.final_epoch(config), 4)
-    self.assertFalse(training.converged(config))
+    self.assertEqual(run_state.final_epoch(config), 4)
+    self.assertFalse(run_state.converged(config))
     self.assertStartsWith(training.already_finished(config),
                           "already finished: `model_dir`="
                           f"{model_dir} trained its 20 steps, not converged "
@@ -194,7 +195,7 @@ class PatienceRunTest(tf.test.TestCase):
     train_with(longer, [0.1, 0.2, 0.3, 0.4, 0.35, 0.3, 0.9, 0.9])
     self.assertEqual(run_dir_lib.RunDir(model_dir).checkpoint_epochs(),
                      [1, 2, 3, 4, 5, 6])
-    self.assertTrue(training.converged(longer))
+    self.assertTrue(run_state.converged(longer))
 
 
 def fake_run(trained, best, **values):
@@ -238,8 +239,8 @@ class FinishedTest(tf.test.TestCase, parameterized.TestCase):
                                            command, end, done, line):
     config = fake_run(trained, best, train_steps=5 * epochs)
     config = config.replace(train_steps=5 * command)
-    self.assertEqual(training.final_epoch(config), end)
-    self.assertEqual(training.converged(config), done)
+    self.assertEqual(run_state.final_epoch(config), end)
+    self.assertEqual(run_state.converged(config), done)
     finished = training.already_finished(config)
     if line is None:
       self.assertIsNone(finished)
@@ -249,7 +250,7 @@ class FinishedTest(tf.test.TestCase, parameterized.TestCase):
           f"{line} (`patience`=2) (best top1_accuracy 0.5000 at step "
           f"{best * 5}, not exported (`export`=False)); nothing changed."))
     if end is None and trained == epochs:
-      self.assertEqual(training.extension_start(config), (
+      self.assertEqual(run_state.extension_start(config), (
           run_dir_lib.RunDir(config.trainer.model_dir).checkpoint(trained),
           trained))
 
@@ -262,10 +263,10 @@ class FinishedTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_a_run_without_patience_ends_at_its_ceiling(self):
     config = fake_run(4, 2, patience=0)
-    self.assertIsNone(training.final_epoch(config))
-    self.assertIsNone(training.converged(config))
+    self.assertIsNone(run_state.final_epoch(config))
+    self.assertIsNone(run_state.converged(config))
     config = fake_run(8, 2, patience=0)
-    self.assertEqual(training.final_epoch(config), 8)
+    self.assertEqual(run_state.final_epoch(config), 8)
     self.assertEqual(training.already_finished(config), (
         f"already finished: `model_dir`={config.trainer.model_dir} trained "
         "its 40 steps (best top1_accuracy 0.5000 at step 10, not exported "
@@ -282,7 +283,7 @@ class OldRunTest(tf.test.TestCase):
     old = config_lib.TrainConfig.from_json(json.dumps(values))
     self.assertEqual((old.trainer.patience, old.trainer.lr_schedule,
                       old.trainer.warmup_steps), (0, "constant", 0))
-    self.assertIsNone(training.converged(old))
+    self.assertIsNone(run_state.converged(old))
     new = digits("/run", patience=0).flat()
     self.assertEqual(run_guard.differences(old.flat(), new), [])
     run_guard.check_identity("/run", old.flat(), new, overwrite=False)

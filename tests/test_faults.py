@@ -33,10 +33,12 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
 from rank4class_tf import distribute
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
+from rank4class_tf.serving import saved_model
 from rank4class_tf.training import builders
 from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 import helpers
 
@@ -61,17 +63,17 @@ run = helpers.run_command
 # (os._exit(9), no clean-up) while writing the best export.
 CRASH_IN_BEST_EXPORT = textwrap.dedent("""
     import os, runpy, sys
-    from rank4class_tf import serving
+    from rank4class_tf.serving import saved_model
     os.umask(int(sys.argv[1], 8))
     crash = "--crash=no" not in sys.argv
-    write = serving.export_saved_model
+    write = saved_model.export_saved_model
     def export(model, export_to, *args, **kwargs):
       if crash and export_to.endswith("best_model_by_metric"):
         os.makedirs(os.path.join(os.path.dirname(export_to), ".tmp-killed",
                                  "variables"))
         os._exit(9)
       write(model, export_to, *args, **kwargs)
-    serving.export_saved_model = export
+    saved_model.export_saved_model = export
     sys.argv = ["pipelines.train"] + [a for a in sys.argv[2:]
                                       if a != "--crash=no"]
     runpy.run_module("pipelines.train", run_name="__main__", alter_sys=True)
@@ -276,7 +278,7 @@ class RunIntegrityTest(tf.test.TestCase):
                   "--interaction=lc_mlp", "--overwrite"))
     self.assertLen(glob.glob(os.path.join(model_dir, "train", "events.*")),
                    1)
-    self.assertEqual(serving.load_config(model_dir).loss.name, "approx_ndcg")
+    self.assertEqual(exported_ranker.load_config(model_dir).loss.name, "approx_ndcg")
 
     # A second training into the same folder while one holds it.
     with run_guard.RunLock(model_dir):
@@ -295,11 +297,11 @@ class RunIntegrityTest(tf.test.TestCase):
     data = datasets.get("digits")
     nan_scores = lambda ranker, data, split, batch_size: (
         np.zeros(3, np.int64), np.full([3, 10], np.nan, np.float32))
-    with mock.patch.object(serving, "split_scores", nan_scores):
+    with mock.patch.object(exported_ranker, "split_scores", nan_scores):
       with self.assertRaisesRegex(
           ValueError, r"best_model_by_metric gives non-finite scores \(NaN "
           r"or Inf\) to 3 of 3 test instances: the model diverged"):
-        serving.evaluate(model_dir, data, "test")
+        exported_ranker.evaluate(model_dir, data, "test")
 
   def test_diverged_run_stops_without_export(self):
     model_dir = os.path.join(tempfile.mkdtemp(), "nan")
@@ -399,13 +401,13 @@ class FinishedRunTest(tf.test.TestCase):
                      ["best.json", "checkpoint", f"{best}.data-00000-of-00001",
                       f"{best}.index"])
     self.assertStartsWith(training.already_finished(
-        serving.load_config(extended)), "already finished: ")
+        exported_ranker.load_config(extended)), "already finished: ")
     # The best export is the best checkpoint's.
-    config = serving.load_config(extended).replace(model_dir=extended)
+    config = exported_ranker.load_config(extended).replace(model_dir=extended)
     scored = training.checkpoint_scores(config, builders.load_data(config),
                                         ("test",))
-    labels, scores = serving.split_scores(
-        serving.ExportedRanker(extended), builders.load_data(config), "test")
+    labels, scores = exported_ranker.split_scores(
+        exported_ranker.ExportedRanker(extended), builders.load_data(config), "test")
     self.assertAllClose(scored["test"][1], scores, atol=1e-5)
     # A bad value: one line naming the flag, nothing written.
     bad = os.path.join(tempfile.mkdtemp(), "bad")
@@ -430,8 +432,8 @@ class FinishedRunTest(tf.test.TestCase):
     # run's and no backup is there; it goes on from the newest checkpoint.
     unbacked = self.copy(killed)
     shutil.rmtree(os.path.join(unbacked, "backup"))
-    config = serving.load_config(unbacked).replace(model_dir=unbacked)
-    self.assertEqual(training.extension_start(config),
+    config = exported_ranker.load_config(unbacked).replace(model_dir=unbacked)
+    self.assertEqual(run_state.extension_start(config),
                      (os.path.join(unbacked, "checkpoints", "ckpt-0003"), 3))
     # The same command resumes the killed extension (it used to be refused).
     proc = run(train_cmd(killed, *steps))
@@ -439,9 +441,9 @@ class FinishedRunTest(tf.test.TestCase):
     self.assertIn("Epoch 4/4", proc.stdout)
     self.assertNotIn("Epoch 3/4", proc.stdout)
     self.assertFalse(os.path.exists(os.path.join(killed, "backup")))
-    self.assertEqual(serving.load_config(killed).trainer.train_steps, 40)
+    self.assertEqual(exported_ranker.load_config(killed).trainer.train_steps, 40)
     self.assertStartsWith(training.already_finished(
-        serving.load_config(killed)), "already finished: ")
+        exported_ranker.load_config(killed)), "already finished: ")
 
 
 class ExportTest(tf.test.TestCase):
@@ -520,9 +522,9 @@ class ExportTest(tf.test.TestCase):
     pipeline = builders.build_pipeline(config, datasets.get("digits"))
     model = pipeline.model_builder.build()
     scorers = []
-    scoring_function = serving.scoring_function
+    scoring_function = saved_model.scoring_function
     self.enter_context(mock.patch.object(
-        serving, "scoring_function",
+        saved_model, "scoring_function",
         lambda *args: scorers.append(scoring_function(*args)) or scorers[-1]))
     saved = []
     save = model.save
@@ -684,8 +686,8 @@ class EveryFlagTest(tf.test.TestCase, parameterized.TestCase):
       "--dataset=mnist", "--metrics=top0_accuracy", "--best_metric=map",
       "--encoder_size=huge", "--model_dir=", "--seed=-1",
       "--seed=4294967296", "--patience=-1", "--lr_schedule=step",
-      "--warmup_steps=-1", "--warmup_steps=2000", "--cosine_fusion=1.5",
-      "--seen_margin=inf", "--class_projection=sparse",
+      "--warmup_steps=-1", "--warmup_steps=2000", "--split_rule=hash",
+      "--cosine_fusion=1.5", "--seen_margin=inf", "--class_projection=sparse",
   )
   def test_bad_value(self, flag):
     argv = ["train", "--model_dir=/tmp/never_written", flag]

@@ -22,9 +22,10 @@ from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import pretrained
 from rank4class_tf.modeling import stateless_dropout
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 import helpers
 import test_text_pipelines
@@ -276,7 +277,7 @@ def head_weights(config, data, checkpoint=None):
   and for a run not trained from a cache the encoder's."""
   model = builders.build_pipeline(config, data).model_builder.build()
   path = (os.path.join(config.trainer.model_dir, "checkpoints", checkpoint)
-          if checkpoint else training.final_checkpoint(config))
+          if checkpoint else run_state.final_checkpoint(config))
   model.load_weights(path).expect_partial()
   return {w.name: w.numpy() for w in model.weights}
 
@@ -321,7 +322,7 @@ class FrozenTrainingTest(tf.test.TestCase):
   def test_on_the_fly_encoder_kept_minilms_weights(self):
     model = builders.build_pipeline(self.on_the_fly,
                                     self.data).model_builder.build()
-    model.load_weights(training.final_checkpoint(
+    model.load_weights(run_state.final_checkpoint(
         self.on_the_fly)).expect_partial()
     network = model.get_layer("encoder").network
     fresh = pretrained.build_bert_encoder(**pretrained.MINILM_L6)
@@ -330,14 +331,14 @@ class FrozenTrainingTest(tf.test.TestCase):
       self.assertAllEqual(a, b)
 
   def test_config_records_pooling_and_cache_folder(self):
-    config = serving.load_config(self.cached.trainer.model_dir)
+    config = exported_ranker.load_config(self.cached.trainer.model_dir)
     self.assertEqual(config.model.pooling, "mean")
     folders = os.listdir(builders.feature_cache_dir(self.cached))
     self.assertLen(folders, 1)
 
   def test_export_serves_mean_pooling_on_raw_text(self):
     model_dir = self.cached.trainer.model_dir
-    ranker = serving.ExportedRanker(model_dir)
+    ranker = exported_ranker.ExportedRanker(model_dir)
     texts = ["I love this so much", "the bus comes at nine"]
     served = ranker.scores(texts)
     # Independently: mean-pooled MiniLM h, h' = [h, 1], scores = h' C^T
@@ -356,9 +357,9 @@ class FrozenTrainingTest(tf.test.TestCase):
 
   def test_checkpoint_scores_equal_the_export(self):
     scored = training.checkpoint_scores(self.cached, self.data)
-    ranker = serving.ExportedRanker(self.cached.trainer.model_dir)
+    ranker = exported_ranker.ExportedRanker(self.cached.trainer.model_dir)
     for split in ("validation", "test"):
-      labels, scores = serving.split_scores(ranker, self.data, split)
+      labels, scores = exported_ranker.split_scores(ranker, self.data, split)
       self.assertAllEqual(scored[split][0], labels)
       self.assertAllClose(scored[split][1], scores, atol=1e-5)
 
@@ -409,14 +410,14 @@ class ExportLaterTest(tf.test.TestCase):
                         label_heads=2)
     training.train(config)
     self.assertFalse(run_dir_lib.RunDir(model_dir).has_exports())
-    self.assertTrue(training.is_trained(config))
+    self.assertTrue(run_state.is_trained(config))
     training.train(config)  # Finished: trains nothing, exports nothing.
     self.assertFalse(run_dir_lib.RunDir(model_dir).has_exports())
     result = helpers.run_module("pipelines.export",
                                 f"--model_dir={model_dir}")
     self.assertIn("best_model_by_metric", result.stdout)
     data = builders.load_data(config)
-    labels, scores = serving.split_scores(serving.ExportedRanker(model_dir),
+    labels, scores = exported_ranker.split_scores(exported_ranker.ExportedRanker(model_dir),
                                           data, "test")
     scored = training.checkpoint_scores(config, data, ("test",))
     self.assertAllClose(scored["test"][1], scores, atol=1e-5)

@@ -1,4 +1,5 @@
-"""The hostile probe's cases for training and serving (docs/testing.md).
+"""The hostile probe's cases for training and serving (docs/testing.md;
+`serving/exported_ranker.py`: damaged exports and configs, class names).
 
 Each case ends correct, or with one line naming the file or flag and exit 1,
 nothing lost or half-written: asserted on the message, the exit code (where
@@ -27,7 +28,8 @@ from pipelines import line_input
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
+from rank4class_tf.serving import saved_model
 from rank4class_tf.training import run_guard
 from rank4class_tf.training import trainer as training
 import helpers
@@ -334,10 +336,10 @@ class ServingTest(tf.test.TestCase):
   def test_names_come_from_the_export(self):
     folder = self.copy()
     self.write_classes(folder, self.names[::-1])
-    ranker = serving.ExportedRanker(folder)
+    ranker = exported_ranker.ExportedRanker(folder)
     self.assertEqual(ranker.class_names, self.names)
     self.write_classes(folder, self.names[:3])
-    self.assertEqual(serving.ExportedRanker(folder).class_names, self.names)
+    self.assertEqual(exported_ranker.ExportedRanker(folder).class_names, self.names)
     # The ranking itself names the export's classes.
     image = np.zeros((1, 8, 8, 1), np.float32)
     ranked = ranker.rank(image, top_k=10)[0]
@@ -351,18 +353,18 @@ class ServingTest(tf.test.TestCase):
     loaded = tf.saved_model.load(best)
     old = os.path.join(folder, "old")
     tf.saved_model.save(loaded, old, signatures={
-        serving.SERVING_KEY: loaded.signatures[serving.SERVING_KEY]})
+        saved_model.SERVING_KEY: loaded.signatures[saved_model.SERVING_KEY]})
     shutil.rmtree(best)
     os.rename(old, best)
-    self.assertEqual(serving.ExportedRanker(folder).class_names, self.names)
+    self.assertEqual(exported_ranker.ExportedRanker(folder).class_names, self.names)
     self.write_classes(folder, self.names[::-1])
     with self.assertRaisesRegex(ValueError, r"^.*/classes.json does not "
                                 r"match the export's class names \(class "):
-      serving.ExportedRanker(folder)
+      exported_ranker.ExportedRanker(folder)
     self.write_classes(folder, self.names[:9])
     with self.assertRaisesRegex(ValueError, r"^.*/classes.json names 9 "
                                 r"classes; the export ranks 10\.$"):
-      serving.ExportedRanker(folder)
+      exported_ranker.ExportedRanker(folder)
 
   def test_old_export_names_come_from_its_graph(self):
     # The constant the old export's serving_default names its top classes
@@ -370,9 +372,9 @@ class ServingTest(tf.test.TestCase):
     folder = self.copy()
     best = os.path.join(folder, "export", run_dir_lib.BEST_EXPORT)
     loaded = tf.saved_model.load(best)
-    serve = loaded.signatures[serving.SERVING_KEY]
+    serve = loaded.signatures[saved_model.SERVING_KEY]
     old = os.path.join(folder, "old")
-    tf.saved_model.save(loaded, old, signatures={serving.SERVING_KEY: serve})
+    tf.saved_model.save(loaded, old, signatures={saved_model.SERVING_KEY: serve})
     shutil.rmtree(best)
     os.rename(old, best)
     top = set(serve(image=tf.zeros([1, 8, 8, 1]))["top_k_ids"].numpy()[0])
@@ -384,9 +386,9 @@ class ServingTest(tf.test.TestCase):
         ValueError, rf"^.*/classes.json does not match the export's class "
         rf"names \(class {a} is '{self.names[a]}' in the export, "
         rf"'{self.names[b]}' in the file\)\.$"):
-      serving.ExportedRanker(folder)
+      exported_ranker.ExportedRanker(folder)
     os.remove(os.path.join(folder, run_dir_lib.CLASSES_FILE))
-    self.assertEqual(serving.ExportedRanker(folder).class_names, self.names)
+    self.assertEqual(exported_ranker.ExportedRanker(folder).class_names, self.names)
 
   def test_overwrite_replaces_an_unreadable_config(self):
     folder = self.copy()
@@ -402,8 +404,8 @@ class ServingTest(tf.test.TestCase):
       training.train(digits_config(folder))
     self.assertEqual(tree_digest(folder), before)
     training.train(digits_config(folder, overwrite=True))
-    self.assertEqual(serving.load_config(folder).data.dataset, "digits")
-    self.assertEqual(serving.ExportedRanker(folder).class_names, self.names)
+    self.assertEqual(exported_ranker.load_config(folder).data.dataset, "digits")
+    self.assertEqual(exported_ranker.ExportedRanker(folder).class_names, self.names)
 
   def test_damaged_exports(self):
     folder = self.copy()
@@ -417,13 +419,13 @@ class ServingTest(tf.test.TestCase):
                                 r"be loaded \(.*\): the export is damaged; "
                                 r"remove it and write it again with "
                                 r"pipelines.export `model_dir`=.*\.$"):
-      serving.ExportedRanker(folder)
+      exported_ranker.ExportedRanker(folder)
     for name in os.listdir(best):  # An emptied export folder.
       path = os.path.join(best, name)
       (shutil.rmtree if os.path.isdir(path) else os.remove)(path)
     with self.assertRaisesRegex(ValueError, r"cannot be loaded \(SavedModel "
                                 r"file does not exist"):
-      serving.ExportedRanker(folder)
+      exported_ranker.ExportedRanker(folder)
 
   def test_damaged_config(self):
     folder = self.copy()
@@ -434,7 +436,7 @@ class ServingTest(tf.test.TestCase):
       f.write(text[:100])
     with self.assertRaisesRegex(ValueError, r"^.*/config.json cannot be read "
                                 r"as a run's config \(Unterminated string"):
-      serving.load_config(folder)
+      exported_ranker.load_config(folder)
     raw = json.loads(text)
     raw["model"]["bogus"] = 1
     with open(path, "w") as f:
@@ -442,7 +444,7 @@ class ServingTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r"^.*/config.json cannot be read "
                                 r"as a run's config \(.*unexpected keyword "
                                 r"argument 'bogus'\)\.$"):
-      serving.load_config(folder)
+      exported_ranker.load_config(folder)
 
   def test_binary_evaluate_damaged_export(self):
     folder = self.copy()

@@ -21,7 +21,7 @@ import tensorflow_datasets as tfds
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features as features_lib
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 import helpers
 
@@ -66,7 +66,7 @@ class Cifar10VGG16Test(tf.test.TestCase):
               mock_examples=8)
 
   def test_serving_takes_raw_uint8_and_equals_the_model(self):
-    config = serving.load_config(self.model_dir)
+    config = exported_ranker.load_config(self.model_dir)
     self.assertEqual((config.data.dataset, config.model.encoder), ("cifar10", "vgg16"))
     with tfds.testing.mock_data(num_examples=8):
       data = builders.load_data(config)  # Same fake examples, same stats.
@@ -139,7 +139,7 @@ class PrecisionAndXLATest(tf.test.TestCase):
               "--interaction=concat_mlp", "--mlp_units=8", "--batch_size=16",
               "--train_steps=2", "--eval_every=1", "--mixed_precision=float16",
               "--jit_compile", f"--model_dir={model_dir}")
-    config = serving.load_config(model_dir)
+    config = exported_ranker.load_config(model_dir)
     self.assertEqual(config.trainer.mixed_precision, "float16")
     self.assertTrue(config.trainer.jit_compile)
     data = datasets.get("digits32")

@@ -17,6 +17,8 @@ from absl.testing import parameterized
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
+from rank4class_tf.data.sources import image_catalog
+from rank4class_tf import catalog
 from rank4class_tf.data import features as features_lib
 from rank4class_tf.data import images
 from rank4class_tf.modeling import encoders
@@ -38,7 +40,8 @@ class ImageNetPreprocessingTest(tf.test.TestCase):
     # only the ResNet encoder and the ImageNet recipe import it, when used.
     out = subprocess.run(
         [sys.executable, "-c",
-         "import sys, pipelines.study, rank4class_tf.serving; "
+         "import sys, pipelines.study, rank4class_tf.serving.saved_model, "
+         "rank4class_tf.serving.exported_ranker; "
          "print([m for m in sys.modules if m.startswith('official.vision')])"],
         cwd=helpers.REPO, capture_output=True, text=True, check=True,
         timeout=300)
@@ -164,7 +167,7 @@ class ImageDatasetsTest(tf.test.TestCase):
       data = datasets.get("imagenet2012", "/unused", image_size=40)
       self.assertEqual(data.num_classes, 1000)
       self.assertEqual(data.class_names[0], "n01440764")
-      self.assertEqual(data.shuffle_buffer, datasets.IMAGENET_SHUFFLE_BUFFER)
+      self.assertEqual(data.shuffle_buffer, image_catalog.IMAGENET_SHUFFLE_BUFFER)
       for training, split in ((True, "train"), (False, "validation")):
         features, labels = next(iter(datasets.ranking_dataset(
             data, split, 2, training=training)))
@@ -187,7 +190,7 @@ class ImageDatasetsTest(tf.test.TestCase):
 
   def test_missing_tfds_data_is_one_line(self):
     empty = tempfile.mkdtemp()
-    for name in datasets.TFDS_DATASETS:
+    for name in catalog.TFDS_DATASETS:
       with self.assertRaises(ValueError) as e:
         datasets.get(name, empty)
       self.assertEqual(len(str(e.exception).splitlines()), 1)
@@ -328,7 +331,7 @@ class ImageConfigTest(tf.test.TestCase, parameterized.TestCase):
       (dict(dataset="imagenet2012", encoder="resnet50",
             init_checkpoint="minilm"), "`init_checkpoint`='minilm' is a text"),
       (dict(mixed_precision="half"), "`mixed_precision`='half' is not "
-       "valid; choose one of: float32, bfloat16, float16"),
+       "valid; choose one of: auto, float32, bfloat16, float16"),
       (dict(length_bucketing="no"),
        "`length_bucketing`='no' must be true or false"),
       (dict(jit_compile="yes"), "`jit_compile`='yes' must be true or false"),

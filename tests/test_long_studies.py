@@ -67,7 +67,7 @@ class LongStudiesTest(absltest.TestCase):
         from absl import flags
         from absl.testing import flagsaver
         from pipelines import study, train_flags
-        from rank4class_tf.study import runner
+        from rank4class_tf.study import settings
         out = {}
         for line in json.loads(sys.argv[1]):
           with flagsaver.flagsaver():
@@ -76,9 +76,9 @@ class LongStudiesTest(absltest.TestCase):
             FLAGS = flags.FLAGS
             base = train_flags.config_from_flags(model_dir=FLAGS.study_dir)
             grid = study.grid_from_flags()
-            runner.check_settings(base, grid)
-            runner._check_extend_steps(base.trainer, FLAGS.extend_steps,
-                                       FLAGS.extend_steps_limit)
+            settings.check_settings(base, grid)
+            settings.check_extend_steps(base.trainer, FLAGS.extend_steps,
+                                        FLAGS.extend_steps_limit)
             t = base.trainer
             out[FLAGS.study_dir] = [
                 len(grid.runs()), len(grid.cell_keys()), list(grid.seeds),

@@ -24,9 +24,11 @@ import tensorflow_datasets as tfds
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
+from rank4class_tf.data.sources import image_catalog
+from rank4class_tf import catalog
 from rank4class_tf.data import features as features_lib
 from rank4class_tf.data import images
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import trainer as training
 import helpers
 
@@ -128,11 +130,11 @@ def pairs_by_shape(data, split):
 class MultiHotTest(tf.test.TestCase):
 
   def test_duplicates_collapse_and_none_is_zeros(self):
-    got = datasets.multi_hot(tf.constant([2, 0, 2]), 4, "voc/2007")
+    got = image_catalog.multi_hot(tf.constant([2, 0, 2]), 4, "voc/2007")
     self.assertEqual(got.dtype, tf.float32)
     self.assertAllEqual(got, [1., 0., 1., 0.])
     self.assertAllEqual(
-        datasets.multi_hot(tf.zeros([0], tf.int64), 3, "voc/2007"), [0.] * 3)
+        image_catalog.multi_hot(tf.zeros([0], tf.int64), 3, "voc/2007"), [0.] * 3)
 
   def test_label_outside_the_class_list_stops_the_pipeline(self):
     for name, num_classes, bad in (("coco2017", 80, [3, 80]),
@@ -141,7 +143,7 @@ class MultiHotTest(tf.test.TestCase):
       element = {"image": tf.zeros([4, 5, 3], tf.uint8),
                  "objects": {"label": tf.constant(bad, tf.int64)}}
       ds = tf.data.Dataset.from_tensors(element).map(
-          datasets.tfds_pair(datasets.TFDS_SOURCES[name], num_classes))
+          image_catalog.tfds_pair(image_catalog.TFDS_SOURCES[name], num_classes))
       with self.assertRaisesRegex(
           tf.errors.InvalidArgumentError,
           f"{tfds_name}: object label outside the class list "
@@ -149,7 +151,7 @@ class MultiHotTest(tf.test.TestCase):
         list(ds.as_numpy_iterator())
 
   def test_single_label_sources_keep_int64_ids(self):
-    to_pair = datasets.tfds_pair(datasets.TFDS_SOURCES["cifar10"], 10)
+    to_pair = image_catalog.tfds_pair(image_catalog.TFDS_SOURCES["cifar10"], 10)
     image, label = to_pair({"image": tf.zeros([32, 32, 3], tf.uint8),
                             "label": tf.constant(3, tf.int64)})
     self.assertEqual((image.shape, label.dtype, int(label)),
@@ -181,7 +183,7 @@ class PreparedDataTest(tf.test.TestCase):
         }))
 
   def test_voc2007(self):
-    self.assertEqual(datasets.TFDS_SPLITS["voc2007"], {
+    self.assertEqual(catalog.TFDS_SPLITS["voc2007"], {
         "train": "train+validation", "validation": "test", "test": "test"})
     data = datasets.get("voc2007", self.data_dir)
     self.assertEqual(data.class_names, VOC_CLASSES)
@@ -204,7 +206,7 @@ class PreparedDataTest(tf.test.TestCase):
         [tf.data.UNKNOWN_CARDINALITY, 1, 1])
 
   def test_coco2017(self):
-    self.assertEqual(datasets.TFDS_SPLITS["coco2017"], {
+    self.assertEqual(catalog.TFDS_SPLITS["coco2017"], {
         "train": "train", "validation": "validation", "test": "validation"})
     data = datasets.get("coco2017", self.data_dir, image_size=64)
     # Names from the prepared ClassLabel feature, in the files' order.
@@ -244,7 +246,7 @@ class MockDataTest(tf.test.TestCase):
       self.assertFalse(data.streams["train"].exact_size)
       self.assertTrue(data.streams["test"].exact_size)
       self.assertEqual(data.shuffle_buffer,
-                       datasets.MULTI_LABEL_SHUFFLE_BUFFER)
+                       image_catalog.MULTI_LABEL_SHUFFLE_BUFFER)
       self.assertEqual(data.instance_shape, (224, 224, 3))
       self.assertLen(pairs, 3)
       for (image, label), objects in zip(pairs, raw):
@@ -375,7 +377,7 @@ class TrainingTest(tf.test.TestCase):
       export = training.train(config)
       results = helpers.evaluate(model_dir, "test")
     self.assertTrue(tf.saved_model.contains_saved_model(export))
-    self.assertEqual(serving.load_class_names(model_dir), list(VOC_CLASSES))
+    self.assertEqual(exported_ranker.load_class_names(model_dir), list(VOC_CLASSES))
     self.assertEqual(results["num_examples"], 6)
     self.assertBetween(results["ndcg@5"], 0., 1.)
     serve = tf.saved_model.load(export).signatures["serving_default"]

@@ -19,7 +19,7 @@ from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.ranking import losses
 from rank4class_tf.ranking import metrics
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import trainer as training
 import helpers
 
@@ -76,7 +76,7 @@ class MulConRunTest(tf.test.TestCase):
   def test_second_step_logged_the_contrastive_loss(self):
     # TensorBoard's train events hold `epoch_contrastive_loss` for both
     # epochs: 0 weight (still computed) then the second step.
-    config = serving.load_config(self.model_dir)
+    config = exported_ranker.load_config(self.model_dir)
     self.assertEqual(config.loss.contrastive_start_step, 2)
     self.assertEqual(config.model.interaction, "label_attention")
     tags = set()
@@ -101,7 +101,7 @@ class MulConRunTest(tf.test.TestCase):
         set(ML_METRICS.split(",")) | {"cf1_top3", "precision@2"})
     # The exported model's scores give the same numbers through the
     # library's metrics.
-    ranker = serving.ExportedRanker(self.model_dir)
+    ranker = exported_ranker.ExportedRanker(self.model_dir)
     texts = np.array([t for t, _ in ROWS], object)
     labels = np.zeros([len(ROWS), 4], np.float32)
     for i, (_, ids) in enumerate(ROWS):
@@ -135,11 +135,11 @@ class TwoWayRunTest(tf.test.TestCase):
         two_way_positive_temperature=2., batch_size=6, max_seq_length=12,
         train_steps=2, eval_every=2, metrics=("map_class", "ndcg@3"),
         best_metric="map_class", model_dir=model_dir))
-    config = serving.load_config(model_dir)
+    config = exported_ranker.load_config(model_dir)
     self.assertEqual(losses.config_kwargs(config.loss, 4, 0),
                      {"positive_temperature": 2.0,
                       "negative_temperature": 1.0})
-    ranker = serving.ExportedRanker(model_dir)
+    ranker = exported_ranker.ExportedRanker(model_dir)
     out = ranker.outputs(np.array(["so happy", "awful"], object))
     scores = out["scores"]
     self.assertEqual(scores.shape, (2, 4))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import tensorflow as tf
 
 from rank4class_tf.data import datasets
+from rank4class_tf.data.sources import shipped_text
 
 SETTINGS = hypothesis.settings(max_examples=150, deadline=None,
                                derandomize=True)
@@ -37,7 +38,7 @@ class ParserFuzzTest(tf.test.TestCase):
   def test_goemotions_parser(self, content):
     path = write_bytes(content)
     try:
-      texts, labels = datasets.read_goemotions_tsv(path, num_classes=28)
+      texts, labels = shipped_text.read_goemotions_tsv(path, num_classes=28)
     except ValueError as e:
       self.assertTrue(str(e).startswith(path), str(e))
     else:
@@ -52,7 +53,7 @@ class ParserFuzzTest(tf.test.TestCase):
   def test_mind_parser(self, content):
     path = write_bytes(content)
     try:
-      instances, categories = datasets.read_mind_news(path)
+      instances, categories = shipped_text.read_mind_news(path)
     except ValueError as e:
       self.assertTrue(str(e).startswith(path), str(e))
     else:

@@ -20,7 +20,8 @@ from absl.testing import parameterized
 
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features as features_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
+from rank4class_tf.serving import saved_model
 from rank4class_tf.ranking import calibration
 from rank4class_tf.training import builders
 from rank4class_tf.training import pipeline
@@ -87,7 +88,7 @@ class TrainEvaluateTest(tf.test.TestCase):
 
   def test_model_dir_holds_everything(self):
     d = self.model_dir
-    config = serving.load_config(d)
+    config = exported_ranker.load_config(d)
     self.assertEqual((config.loss.name, config.model.interaction,
                       config.trainer.train_steps),
                      ("approx_ndcg", "lc_mlp", 60))
@@ -122,7 +123,7 @@ class TrainEvaluateTest(tf.test.TestCase):
     served = np.load(out, allow_pickle=True)  # top_k_names are bytes objects.
 
     # The model: rebuilt from the run's config, best checkpoint restored.
-    config = serving.load_config(self.model_dir)
+    config = exported_ranker.load_config(self.model_dir)
     model = builders.build_pipeline(config, data).model_builder.build()
     model.load_weights(tf.train.latest_checkpoint(
         os.path.join(self.model_dir, "best_checkpoint"))).expect_partial()
@@ -141,8 +142,8 @@ class TrainEvaluateTest(tf.test.TestCase):
     export = os.path.join(self.model_dir, "export", "best_model_by_metric")
     loaded = tf.saved_model.load(export)
     self.assertCountEqual(loaded.signatures.keys(),
-                          [serving.SERVING_KEY, serving.CLASS_NAMES_KEY])
-    # Saved without Keras' layer traces (serving.export_saved_model): the
+                          [saved_model.SERVING_KEY, saved_model.CLASS_NAMES_KEY])
+    # Saved without Keras' layer traces (saved_model.export_saved_model): the
     # loaded object has no call function of its own, only the signatures
     # (the model itself: its config and checkpoint, as in the test above).
     self.assertFalse(callable(loaded))
@@ -183,7 +184,7 @@ class TrainEvaluateTest(tf.test.TestCase):
     self.assertLess(got["calibrated_nll"], got["nll"])
 
   def test_probabilities_are_the_calibrated_softmax(self):
-    ranker = serving.ExportedRanker(self.model_dir)
+    ranker = exported_ranker.ExportedRanker(self.model_dir)
     self.assertTrue(ranker.has_probabilities)
     images = datasets.get("digits").splits["test"][0][:16]
     out = ranker.outputs(images)
@@ -318,7 +319,7 @@ class SoDeepLossTest(tf.test.TestCase):
     run("pipelines.train", "--dataset=digits", "--loss=sodeep_spearman",
         "--sorter=lstm", "--parallel_loss=mse", "--parallel_weight=0.1",
         "--train_steps=20", "--eval_every=10", f"--model_dir={model_dir}")
-    config = serving.load_config(model_dir)
+    config = exported_ranker.load_config(model_dir)
     self.assertEqual((config.loss.name, config.loss.sorter,
                       config.loss.parallel_loss),
                      ("sodeep_spearman", "lstm", "mse"))

@@ -16,6 +16,7 @@ from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.training import pipeline as pipeline_lib
 from rank4class_tf.training import schedules
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 
 RATE, STEPS, WARMUP = 1e-3, 1000, 100
@@ -151,7 +152,7 @@ class ResumeTest(tf.test.TestCase):
     self.assertAllClose([rate for _, rate in rates],
                         [0.0, 1.5e-4, 3e-4, 4.5e-4, 6e-4, 5e-4, 4e-4, 3e-4,
                          2e-4, 1e-4], atol=1e-9)
-    self.assertTrue(training.is_trained(config))
+    self.assertTrue(run_state.is_trained(config))
 
 
 if __name__ == "__main__":

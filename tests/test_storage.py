@@ -24,11 +24,12 @@ from pipelines import console
 from rank4class_tf import config as config_lib
 from rank4class_tf import fileio
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.data import datasets
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 import helpers
 import test_feature_cache
@@ -126,7 +127,7 @@ class RamRunTest(tf.test.TestCase):
     self.assertEmpty([name for name in files if name.startswith("backup")
                       or fileio.TMP_MARK in name or name == ".lock"])
     self.assertFalse(run.has_backup())
-    self.assertEqual(serving.load_config(model_dir).flat(),
+    self.assertEqual(exported_ranker.load_config(model_dir).flat(),
                      builders.resolve_defaults(self.ram).flat())
     self.assertEqual(run.best()["epoch"], 2)
     # The best checkpoint is the final one: the best export, a copy of the
@@ -143,7 +144,7 @@ class RamRunTest(tf.test.TestCase):
     self.assertIsNone(finished)
 
   def test_finished_run_is_left_as_it_is(self):
-    self.assertTrue(training.is_trained(self.ram))
+    self.assertTrue(run_state.is_trained(self.ram))
     line = training.already_finished(self.ram)
     self.assertStartsWith(line, "already finished: `model_dir`=ram://")
     before = tree_digest(self.ram.trainer.model_dir)
@@ -152,18 +153,18 @@ class RamRunTest(tf.test.TestCase):
 
   def test_exports_score_as_the_local_runs(self):
     for export in run_dir_lib.EXPORTS:
-      on_ram = serving.ExportedRanker(self.ram.trainer.model_dir, export)
-      local = serving.ExportedRanker(self.local.trainer.model_dir, export)
+      on_ram = exported_ranker.ExportedRanker(self.ram.trainer.model_dir, export)
+      local = exported_ranker.ExportedRanker(self.local.trainer.model_dir, export)
       self.assertIsNotNone(on_ram.calibration)
       self.assertEqual(on_ram.class_names, local.class_names)
-      _, ram_scores = serving.split_scores(on_ram, self.data, "test")
-      _, local_scores = serving.split_scores(local, self.data, "test")
+      _, ram_scores = exported_ranker.split_scores(on_ram, self.data, "test")
+      _, local_scores = exported_ranker.split_scores(local, self.data, "test")
       self.assertAllEqual(ram_scores, local_scores)
     # As pipelines.evaluate reads a run: its config, then its export.
     model_dir = self.ram.trainer.model_dir
-    data = datasets.from_config(serving.load_config(model_dir).data)
-    self.assertEqual(serving.evaluate(model_dir, data, "test"),
-                     serving.evaluate(self.local.trainer.model_dir, data,
+    data = datasets.from_config(exported_ranker.load_config(model_dir).data)
+    self.assertEqual(exported_ranker.evaluate(model_dir, data, "test"),
+                     exported_ranker.evaluate(self.local.trainer.model_dir, data,
                                       "test"))
 
 
@@ -214,9 +215,9 @@ class RunGuardTest(tf.test.TestCase):
                    "export/latest_model/saved_model.pb",
                    "export/best_model_by_metric/saved_model.pb"):
         write(os.path.join(folder, name))
-      self.assertEqual(training.is_trained(config), fileio.is_local(folder))
+      self.assertEqual(run_state.is_trained(config), fileio.is_local(folder))
       fileio.rmtree(run.backup)
-      self.assertTrue(training.is_trained(config))
+      self.assertTrue(run_state.is_trained(config))
 
   def test_no_lock_on_ram(self):
     folder = ram_folder("lock")

@@ -1,4 +1,5 @@
-"""Tests of rank4class_tf.study.runner and study_report without training.
+"""Tests of rank4class_tf.study.runner (with its settings and checks,
+`study/settings.py`) and study_report without training.
 
 The report is computed from records and per-instance arrays written here by
 hand, so selection, tables and p-values have known answers; the end-to-end
@@ -22,6 +23,7 @@ from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
+from rank4class_tf.study import settings as study_settings
 from rank4class_tf.study import summary as study_summary
 from rank4class_tf.study import tables as study_tables
 
@@ -105,7 +107,7 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
         "sodeep_spearman.dot.lr0.001.seed0"])
     self.assertEqual(runs[1].cell, ("sodeep_spearman@pairwise", "dot"))
     base = base_config(sorter="handcrafted")
-    configs = [study.run_config(base, r, "dir") for r in runs]
+    configs = [study_settings.run_config(base, r, "dir") for r in runs]
     # The run trains the plain loss with the named sorter; the others keep
     # the shared --sorter.
     self.assertEqual([(c.loss.name, c.loss.sorter) for c in configs], [
@@ -154,9 +156,9 @@ class OpenStudyTest(tf.test.TestCase):
                            seeds=(0,))
 
   def test_creates_then_grows(self):
-    study.open_study(self.dir, base_config(), self.grid)
+    study_settings.open_study(self.dir, base_config(), self.grid)
     # A grid holding the study's grows it.
-    whole = study.open_study(self.dir, base_config(),
+    whole = study_settings.open_study(self.dir, base_config(),
                              study_grid.Grid(losses=("mse", "softmax"),
                                              interactions=("dot",),
                                              seeds=(1, 0)))
@@ -172,26 +174,26 @@ class OpenStudyTest(tf.test.TestCase):
         r".* \(losses=softmax,mse; seeds=0,1\): with it the study would "
         r"hold 3 run\(s\) this grid lacks \(softmax.dot.lr0.001.seed0, "
         r"mse.dot.lr0.001.seed0, softmax.dot.lr0.001.seed1\), which"):
-      study.open_study(self.dir, base_config(), study_grid.Grid(
+      study_settings.open_study(self.dir, base_config(), study_grid.Grid(
           losses=("mse",), interactions=("dot",), seeds=(1,)))
     self.assertEqual(study_folder.load_study(self.dir)[1], whole)
 
   def test_changed_shared_flag_is_refused_and_nothing_changes(self):
-    study.open_study(self.dir, base_config(), self.grid)
+    study_settings.open_study(self.dir, base_config(), self.grid)
     path = os.path.join(self.dir, study_folder.STUDY_FILE)
     with open(path) as f:
       before = f.read()
     with self.assertRaisesRegex(
         ValueError, r"^`train_steps`=20 differs from the study in .*"
         r"\(train_steps=10\)"):
-      study.open_study(self.dir, config_lib.TrainConfig.create(
+      study_settings.open_study(self.dir, config_lib.TrainConfig.create(
           model_dir="x", train_steps=20, eval_every=5), self.grid)
     with open(path) as f:
       self.assertEqual(f.read(), before)
 
   def test_study_older_than_a_setting_takes_its_default(self):
     # A study begun before --freeze_encoder and --pooling existed.
-    study.open_study(self.dir, base_config(), self.grid)
+    study_settings.open_study(self.dir, base_config(), self.grid)
     path = os.path.join(self.dir, study_folder.STUDY_FILE)
     with open(path) as f:
       saved = json.load(f)
@@ -199,7 +201,7 @@ class OpenStudyTest(tf.test.TestCase):
       del saved["shared"][key]
     with open(path, "w") as f:
       json.dump(saved, f)
-    study.open_study(self.dir, base_config(), self.grid)  # Same settings.
+    study_settings.open_study(self.dir, base_config(), self.grid)  # Same settings.
     with open(path) as f:
       saved = json.load(f)
     with open(path, "w") as f:
@@ -207,7 +209,7 @@ class OpenStudyTest(tf.test.TestCase):
       json.dump(saved, f)
     with self.assertRaisesRegex(ValueError, r"^`export`=False differs from "
                                 r"the study in .*\(export=True\)"):
-      study.open_study(self.dir, base_config(export=False), self.grid)
+      study_settings.open_study(self.dir, base_config(export=False), self.grid)
 
   def test_study_older_than_bucketing_and_bfloat16(self):
     # A study begun before issue 34: no length_bucketing (it ran without)
@@ -219,7 +221,7 @@ class OpenStudyTest(tf.test.TestCase):
       kwargs = dict(dataset=dataset)
       if dataset == "goemotions":
         kwargs.update(encoder="bert")
-      study.open_study(folder, base_config(**kwargs), self.grid)
+      study_settings.open_study(folder, base_config(**kwargs), self.grid)
       path = os.path.join(folder, study_folder.STUDY_FILE)
       with open(path) as f:
         saved = json.load(f)
@@ -231,28 +233,28 @@ class OpenStudyTest(tf.test.TestCase):
         with self.assertRaisesRegex(
             ValueError, r"^`length_bucketing`=True differs from the study "
             r"in .*\(length_bucketing=False\)"):
-          study.open_study(folder, base_config(**kwargs), self.grid)
+          study_settings.open_study(folder, base_config(**kwargs), self.grid)
         kwargs.update(length_bucketing=False)
-      study.open_study(folder, base_config(**kwargs), self.grid)
+      study_settings.open_study(folder, base_config(**kwargs), self.grid)
 
   def test_folder_with_other_files_is_refused(self):
     os.makedirs(self.dir)
     open(os.path.join(self.dir, "notes.txt"), "w").close()
     with self.assertRaisesRegex(ValueError, "not empty and holds no "
                                 "study.json"):
-      study.open_study(self.dir, base_config(), self.grid)
+      study_settings.open_study(self.dir, base_config(), self.grid)
     self.assertEqual(os.listdir(self.dir), ["notes.txt"])
 
   def test_bad_run_config_writes_nothing(self):
     grid = study_grid.Grid(losses=("softmax",), interactions=("label_attention",),
                       seeds=(0,))
     with self.assertRaisesRegex(ValueError, "`interaction`=label_attention"):
-      study.open_study(self.dir, base_config(encoder="mlp"), grid)
+      study_settings.open_study(self.dir, base_config(encoder="mlp"), grid)
     self.assertFalse(os.path.exists(self.dir))
 
   def test_multilabel_dataset_is_refused(self):
     with self.assertRaisesRegex(ValueError, "multi-label"):
-      study.open_study(self.dir, base_config(dataset="goemotions_multilabel",
+      study_settings.open_study(self.dir, base_config(dataset="goemotions_multilabel",
                                              encoder="bert"), self.grid)
 
 
@@ -266,7 +268,7 @@ class ReportTest(tf.test.TestCase):
     grid = study_grid.Grid(losses=("softmax", "approx_ndcg"),
                       interactions=("dot", "lc_mlp"), seeds=(0, 1),
                       learning_rates=(1e-3, 1e-2), mlp_units=(8,))
-    study.open_study(cls.dir, base_config(), grid)
+    study_settings.open_study(cls.dir, base_config(), grid)
     half = np.tile([1., 0.], N // 2)  # Baseline: right on every other one.
     rng = np.random.default_rng(0)
     cls.records = []
@@ -426,7 +428,7 @@ class ReportTest(tf.test.TestCase):
     grid = study_grid.Grid(losses=("mse", "sodeep_spearman@pairwise",
                               "sodeep_spearman@handcrafted"),
                       interactions=("dot",), seeds=(0, 1))
-    study.open_study(folder, base_config(dataset="digits"), grid)
+    study_settings.open_study(folder, base_config(dataset="digits"), grid)
     half = np.tile([1., 0.], N // 2)
     for run in grid.runs():
       # pairwise: right wherever the other two (the same model) miss.

@@ -12,6 +12,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
+from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf import fileio
 from rank4class_tf.study import claims as study_claims
@@ -19,6 +20,7 @@ from rank4class_tf.study import extend as study_extend
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import runner as study
+from rank4class_tf.study import settings as study_settings
 from rank4class_tf.study import schedule
 from rank4class_tf.study import summary as study_summary
 import test_study
@@ -503,11 +505,28 @@ class ScheduleTest(parameterized.TestCase):
     names = set(config_lib.TrainConfig().flat())
     base = config_lib.TrainConfig.create(**{
         k: v for k, v in shared.items() if k in names})
-    self.assertEqual(study.open_study(folder, base, grid), grid)
+    self.assertEqual(study_settings.open_study(folder, base, grid), grid)
     with self.assertRaisesRegex(ValueError, r"^`patience`=5 differs from "
                                 r"the study in .* \(patience=0\); pass the "
                                 r"same value, or another `study_dir`\.$"):
-      study.open_study(folder, base.replace(patience=5), grid)
+      study_settings.open_study(folder, base.replace(patience=5), grid)
+    # float32_layers (issue 60) changes mixed-precision studies only: this
+    # float32 study began before it and goes on at its default; a bfloat16
+    # study begun before it computed with Keras' policy on every layer.
+    self.assertTrue(base.trainer.float32_layers)
+    path = os.path.join(folder, study_folder.STUDY_FILE)
+    mixed = fileio.read_json(path)
+    mixed["shared"]["mixed_precision"] = "bfloat16"
+    # (The open above recorded today's settings.)
+    del mixed["shared"]["float32_layers"]
+    fileio.write_json_atomically(path, mixed)
+    # (The CPU check of bfloat16 is tests/test_config.py's.)
+    with mock.patch.object(checks, "cpu_has_bfloat16", lambda: True), \
+        self.assertRaisesRegex(ValueError, r"^`float32_layers`=True "
+                               r"differs from the study in .* "
+                               r"\(float32_layers=False\)"):
+      study_settings.open_study(
+          folder, base.replace(mixed_precision="bfloat16"), grid)
 
   def test_records_without_converged_peak_last_as_before(self):
     # A study without --patience, or records older than it: lengthened

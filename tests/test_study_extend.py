@@ -407,7 +407,7 @@ class TrainOnTest(tf.test.TestCase):
 
   def test_more_steps_equal_an_uninterrupted_run(self):
     from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
-    from rank4class_tf import serving  # pylint: disable=g-import-not-at-top
+    from rank4class_tf.serving import exported_ranker  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import builders  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import trainer as training  # pylint: disable=g-import-not-at-top
     root = tempfile.mkdtemp()
@@ -422,11 +422,11 @@ class TrainOnTest(tf.test.TestCase):
     training.train(config("extended", 40))
     training.train(config("straight", 40))
     data = builders.load_data(config("straight", 40))
-    got = {name: serving.evaluate(os.path.join(root, name), data,
+    got = {name: exported_ranker.evaluate(os.path.join(root, name), data,
                                   export=run_dir_lib.LATEST_EXPORT)
            for name in ("extended", "straight")}
     self.assertAllClose(got["extended"], got["straight"], atol=1e-6)
-    self.assertEqual(serving.load_config(os.path.join(root, "extended"))
+    self.assertEqual(exported_ranker.load_config(os.path.join(root, "extended"))
                      .trainer.train_steps, 40)
     curves = run_dir_lib.RunDir(
         os.path.join(root, "extended")).validation_curves()
@@ -440,6 +440,7 @@ class TrainOnTest(tf.test.TestCase):
     # one uninterrupted run would.
     from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import builders  # pylint: disable=g-import-not-at-top
+    from rank4class_tf.training import run_state  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import trainer as training  # pylint: disable=g-import-not-at-top
     root = tempfile.mkdtemp()
     def config(folder, steps):
@@ -461,10 +462,10 @@ class TrainOnTest(tf.test.TestCase):
     data = builders.load_data(config("straight", 40))
     got = {name: training.checkpoint_scores(
         config(name, 40), data, ("test",),
-        checkpoint=training.final_checkpoint(config(name, 40)))["test"][1]
+        checkpoint=run_state.final_checkpoint(config(name, 40)))["test"][1]
            for name in ("extended", "straight")}
     self.assertAllClose(got["extended"], got["straight"], atol=1e-6)
-    self.assertTrue(training.is_trained(config("extended", 40)))
+    self.assertTrue(run_state.is_trained(config("extended", 40)))
 
 
 class ChooseOnSeedTest(tf.test.TestCase):

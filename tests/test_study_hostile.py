@@ -34,7 +34,8 @@ from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import hparams as study_hparams
 from rank4class_tf.study import report as study_report
 from rank4class_tf.study import runner as study
-from rank4class_tf import serving
+from rank4class_tf.study import settings as study_settings
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 from rank4class_tf.training import run_guard
 from rank4class_tf.training import trainer as training
@@ -104,7 +105,7 @@ class RunNameTest(parameterized.TestCase):
                       seeds=(0, seed))
     with self.assertRaisesRegex(ValueError, rf"^`seeds`: {seed} must be "
                                 r"between 0 and 2\*\*32 - 1\.$"):
-      study.open_study(folder, base_config(), grid)
+      study_settings.open_study(folder, base_config(), grid)
     self.assertFalse(os.path.exists(folder))
     study_grid.Grid(seeds=(0, 2**32 - 1)).validate()  # The ends are seeds.
 
@@ -118,7 +119,7 @@ class DamagedReportTest(tf.test.TestCase):
     cls.source = os.path.join(tempfile.mkdtemp(), "study")
     grid = study_grid.Grid(losses=("softmax", "mse"), interactions=("dot",),
                       seeds=(0, 1), learning_rates=(1e-3, 1e-2))
-    study.open_study(cls.source, base_config(), grid)
+    study_settings.open_study(cls.source, base_config(), grid)
     rng = np.random.default_rng(0)
     for run in grid.runs():
       # 1e-3 is chosen (validation 0.9) over 1e-2 (0.5).
@@ -372,7 +373,7 @@ class StudyFolderTest(tf.test.TestCase):
       def start(seed, folder=folder, barrier=barrier, errors=errors):
         barrier.wait()
         try:
-          study.open_study(folder, base_config(), study_grid.Grid(
+          study_settings.open_study(folder, base_config(), study_grid.Grid(
               losses=("softmax",), interactions=("dot",), seeds=(seed,)))
         except ValueError as e:
           errors.append(str(e))
@@ -406,7 +407,7 @@ class StudyFolderTest(tf.test.TestCase):
                             interactions=("dot",), seeds=(0, 1))
     other = study_grid.Grid(losses=("softmax", "mse"), interactions=("dot",),
                             seeds=(0, 2))
-    study.open_study(folder, base_config(), first)
+    study_settings.open_study(folder, base_config(), first)
     before = hashes(folder)
     with self.assertRaisesRegex(ValueError, "^" + re.escape(
         f"`losses`=softmax,mse and `seeds`=0,2 differ from the study in "
@@ -436,7 +437,7 @@ class StudyFolderTest(tf.test.TestCase):
       study.run_study(folder, base_config(), first, progress=print)
     self.assertEqual(hashes(folder), before)
     # The study's whole grid goes on.
-    self.assertEqual(study.open_study(folder, base_config(),
+    self.assertEqual(study_settings.open_study(folder, base_config(),
                                       first.union(other)), first.union(other))
 
   def test_unwritable_folder_is_one_line(self):
@@ -445,10 +446,10 @@ class StudyFolderTest(tf.test.TestCase):
     parent = tempfile.mkdtemp()
     folder = os.path.join(parent, "study")
     denied = OSError(errno.EACCES, "Permission denied", folder)
-    with mock.patch.object(study.os, "makedirs", side_effect=denied):
+    with mock.patch.object(study_settings.os, "makedirs", side_effect=denied):
       with self.assertRaisesRegex(ValueError, rf"^cannot write {folder}: "
                                   r"Permission denied\.$"):
-        study.open_study(folder, base_config(), study_grid.Grid(
+        study_settings.open_study(folder, base_config(), study_grid.Grid(
             losses=("softmax",), interactions=("dot",), seeds=(0,)))
     self.assertEqual(os.listdir(parent), [])
 
@@ -480,7 +481,7 @@ class ReadOnlyMountTest(tf.test.TestCase):
     root = tempfile.mkdtemp()
     existing = os.path.join(root, "existing")
     grid = study_grid.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,))
-    study.open_study(existing, base_config(), grid)
+    study_settings.open_study(existing, base_config(), grid)
     fake_run(existing, grid.runs()[0], np.ones(N), 0.9)
     if subprocess.run(["mount", "--bind", "-o", "ro", root, root],
                       capture_output=True).returncode:
@@ -489,10 +490,10 @@ class ReadOnlyMountTest(tf.test.TestCase):
     before = hashes(root)
     with self.assertRaisesRegex(ValueError, rf"^cannot write {root}/new: "
                                 r"Read-only file system\.$"):
-      study.open_study(os.path.join(root, "new"), base_config(), grid)
+      study_settings.open_study(os.path.join(root, "new"), base_config(), grid)
     with self.assertRaisesRegex(ValueError, rf"^cannot write {existing}/"
                                 r"study\.json: Read-only file system\.$"):
-      study.open_study(existing, base_config(), grid)
+      study_settings.open_study(existing, base_config(), grid)
     with self.assertRaisesRegex(
         ValueError, rf"^cannot write {existing}/results\.csv: Read-only file "
         r"system; the report files written before it are whole\.$"):
@@ -515,7 +516,7 @@ class NobodyTest(tf.test.TestCase):
     os.chmod(root, 0o755)  # Readable, not writable, by nobody.
     existing = os.path.join(root, "existing")
     grid = study_grid.Grid(losses=("softmax",), interactions=("dot",), seeds=(0,))
-    study.open_study(existing, base_config(dataset="digits"), grid)
+    study_settings.open_study(existing, base_config(dataset="digits"), grid)
     fake_run(existing, grid.runs()[0], np.ones(N), 0.9)
     for path in (root, existing):
       os.chmod(path, 0o755)
@@ -677,7 +678,7 @@ class WorkerGridBinaryTest(tf.test.TestCase):
     folder = os.path.join(tempfile.mkdtemp(), "study")
     shared = ["--dataset=digits", "--train_steps=10", "--eval_every=5",
               "--interactions=dot"]
-    study.open_study(folder, base_config(), study_grid.Grid(
+    study_settings.open_study(folder, base_config(), study_grid.Grid(
         losses=("softmax", "approx_ndcg"), interactions=("dot",),
         seeds=(0, 1)))
     before = hashes(folder)
@@ -740,7 +741,7 @@ class StreamedDataStudyTest(tf.test.TestCase):
       record = json.load(f)
     arrays = study_folder.load_test_arrays(study_dir, run)
     # The test split's labels in its order: 3 images of each class.
-    data = builders.load_data(serving.load_config(folder))
+    data = builders.load_data(exported_ranker.load_config(folder))
     labels = [int(y) for _, y in data.dataset("test").as_numpy_iterator()]
     self.assertEqual(sorted(labels), [0, 0, 0, 1, 1, 1, 2, 2, 2])
     self.assertEqual(arrays["labels"].tolist(), labels)
@@ -749,7 +750,7 @@ class StreamedDataStudyTest(tf.test.TestCase):
     # now, from the same checkpoint).
     training.export_run(folder)
     for split in ("validation", "test"):
-      exported = serving.evaluate(folder, data, split)
+      exported = exported_ranker.evaluate(folder, data, split)
       for name in ("top1_accuracy", "mrr"):
         self.assertAllClose(record[split][name], exported[name], atol=1e-6)
 

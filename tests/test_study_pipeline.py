@@ -21,11 +21,11 @@ import tensorflow as tf
 
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.study import evaluation as study_evaluation
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
-from rank4class_tf.study import runner as study
+from rank4class_tf.study import settings as study_settings
 import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
@@ -94,7 +94,7 @@ class StudyTest(tf.test.TestCase):
   def test_every_run_is_a_pipelines_train_model_dir(self):
     run_dir = os.path.join(self.dir, "runs", "approx_ndcg.lc_mlp.lr0.01.u8."
                            "seed1")
-    config = serving.load_config(run_dir)
+    config = exported_ranker.load_config(run_dir)
     self.assertEqual((config.loss.name, config.model.interaction,
                       config.trainer.learning_rate,
                       config.model.mlp_units, config.trainer.seed,
@@ -229,7 +229,7 @@ class BadInputTest(tf.test.TestCase):
   def test_one_line_and_nothing_written(self):
     parent = tempfile.mkdtemp()
     existing = os.path.join(parent, "existing")
-    study.open_study(existing, config_lib.TrainConfig.create(
+    study_settings.open_study(existing, config_lib.TrainConfig.create(
         model_dir="x", train_steps=5, eval_every=5),
                      study_grid.Grid(losses=("softmax",), interactions=("dot",)))
     with open(os.path.join(existing, study_folder.STUDY_FILE)) as f:
@@ -354,7 +354,7 @@ class FrozenTextStudyTest(tf.test.TestCase):
     name = "softmax.dot.lr0.01.seed0"
     folder = os.path.join(study_dir, "runs", name)
     self.assertFalse(run_dir_lib.RunDir(folder).has_exports())
-    config = serving.load_config(folder)
+    config = exported_ranker.load_config(folder)
     self.assertEqual((config.model.pooling, config.model.freeze_encoder),
                      ("mean", True))
     with open(os.path.join(folder, study_folder.RESULT_FILE)) as f:

@@ -1,4 +1,5 @@
-"""Tests of the verdict statistics in the study report (issue 33):
+"""Tests of the verdict statistics in the study report (issue 33;
+`study/effects.py`, `study/selection.py`, `study/verdicts.py`):
 hierarchical intervals and tests, Holm, fairness marks, provenance, the
 paper's effects beside ours, Bruch's claim, determinism.
 
@@ -15,16 +16,16 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import findings as study_findings
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_effects as study_paper_effects
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import report as study_report
-from rank4class_tf.study import runner as study
 from rank4class_tf.study import selection as study_selection
-from rank4class_tf.study import statistics as study_stats
-from rank4class_tf.study import stats
+from rank4class_tf.study import settings as study_settings
+from rank4class_tf.study import significance
 from rank4class_tf.study import verdicts as study_verdicts
 from test_study import base_config
 from test_study import fake_run
@@ -42,7 +43,7 @@ def make_study(hits_of, seeds=(0, 1, 2), dataset="digits",
   grid = study_grid.Grid(losses=losses, interactions=interactions, seeds=seeds,
                     learning_rates=rates, mlp_units=(8,))
   extra = {"encoder": "bert"} if dataset == "goemotions" else {}
-  study.open_study(folder, base_config(dataset=dataset, **extra), grid)
+  study_settings.open_study(folder, base_config(dataset=dataset, **extra), grid)
   for run in grid.runs():
     val = (val_of or (lambda r: 0.9 if r.learning_rate == rates[0]
                       else 0.5))(run)
@@ -92,7 +93,7 @@ class HierarchicalReportTest(tf.test.TestCase):
     self.assertGreater(effect.high - effect.low, 0.4)
     # The seeds-pooled interval (the old report's) is far narrower.
     cells = self.cells(folder)
-    pooled = stats.bootstrap_interval(
+    pooled = significance.bootstrap_interval(
         cells[1].pooled("top1_accuracy") - cells[0].pooled("top1_accuracy"))
     self.assertLess(pooled[1] - pooled[0], 0.2)
     self.assertGreater(effect.p, 0.2)
@@ -104,7 +105,7 @@ class HierarchicalReportTest(tf.test.TestCase):
     stats_ = self.statistics(folder)
     effect = stats_.effects[(("approx_ndcg", "dot"), "top1_accuracy")]
     d = hits(0.7, 301) - hits(0.5, 300)
-    low, high = stats.bootstrap_interval(d, num_samples=10_000)
+    low, high = significance.bootstrap_interval(d, num_samples=10_000)
     self.assertAllClose([effect.low, effect.high], [low, high], atol=1e-12)
     self.assertAllClose(effect.delta, d.mean())
 
@@ -126,7 +127,7 @@ class HierarchicalReportTest(tf.test.TestCase):
            for m in ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")]
     got = [stats_.effects[(("approx_ndcg", "dot"), m)].p_holm
            for m in ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr")]
-    self.assertAllClose(got, stats.holm(raw))
+    self.assertAllClose(got, significance.holm(raw))
 
   def cells(self, folder, order=(("softmax", "dot"), ("approx_ndcg", "dot"))):
     records = study_folder.load_records(folder)
@@ -146,12 +147,12 @@ class FairnessTest(tf.test.TestCase):
              for u in (64, 128)]
     record = {"learning_rate": 1e-3, "mlp_units": 128, "best_step": 100,
               "validation_curve": {"top1_accuracy": [[50, 0.1], [100, 0.2]]}}
-    self.assertEqual(study_stats.fairness(record, tried),
+    self.assertEqual(study_effects.fairness(record, tried),
                      {"lr_edge": "low", "units_edge": "high",
                       "best_is_last": True})
     record = dict(record, mlp_units=None, best_step=50)
     only = [{"learning_rate": 1e-3, "mlp_units": None}]
-    self.assertEqual(study_stats.fairness(record, only, train_steps=100),
+    self.assertEqual(study_effects.fairness(record, only, train_steps=100),
                      {"lr_edge": "only", "units_edge": "",
                       "best_is_last": False})
 
@@ -275,7 +276,7 @@ class PaperEffectsTest(tf.test.TestCase):
             ("softmax", "dot"), ("approx_ndcg", "dot"), ("softmax", "lc_mlp"),
             ("approx_ndcg", "lc_mlp")]), METRICS, 10_000).effects[
                 (("approx_ndcg", "dot"), "top1_accuracy")]
-    self.assertAllClose(stats.detectable_effect(effect.se, 12), 0.2372,
+    self.assertAllClose(significance.detectable_effect(effect.se, 12), 0.2372,
                         atol=5e-5)
     row = effect_row(tables, "ApproxNDCG + LC+MLP")
     self.assertEqual(row[7:], ["+0.0035", "inside", "unknown", "+0.0078",
@@ -309,13 +310,13 @@ class PaperEffectsTest(tf.test.TestCase):
 class BruchTest(tf.test.TestCase):
 
   def test_spearman(self):
-    self.assertAlmostEqual(study_stats.spearman([1, 2, 3, 4], [8, 6, 4, 2]),
+    self.assertAlmostEqual(study_effects.spearman([1, 2, 3, 4], [8, 6, 4, 2]),
                            -1.0)
     # Ties share their average rank: scipy's value for this pair.
-    self.assertAlmostEqual(study_stats.spearman([1, 2, 2, 3], [1, 3, 2, 4]),
+    self.assertAlmostEqual(study_effects.spearman([1, 2, 2, 3], [1, 3, 2, 4]),
                            0.9486832980505138)
-    self.assertTrue(math.isnan(study_stats.spearman([1, 2], [2, 1])))
-    self.assertTrue(math.isnan(study_stats.spearman([1, 1, 1], [1, 2, 3])))
+    self.assertTrue(math.isnan(study_effects.spearman([1, 2], [2, 1])))
+    self.assertTrue(math.isnan(study_effects.spearman([1, 1, 1], [1, 2, 3])))
 
   def test_correlations_across_runs(self):
     records = [{"loss": loss, "test_softmax_ce": ce,
@@ -324,7 +325,7 @@ class BruchTest(tf.test.TestCase):
                for loss, ce, mrr in (("a", 1., .5), ("a", 2., .4),
                                      ("a", 3., .3), ("b", 1., .1),
                                      ("b", 2., .2), ("b", 3., .3))]
-    found = study_stats.bruch_correlations(records, lambda r: r["loss"])
+    found = study_effects.bruch_correlations(records, lambda r: r["loss"])
     self.assertEqual(found["a"]["mrr"], -1.0)
     self.assertEqual(found["b"]["mrr"], 1.0)
     self.assertEqual(found[None]["runs"], 6)
@@ -344,7 +345,7 @@ class BruchTest(tf.test.TestCase):
         {"loss": "mse", "validation_curve": {
             "loss": [[100, 0.9], [200, 0.5], [300, 0.4]],
             "mrr": [[100, 0.1], [200, 0.2], [300, 0.3]]}}]
-    found = study_stats.bruch_within_runs(records)
+    found = study_effects.bruch_within_runs(records)
     self.assertEqual(found["runs"], 1)
     self.assertAlmostEqual(found["mrr"][0], -1.0)
     self.assertAlmostEqual(found["ndcg_5"][0], -0.5)
@@ -399,7 +400,7 @@ class VerdictTest(tf.test.TestCase):
   the metric claim, robustness under `--choose_on_seed`."""
 
   def effect(self, delta, low, high, **kwargs):
-    return study_stats.Effect(delta, low, high, 0.5, 1., (0, 1, 2), **kwargs)
+    return study_effects.Effect(delta, low, high, 0.5, 1., (0, 1, 2), **kwargs)
 
   def test_sign_agreement_needs_an_interval_that_excludes_zero(self):
     # A Δ of +0.00003 whose interval holds 0 agrees with nothing.
@@ -499,13 +500,13 @@ class VerdictTest(tf.test.TestCase):
     rng = np.random.default_rng(4)
     a = {s: rng.random(N) for s in range(3)}
     b = {s: rng.random(N) for s in range(3)}
-    got = study_stats.effects([("x", a, b)], 10_000)["x"]
-    d = stats.seed_matrix(a, (0, 1, 2)) - stats.seed_matrix(b, (0, 1, 2))
-    self.assertAllClose(got.p, stats.hierarchical_bootstrap(d, 10_000))
+    got = study_effects.effects([("x", a, b)], 10_000)["x"]
+    d = significance.seed_matrix(a, (0, 1, 2)) - significance.seed_matrix(b, (0, 1, 2))
+    self.assertAllClose(got.p, significance.hierarchical_bootstrap(d, 10_000))
     self.assertAllClose([got.low, got.high],
-                        stats.hierarchical_interval(d, 0.95, 10_000),
+                        significance.hierarchical_interval(d, 0.95, 10_000),
                         atol=1e-12)
-    self.assertAllClose(got.p_seed, stats.seed_t_test(d)[0])
+    self.assertAllClose(got.p_seed, significance.seed_t_test(d)[0])
 
   def test_metric_claim_counts_and_sign_test(self):
     def pair(top5, ndcg):

@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import contract
 from rank4class_tf.data import text
 from rank4class_tf.modeling import pretrained
 from rank4class_tf import run_dir as run_dir_lib
@@ -189,7 +190,7 @@ class LengthBucketingTest(tf.test.TestCase):
   def test_token_ids_give_the_batches_of_tokenizing_in_tf_data(self):
     # In memory: tokenized once, tf.data reads the ids; streamed: tokenized
     # in tf.data. The same seeded batches, in both paddings.
-    streamed = self.datasets.streamed(self.data)
+    streamed = contract.streamed(self.data)
     for bucketing, inputs in self.inputs.items():
       for split, training in (("train", True), ("validation", False)):
         batches = [
@@ -218,7 +219,7 @@ class LengthBucketingTest(tf.test.TestCase):
     from rank4class_tf.ranking import losses
     inputs = self.inputs[True]
     results = []
-    for data in (self.data, self.datasets.streamed(self.data)):
+    for data in (self.data, contract.streamed(self.data)):
       tf.keras.utils.set_random_seed(11)
       model = model_lib.build_model_builder(
           self.data, config_lib.ModelConfig(
@@ -268,7 +269,7 @@ class BFloat16RunTest(tf.test.TestCase):
     from unittest import mock
     from rank4class_tf import checks
     from rank4class_tf import config as config_lib
-    from rank4class_tf import serving
+    from rank4class_tf.serving import exported_ranker
     from rank4class_tf.training import trainer as training
     import test_text_pipelines
     from unittest import mock
@@ -283,10 +284,10 @@ class BFloat16RunTest(tf.test.TestCase):
           encoder="bert", encoder_size="tiny", max_seq_length=16,
           batch_size=4, train_steps=2, eval_every=1, seed=1,
           mixed_precision="bfloat16", model_dir=model_dir))
-    trainer = serving.load_config(model_dir).trainer
+    trainer = exported_ranker.load_config(model_dir).trainer
     self.assertEqual((trainer.mixed_precision, trainer.float32_layers),
                      ("bfloat16", True))
-    scores = serving.ExportedRanker(model_dir).scores(["so happy today",
+    scores = exported_ranker.ExportedRanker(model_dir).scores(["so happy today",
                                                        "thanks a lot"])
     self.assertEqual(scores.shape, (2, 3))  # The fixture's 3 classes.
     self.assertEqual(scores.dtype, np.float32)

@@ -23,7 +23,7 @@ from rank4class_tf.data import features as features_lib
 from rank4class_tf.data import text
 from rank4class_tf.modeling import pretrained
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 import helpers
 
@@ -49,7 +49,7 @@ run = helpers.run_module
 
 def restored_model(model_dir):
   """The run's model rebuilt from its config with the best checkpoint."""
-  config = serving.load_config(model_dir)
+  config = exported_ranker.load_config(model_dir)
   data = datasets.get(config.data.dataset, config.data.data_dir)
   model = builders.build_pipeline(config, data).model_builder.build()
   model.load_weights(tf.train.latest_checkpoint(
@@ -136,7 +136,7 @@ class GoEmotionsMiniLMTest(tf.test.TestCase):
     scores = [float(l.split("\t")[1]) for l in lines]
     self.assertCountEqual(names, CLASSES)
     self.assertEqual(scores, sorted(scores, reverse=True))
-    ranker = serving.ExportedRanker(self.model_dir)
+    ranker = exported_ranker.ExportedRanker(self.model_dir)
     want = ranker.rank(np.array(["so happy for you"], object), 3)[0]
     self.assertEqual(names, [n for n, _ in want])
 
@@ -218,14 +218,14 @@ class GoogleCheckpointAndMindTest(tf.test.TestCase):
         f"--init_checkpoint={ckpt_dir}", "--max_seq_length=16",
         "--batch_size=2", "--train_steps=2", "--eval_every=1",
         f"--model_dir={model_dir}")
-    self.assertEqual(serving.load_class_names(model_dir),
+    self.assertEqual(exported_ranker.load_class_names(model_dir),
                      ["finance", "news", "sports"])
     restored = encoder_weights(restored_model(model_dir)[0])
     # Two steps at the default lr 1e-3 move a weight by at most ~2e-3.
     self.assertAllClose(restored["position_embedding/embeddings"],
                         weights["embeddings/position_embeddings"], atol=5e-3)
     # The vocabulary beside the checkpoint was picked up.
-    self.assertEqual(builders.vocab_file(serving.load_config(model_dir).model),
+    self.assertEqual(builders.vocab_file(exported_ranker.load_config(model_dir).model),
                      vocab)
     proc = run("pipelines.predict", f"--model_dir={model_dir}",
                "--text=title 3\tabstract 3", "--top_k=3")

@@ -1,5 +1,5 @@
 """Tests of a user's image folders and tables, and of skipping bad rows
-(`user_datasets`; text files' formats are in test_user_files.py)."""
+(`image_files`; text files' formats are in test_user_files.py)."""
 
 import logging
 import os
@@ -18,6 +18,7 @@ from rank4class_tf.data import datasets
 from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf.data import user_files
 from rank4class_tf.training import builders
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 
 
@@ -485,7 +486,7 @@ class BreaksDuringTrainingTest(tf.test.TestCase):
     with self.assertLogs("absl", level=logging.INFO) as logs:
       training.train(config)  # The trainer logs through absl.
     self.assertIn("resuming after epoch 1", "\n".join(logs.output))
-    self.assertTrue(training.is_trained(config))
+    self.assertTrue(run_state.is_trained(config))
 
   def test_emptied(self):
     folder = self.folder()
@@ -507,7 +508,7 @@ class BreaksDuringTrainingTest(tf.test.TestCase):
     config = self.config(folder, skip_bad_records=True)
     with self.assertLogs("absl", level=logging.WARNING) as logs:
       train_broken(config, victim)
-    self.assertTrue(training.is_trained(config))
+    self.assertTrue(run_state.is_trained(config))
     self.assertIn("train: skipped 1 instance(s) that could not be read when "
                   f"training read them (`skip_bad_records`): {victim}",
                   "\n".join(logs.output))

@@ -13,7 +13,7 @@ import tensorflow as tf
 import helpers
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import trainer as training
 from rank4class_tf.data import datasets
 from rank4class_tf.data import user_files
@@ -454,7 +454,7 @@ class DownstreamTest(tf.test.TestCase):
         learning_rate=1e-2, model_dir=os.path.join(root, "run"))
     training.train(config)
     self.assertLen(os.listdir(os.path.join(root, "cache")), 1)
-    ranker = serving.ExportedRanker(config.trainer.model_dir)
+    ranker = exported_ranker.ExportedRanker(config.trainer.model_dir)
     self.assertEqual(ranker.class_names, ["anger", "joy", "neutral"])
     ranked = ranker.rank_class_list(["so angry"], ["fury", "calm"], top_k=2)
     self.assertCountEqual([name for name, _ in ranked[0]], ["fury", "calm"])
@@ -475,7 +475,7 @@ class MirroredTest(tf.test.TestCase):
         "--max_seq_length=12", "--batch_size=4", "--train_steps=2",
         "--eval_every=1", "--learning_rate=1e-4", "--strategy=mirrored",
         "--cpu_devices=2", f"--model_dir={model_dir}")
-    ranked = serving.ExportedRanker(model_dir).rank(["so happy"], top_k=3)
+    ranked = exported_ranker.ExportedRanker(model_dir).rank(["so happy"], top_k=3)
     self.assertCountEqual([name for name, _ in ranked[0]],
                           ["anger", "joy", "neutral"])
 

@@ -1,4 +1,4 @@
-"""Tests of `--dataset=tfrecord` and `--dataset=tfds:<name>` (`user_records`).
+"""Tests of `--dataset=tfrecord` and `--dataset=tfds:<name>` (`records`).
 
 TFRecord files of `tf.train.Example`s are written here (text and PNG
 instances, bytes names and int64 ids, multi-label lists, GZIP, shards, bad
@@ -7,6 +7,7 @@ and prepared offline into a temporary folder. Every split is read back
 through `data.dataset(split)` and compared value by value.
 """
 
+import glob
 import os
 import socket
 import tempfile
@@ -19,11 +20,14 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from rank4class_tf import config as config_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.data import datasets
 from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
-from rank4class_tf.data import user_records
+from rank4class_tf.data import record_streams
+from rank4class_tf.data import records
+from rank4class_tf.data import streaming
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 import helpers
 
@@ -83,6 +87,30 @@ def png(pixels) -> bytes:
 
 
 class TextRecordsTest(tf.test.TestCase):
+
+  def test_counts_are_cached_by_content(self):
+    # The checking pass is cached as streamed text's is (issue 62): by the
+    # files' SHA-256, the layout and the options; a second load only hashes.
+    cache = tempfile.mkdtemp()
+    self.enter_context(mock.patch.dict(os.environ,
+                                       {streaming.CACHE_ENV: cache}))
+    folder = tempfile.mkdtemp()
+    write(folder, "train.tfrecord", texts(
+        [(f"text {i}", "ab"[i % 2]) for i in range(30)]))
+    write(folder, "test.tfrecord", texts([("x", "a"), ("y", "b")]))
+    first = load(folder)
+    self.assertLen(glob.glob(os.path.join(cache, "*.json")), 2)  # 2 splits.
+    with mock.patch.object(record_streams, "tally",
+                           side_effect=AssertionError("counted again")):
+      again = load(folder)
+    self.assertEqual({s: again.size(s) for s in datasets.SPLITS},
+                     {s: first.size(s) for s in datasets.SPLITS})
+    self.assertEqual(again.class_names, first.class_names)
+    self.assertEqual(read(again, "validation"), read(first, "validation"))
+    with self.assertRaises(AssertionError):  # Other options: counted.
+      with mock.patch.object(record_streams, "tally",
+                             side_effect=AssertionError("counted again")):
+        load(folder, split_seed=1)
 
   def test_bytes_names_every_split_given(self):
     folder = tempfile.mkdtemp()
@@ -743,8 +771,8 @@ class TrainingTest(tf.test.TestCase):
         class_names_file=names, encoder="bert", encoder_size="tiny",
         max_seq_length=8, batch_size=4, train_steps=2, eval_every=2,
         model_dir=model_dir))
-    self.assertEqual(serving.load_class_names(model_dir), ["bad", "good"])
-    scores = serving.ExportedRanker(model_dir).scores(
+    self.assertEqual(exported_ranker.load_class_names(model_dir), ["bad", "good"])
+    scores = exported_ranker.ExportedRanker(model_dir).scores(
         np.array(["happy joy", "awful"], object))
     self.assertEqual(scores.shape, (2, 2))
     self.assertTrue(np.all(np.isfinite(scores)))
@@ -790,7 +818,7 @@ class CorruptImageRecordTest(tf.test.TestCase):
     config = self.config(skip_bad_records=True)
     with self.assertLogs("absl", level="WARNING") as logs:
       training.train(config)
-    self.assertTrue(training.is_trained(config))
+    self.assertTrue(run_state.is_trained(config))
     self.assertIn("train: skipped 1 instance(s) that could not be read when "
                   "training read them (`skip_bad_records`): "
                   f"{self.train_file}: record 5", "\n".join(logs.output))
@@ -803,10 +831,10 @@ class CheckerTest(tf.test.TestCase):
                b"BM\x10\x00\x00\x00\x00\x00\x00\x00\x36", b"BMW is a car",
                b"GIF", b"", b"plain"]
     want = [True, True, True, True, False, False, False, False]
-    self.assertEqual([user_records.looks_like_image(s) for s in samples],
+    self.assertEqual([records.looks_like_image(s) for s in samples],
                      want)
     self.assertEqual(
-        user_records.looks_like_images(tf.constant(samples)).numpy().tolist(),
+        records.looks_like_images(tf.constant(samples)).numpy().tolist(),
         want)
 
 

@@ -17,7 +17,8 @@ from rank4class_tf.modeling import stateless_dropout
 from rank4class_tf.modeling import zero_shot
 from rank4class_tf.modeling import zero_shot_baselines
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
+from rank4class_tf.serving import saved_model
 from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
 from rank4class_tf.training import zero_shot_fit
@@ -129,12 +130,12 @@ class CalibratedExportTest(tf.test.TestCase):
     labels, evaluated = training.checkpoint_scores(config, data,
                                                    ("test",))["test"]
     texts = list(data.splits["test"][0])
-    ranker = serving.ExportedRanker(config.trainer.model_dir)
+    ranker = exported_ranker.ExportedRanker(config.trainer.model_dir)
     self.assertAllClose(ranker.scores(texts), evaluated, atol=1e-4)
     listed = ["neutral", "anger", "joy", "fury"]
     export = tf.saved_model.load(os.path.join(
         config.trainer.model_dir, "export", run_dir_lib.BEST_EXPORT))
-    served = export.signatures[serving.CLASS_LIST_KEY](
+    served = export.signatures[saved_model.CLASS_LIST_KEY](
         text=tf.constant(texts), class_texts=tf.constant(listed))[
             "scores"].numpy()
     self.assertAllClose(served[:, :3], evaluated[:, [2, 1, 0]], atol=1e-4)

@@ -80,6 +80,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SUMMARIES=${SUMMARIES:-$HERE/results}
 SUMMARY_EVERY=${SUMMARY_EVERY:-1800}
 ROOT=${1:?usage: bash tools/long_studies.sh PINNED_CHECKOUT (or --print)}
+# `nice` orders processes within one autogroup; started with setsid, the
+# script leads a session, whose autogroup the kernel shares equally with
+# every other session's: the group's own nice makes the studies yield
+# (Linux autogroup scheduling; a no-op where there is none).
+if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ]; then
+  echo 19 > /proc/self/autogroup 2>/dev/null || true
+fi
 cd "$ROOT" || exit 1
 ROOT=$(pwd)
 export PYTHONPATH=$ROOT  # the pinned code, never the venv's own checkout

@@ -10,10 +10,14 @@ the classes held out of a zero-shot run.
   picks the best checkpoint sees them.
 """
 
+import codecs
+import os
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+
+from rank4class_tf.data import user_files
 
 
 def class_text(name: str, description: str = "") -> str:
@@ -158,3 +162,62 @@ def without_classes(data, ids: Sequence[int],
       kept = instances[keep]
     new_splits[split] = (kept, labels[keep])
   return type(data)(**dict(vars(data), splits=new_splits))
+
+
+def read_lines(path: str) -> List[str]:
+  """The lines of a UTF-8 text file, without line ends (and without the
+  byte-order mark some editors put at its start).
+
+  Raises:
+    ValueError: naming the file (and the line for bad UTF-8) when it is
+      missing, a directory, unreadable or not UTF-8.
+  """
+  if not os.path.exists(path):
+    raise ValueError(f"{path}: file not found.")
+  if os.path.isdir(path):
+    raise ValueError(f"{path}: is a directory, expected a file.")
+  try:
+    with open(path, "rb") as f:
+      raw = f.read()
+  except OSError as e:
+    raise ValueError(f"{path}: cannot be read ({e.strerror}).") from None
+  lines = raw.split(b"\n")
+  if lines and lines[-1] == b"":
+    lines.pop()
+  if lines and lines[0].startswith(codecs.BOM_UTF8):
+    lines[0] = lines[0][len(codecs.BOM_UTF8):]  # Editors' UTF-8 signature.
+  out = []
+  for number, line in enumerate(lines, start=1):
+    try:
+      out.append(line.decode("utf-8").rstrip("\r"))
+    except UnicodeDecodeError:
+      raise ValueError(f"{path}:{number}: not valid UTF-8.") from None
+  return out
+
+
+def read_class_names(path: str) -> Tuple[str, ...]:
+  """One class name per line, index = class id (surrounding spaces dropped).
+
+  Raises:
+    ValueError: `file:line` for a blank or duplicate name (`' joy'` and
+      `'joy'` are one name, given twice), a name holding a control
+      character (a tab: `user_files.class_name_problem`), or naming the file
+      when it holds no name (and as `read_lines`).
+  """
+  names, first_seen = [], {}
+  for number, line in enumerate(read_lines(path), start=1):
+    name = line.strip()
+    if not name:
+      raise ValueError(f"{path}:{number}: blank class name (one name per "
+                       "line, no empty lines).")
+    problem = user_files.class_name_problem(name)
+    if problem:
+      raise ValueError(f"{path}:{number}: class name {name!r} {problem}")
+    if name in first_seen:
+      raise ValueError(f"{path}:{number}: duplicate class name {name!r} "
+                       f"(first on line {first_seen[name]}).")
+    first_seen[name] = number
+    names.append(name)
+  if not names:
+    raise ValueError(f"{path}: no class names.")
+  return tuple(names)

@@ -1,7 +1,7 @@
 """The SHA-256 of a data file, computed once per version of the file.
 
 A run's data record (`identity`) and the counting pass of a streamed text
-file (`streamed_files`) both need the SHA-256 of files that may be gigabytes
+file (`streaming`) both need the SHA-256 of files that may be gigabytes
 large. `digest(path)` reads a file once and caches its hash, keyed by what
 the file system says of it: its path, size, modification time (ns) and
 inode. A file written since (even to the same size, or replaced by a
@@ -31,7 +31,7 @@ from typing import Dict, Iterable
 
 from rank4class_tf import fileio
 
-# The cache's root folder: this variable (`streamed_files` caches its counts
+# The cache's root folder: this variable (`streaming` caches its counts
 # there too), else ~/.cache/rank4class_tf.
 CACHE_ENV = "RANK4CLASS_CACHE_DIR"
 FOLDER = "file_hashes"

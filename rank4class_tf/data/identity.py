@@ -56,6 +56,8 @@ from rank4class_tf import config as config_lib
 from rank4class_tf import fileio
 from rank4class_tf import run_dir as run_dir_lib
 from rank4class_tf.data import datasets
+from rank4class_tf.data.sources import shipped_text
+from rank4class_tf.data.sources import image_catalog
 from rank4class_tf.data import file_hashes
 from rank4class_tf.data import user_files
 
@@ -95,10 +97,10 @@ def sources(config: config_lib.DataConfig
              for split in datasets.SPLITS
              if os.path.isdir(os.path.join(data_dir, split))}
   elif name == "tfrecord":
-    # Imported here: user_records imports the loaders that import this.
-    from rank4class_tf.data import user_records  # pylint: disable=g-import-not-at-top
+    # Imported here: records imports the loaders that import this.
+    from rank4class_tf.data import records  # pylint: disable=g-import-not-at-top
     parts = {split: [f.path for f in files] for split, files in
-             user_records.record_files(data_dir).items()}
+             records.record_files(data_dir).items()}
   elif name == "mind":
     if not data_dir:
       raise ValueError("`data_dir` must name the folder holding MIND's "
@@ -107,7 +109,7 @@ def sources(config: config_lib.DataConfig
             else data_dir)
     root, parts = os.path.dirname(path), {"all": [path]}
   elif name in ("goemotions", "goemotions_multilabel"):
-    root = data_dir or os.path.join(datasets.REPO_DATA_DIR, "goemotions")
+    root = data_dir or os.path.join(shipped_text.REPO_DATA_DIR, "goemotions")
     parts = {part: [os.path.join(root, file)]
              for part, file in _GOEMOTIONS_FILES.items()}
   elif name in ("digits", "digits32"):
@@ -117,7 +119,7 @@ def sources(config: config_lib.DataConfig
   elif name in catalog.TFDS_DATASETS or catalog.is_tfds(name):
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
     tfds_name = (name[len(catalog.TFDS_PREFIX):] if catalog.is_tfds(name)
-                 else datasets.TFDS_SOURCES[name].tfds_name)
+                 else image_catalog.TFDS_SOURCES[name].tfds_name)
     try:
       root = tfds.builder(tfds_name, data_dir=data_dir).data_dir
     except ValueError as e:  # The loader says the same, in its words.

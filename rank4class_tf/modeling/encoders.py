@@ -512,7 +512,7 @@ _ENCODERS = {
     "resnet50": ResNet50Encoder,
 }
 TEXT_ENCODERS = ("bert", "electra")
-# Read 3-channel images (`datasets.IMAGE_DATASETS`).
+# Read 3-channel images (`catalog.IMAGE_DATASETS`).
 IMAGE_ENCODERS = ("vgg16", "resnet50")
 # Can return per-token / per-position features (`sequence=True`), which the
 # `label_attention` interaction attends over.

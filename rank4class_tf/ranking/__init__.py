@@ -10,8 +10,12 @@
                  and the choice of a seen margin and a fusion weight
   calibration    probabilities from any loss's scores (temperature / Platt
                  scaling) and their NLL, ECE, Brier score, reliability diagram
-  class_report   per-class precision, recall, F1, Top-k, MRR, AP; the
-                 confusion matrix and the most-confused pairs
+  class_report   the per-class report: `class_report` builds it, `write`
+                 writes its folder
+  class_report_ops     its maths: per-class precision, recall, F1, Top-k,
+                       MRR, AP; the confusion matrix, most-confused pairs
+  class_report_tables  its files' text (CSV, markdown, JSON)
+  class_report_figure  its confusion matrix heat-map
 
 May import the foundation modules, `sorting` and `multilabel`; not `data`,
 `modeling`, `training`, `serving` or `study`.

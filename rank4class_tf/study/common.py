@@ -6,9 +6,9 @@ import math
 from typing import Optional, Tuple
 
 from rank4class_tf import fileio
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import selection as selection_lib
-from rank4class_tf.study import statistics as study_stats
 
 
 LOSS_TITLES = {
@@ -83,5 +83,5 @@ def axis(values):
   return list(dict.fromkeys(values))
 
 
-def effect_text(effect: study_stats.Effect) -> str:
+def effect_text(effect: study_effects.Effect) -> str:
   return f"{effect.delta:+.4f} [{effect.low:+.4f}, {effect.high:+.4f}]"

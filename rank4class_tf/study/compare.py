@@ -16,7 +16,7 @@ Nothing is averaged that is not a result of one data set:
   of one group whose saved class lists differ (the files under one
   `data_dir` changed between their trainings) are refused, naming both;
 * a run that did not finish training (it diverged, was stopped, or is still
-  running: `training.is_trained`) is refused before any run is scored, and
+  running: `run_state.is_trained`) is refused before any run is scored, and
   one whose best checkpoint gives non-finite scores (diverged weights) after
   scoring: its metrics (top-1 0, MRR 1 / num_classes on NaN scores) are not
   a result;
@@ -40,8 +40,9 @@ from rank4class_tf.data import classes as classes_lib
 from rank4class_tf import lookup
 from rank4class_tf.ranking import calibration as calibration_lib
 from rank4class_tf.ranking import metrics
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 
 # Settings that do not make two runs different models. `data_dir` does: it
@@ -94,17 +95,17 @@ def group_runs(model_dirs: Sequence[str]) -> List[Group]:
   """
   settings, classes = {}, {}
   for model_dir in model_dirs:
-    flat = serving.load_config(model_dir).flat()
+    flat = exported_ranker.load_config(model_dir).flat()
     if flat.get("data_dir"):  # `data/x/` and `data/x` are one folder.
       flat["data_dir"] = flat["data_dir"].rstrip("/") or "/"
     settings[model_dir] = {k: v for k, v in flat.items() if k not in IGNORED}
-    classes[model_dir] = serving.load_class_names(model_dir)
+    classes[model_dir] = exported_ranker.load_class_names(model_dir)
   keys = sorted({k for s in settings.values() for k in s})
   differing = [k for k in keys
                if len({repr(s.get(k)) for s in settings.values()}) > 1]
   groups: Dict[str, Group] = {}
   for model_dir in model_dirs:
-    config = serving.load_config(model_dir)
+    config = exported_ranker.load_config(model_dir)
     label = ", ".join(f"{k}={_value(settings[model_dir].get(k))}"
                       for k in differing) or "all runs"
     group = groups.setdefault(label, Group(label, [], []))
@@ -180,10 +181,10 @@ def evaluate_groups(groups: Sequence[Group], metric_names: Sequence[str],
       scoring the others).
   """
   lookup.check_choice("instances", instances, INSTANCES)
-  configs = {d: serving.load_config(d).replace(model_dir=d)
+  configs = {d: exported_ranker.load_config(d).replace(model_dir=d)
              for group in groups for d in group.model_dirs}
   unfinished = [d for d, config in configs.items()
-                if not training.is_trained(config)]
+                if not run_state.is_trained(config)]
   if unfinished:
     raise ValueError(
         f"`runs`: {len(unfinished)} run(s) did not finish training (diverged, "

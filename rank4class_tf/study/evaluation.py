@@ -18,7 +18,7 @@ from rank4class_tf.data import identity
 from rank4class_tf.ranking import calibration as calibration_lib
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.training import builders
 from rank4class_tf.training import trainer as training
@@ -60,10 +60,11 @@ def evaluate_run(config: config_lib.TrainConfig, data
     (val_labels, val_scores), (labels, scores) = (scored["validation"],
                                                   scored["test"])
   else:
-    ranker = serving.ExportedRanker(config.trainer.model_dir,
+    ranker = exported_ranker.ExportedRanker(config.trainer.model_dir,
                                     run_dir_lib.BEST_EXPORT)
-    val_labels, val_scores = serving.split_scores(ranker, data, "validation")
-    labels, scores = serving.split_scores(ranker, data, "test")
+    val_labels, val_scores = exported_ranker.split_scores(ranker, data,
+                                                          "validation")
+    labels, scores = exported_ranker.split_scores(ranker, data, "test")
   validation = metrics.evaluate_scores(val_labels, val_scores, names)
   per = metrics.per_instance(labels, scores,
                              tuple(dict.fromkeys(names + ("mrr", "ndcg"))))
@@ -134,7 +135,7 @@ def _calibrate_record(folder: str, data_of: Dict, progress,
   record = study_folder.read_json(path)
   if "calibration" in record and not recompute:
     return 0
-  config = serving.load_config(folder).replace(model_dir=folder)
+  config = exported_ranker.load_config(folder).replace(model_dir=folder)
   key = json.dumps(dataclasses.asdict(config.data), sort_keys=True)
   if key not in data_of:
     data_of[key] = builders.load_data(config)

@@ -11,9 +11,9 @@ import numpy as np
 
 from rank4class_tf import provenance
 from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import selection as selection_lib
-from rank4class_tf.study import statistics as study_stats
 
 
 def bound_lines(cells: Sequence[selection_lib.Cell]) -> List[str]:
@@ -242,7 +242,7 @@ def provenance_lines(records: Sequence[Dict],
 
 def bruch_lines(records: Sequence[Dict]) -> List[str]:
   """Spearman's rho between test softmax CE and MRR / NDCG across runs."""
-  found = study_stats.bruch_correlations(
+  found = study_effects.bruch_correlations(
       records, group_of=lambda r: r["loss"])
   lines = ["| runs | number | ρ(CE, MRR) | ρ(CE, NDCG) |",
            "|---|---|---|---|"]
@@ -251,7 +251,7 @@ def bruch_lines(records: Sequence[Dict]) -> List[str]:
     text = lambda v: "—" if math.isnan(v) else f"{v:+.3f}"
     lines.append(f"| {title} | {row['runs']} | {text(row['mrr'])} | "
                  f"{text(row['ndcg'])} |")
-  within = study_stats.bruch_within_runs(records)
+  within = study_effects.bruch_within_runs(records)
   if within["runs"]:
     lines += ["", "Within each softmax-CE run, across its validations "
               "(its validation loss is its CE; the other losses' is not): "

@@ -18,11 +18,11 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import selection as selection_lib
-from rank4class_tf.study import statistics as study_stats
-from rank4class_tf.study import stats
+from rank4class_tf.study import significance
 
 ALPHA = selection_lib.ALPHA
 POWER = 0.8
@@ -38,7 +38,7 @@ def single_run_band(cell: selection_lib.Cell, base: selection_lib.Cell,
   return 1.96 * math.hypot(cell.std(metric), base.std(metric))
 
 
-def place(paper: float, effect: study_stats.Effect, band: float) -> str:
+def place(paper: float, effect: study_effects.Effect, band: float) -> str:
   """Where the paper's Δ falls against our interval: above / inside /
   below, with ", band overlaps" where the paper's Δ ± its single-run band
   reaches our interval although the Δ itself lies outside."""
@@ -50,7 +50,7 @@ def place(paper: float, effect: study_stats.Effect, band: float) -> str:
   return where
 
 
-def sign_agreement(paper: float, effect: study_stats.Effect) -> str:
+def sign_agreement(paper: float, effect: study_effects.Effect) -> str:
   """yes / no where our interval excludes 0 and the paper's Δ is not 0;
   else unknown: a sign inside the noise agrees with nothing."""
   if not effect.excludes_zero or paper == 0:
@@ -64,7 +64,7 @@ def table_name(table: paper_tables.PaperTable) -> str:
 
 
 def placement_summary(table: paper_tables.PaperTable,
-                      rows: Sequence[Tuple[float, study_stats.Effect, float,
+                      rows: Sequence[Tuple[float, study_effects.Effect, float,
                                            float]]) -> str:
   """One table's counts for one metric: its gains and losses against our
   intervals (with and without its single-run band), the sign agreement and
@@ -160,7 +160,7 @@ def paper_effect_lines(tables: Sequence[paper_tables.PaperTable],
         continue
       effect = statistics.effects[(cell.key, metric)]
       band = single_run_band(cell, base, metric)
-      detect = stats.detectable_effect(effect.se, family, ALPHA, POWER)
+      detect = significance.detectable_effect(effect.se, family, ALPHA, POWER)
       columns = []
       for k, p in enumerate(paper):
         theirs = p.get((cell.interaction, cell.loss))

@@ -45,15 +45,15 @@ from rank4class_tf import fileio
 from rank4class_tf import catalog
 from rank4class_tf import config as config_lib
 from rank4class_tf import run_dir as run_dir_lib
+from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import figures as figures_lib
-from rank4class_tf.study import claims as study_claims
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import hparams as hparams_lib
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import selection as selection_lib
-from rank4class_tf.study import stats
+from rank4class_tf.study import significance
 from rank4class_tf.study import tables as tables_lib
 
 RESULTS_FILE = "results.csv"
@@ -136,9 +136,9 @@ def check_options(metric_names: Sequence[str], select_metric: str,
   if select_metric not in metric_names:
     raise ValueError(f"`select_metric`={select_metric!r} must be one of the "
                      f"study's `metrics` ({', '.join(metric_names)}).")
-  if num_samples < stats.DEFAULT_SAMPLES:
+  if num_samples < significance.DEFAULT_SAMPLES:
     raise ValueError(f"`bootstrap_samples`={num_samples} must be >= "
-                     f"{stats.DEFAULT_SAMPLES}.")
+                     f"{significance.DEFAULT_SAMPLES}.")
   return paper_for(dataset, paper_table)
 
 
@@ -249,7 +249,7 @@ def read_inputs(study_dir: str, grid: study_grid.Grid,
 
 
 def write_report(study_dir: str, select_metric: Optional[str] = None,
-                 num_samples: int = stats.DEFAULT_SAMPLES,
+                 num_samples: int = significance.DEFAULT_SAMPLES,
                  paper_table: Optional[str] = None,
                  progress: Callable[[str], None] = print,
                  unless_current: bool = False) -> Dict[str, object]:
@@ -267,7 +267,7 @@ def write_report(study_dir: str, select_metric: Optional[str] = None,
     select_metric: validation metric choosing each run's hyper-parameters
       (None: the study's `best_metric`).
     num_samples: bootstrap resamples (>= 10,000), raised for the largest
-      Holm family (`stats.samples_for_family`; the report states the B
+      Holm family (`significance.samples_for_family`; the report states the B
       used).
     paper_table: a `paper_tables` name or a JSON file of the paper's numbers
       to show beside ours.

@@ -6,7 +6,7 @@ order, i.e. the first learning rate, then the first MLP width given); the
 reported numbers are the chosen runs' test metrics, as mean ± standard
 deviation over seeds. A `Cell` holds a (loss, interaction)'s chosen runs and
 their per-instance test arrays; `compute_statistics` tests the cells
-against each other (`statistics`: hierarchical bootstrap, Holm):
+against each other (`effects`: hierarchical bootstrap, Holm):
 
 * every cell against the classical classifier (softmax + dot): the two-sided
   paired bootstrap p-value of the mean difference of each metric, and the
@@ -23,12 +23,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
-from rank4class_tf.study import statistics as study_stats
-from rank4class_tf.study import stats
+from rank4class_tf.study import significance
 
-ALPHA = study_stats.ALPHA
+ALPHA = study_effects.ALPHA
 
 
 def select(records: Sequence[Dict], select_metric: str
@@ -103,7 +103,7 @@ def build_cells(study_dir: str, chosen: Dict[Tuple[str, str, int], Dict],
 
 @dataclasses.dataclass
 class Statistics:
-  """The study's tests (`study_stats`: hierarchical bootstrap and the
+  """The study's tests (`study_effects`: hierarchical bootstrap and the
   seed-level t-test, each Holm-adjusted over its family).
 
   Attributes:
@@ -114,16 +114,16 @@ class Statistics:
     num_pairs: pairs of cells.
     p_pairs: {(cell a, cell b): {metric: p}} of "a and b have the same
       mean", hierarchical.
-    effects: {(cell, metric): study_stats.Effect} against softmax + dot,
+    effects: {(cell, metric): study_effects.Effect} against softmax + dot,
       Holm-adjusted over every cell and metric (the family).
     separated_holm: {metric: pairs with Holm-adjusted p < ALPHA}, Holm over
       all pairs and metrics.
     num_seeds: the most seeds of a cell (1: intervals cover test sampling
       only).
-    pair_effects: {(cell a, cell b): {metric: study_stats.Effect}} of a - b,
+    pair_effects: {(cell a, cell b): {metric: study_effects.Effect}} of a - b,
       Holm over all pairs and metrics.
-    num_samples: the bootstrap resamples B used (`stats.samples_for_family`
-      of the largest family: the pairs).
+    num_samples: the bootstrap resamples B used
+      (`significance.samples_for_family` of the largest family: the pairs).
     requested_samples: the B asked for (`--bootstrap_samples`).
   """
   p_vs_baseline: Dict[Tuple[str, str], Dict[str, float]]
@@ -133,15 +133,15 @@ class Statistics:
   # (cell a, cell b) -> metric -> p of "a and b have the same mean".
   p_pairs: Dict[Tuple[Tuple[str, str], Tuple[str, str]],
                 Dict[str, float]] = dataclasses.field(default_factory=dict)
-  effects: Dict[Tuple[Tuple[str, str], str], study_stats.Effect] = (
+  effects: Dict[Tuple[Tuple[str, str], str], study_effects.Effect] = (
       dataclasses.field(default_factory=dict))
   separated_holm: Dict[str, int] = dataclasses.field(default_factory=dict)
   num_seeds: int = 1
   pair_effects: Dict[Tuple[Tuple[str, str], Tuple[str, str]],
-                     Dict[str, study_stats.Effect]] = dataclasses.field(
+                     Dict[str, study_effects.Effect]] = dataclasses.field(
                          default_factory=dict)
-  num_samples: int = stats.DEFAULT_SAMPLES
-  requested_samples: int = stats.DEFAULT_SAMPLES
+  num_samples: int = significance.DEFAULT_SAMPLES
+  requested_samples: int = significance.DEFAULT_SAMPLES
 
   @property
   def floor(self) -> float:
@@ -150,20 +150,20 @@ class Statistics:
 
 
 def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
-                       num_samples: int = stats.DEFAULT_SAMPLES,
-                       seed: int = stats.DEFAULT_SEED) -> Statistics:
-  """Hierarchical bootstrap tests of the cells (see `study_stats`): seeds
+                       num_samples: int = significance.DEFAULT_SAMPLES,
+                       seed: int = significance.DEFAULT_SEED) -> Statistics:
+  """Hierarchical bootstrap tests of the cells (see `study_effects`): seeds
   and test instances resampled, cells paired by seed and instance; beside
   each, the seed-level paired t-test.
 
   `num_samples` is raised for the largest family, every pair of cells on
-  every metric (`stats.samples_for_family`), and all comparisons of one
+  every metric (`significance.samples_for_family`), and all comparisons of one
   call share the same resamples.
   """
   num_pairs = len(cells) * (len(cells) - 1) // 2
-  samples = stats.samples_for_family(num_pairs * len(metric_names),
+  samples = significance.samples_for_family(num_pairs * len(metric_names),
                                      num_samples, ALPHA)
-  draws = study_stats.Draws(samples, seed)
+  draws = study_effects.Draws(samples, seed)
   by_key = {c.key: c for c in cells}
   baseline = by_key.get(study_grid.BASELINE)
   base_pairs = []
@@ -172,11 +172,11 @@ def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
                    baseline.per_instance[metric])
                   for metric in metric_names for cell in cells
                   if cell is not baseline]
-  effects = study_stats.effects(base_pairs, samples, seed, draws)
+  effects = study_effects.effects(base_pairs, samples, seed, draws)
   p_vs_baseline = {c.key: {} for c in cells}
   for (key, metric), effect in effects.items():
     p_vs_baseline[key][metric] = effect.p
-  found = study_stats.effects(
+  found = study_effects.effects(
       [(((a.key, b.key), metric), a.per_instance[metric],
         b.per_instance[metric])
        for metric in metric_names
@@ -189,7 +189,7 @@ def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
     pair_effects.setdefault(key, {})[metric] = effect
     separated[metric] += effect.p < ALPHA
     separated_holm[metric] += effect.p_holm < ALPHA
-  bounds = study_stats.intervals(
+  bounds = study_effects.intervals(
       [((c.key, m), c.per_instance[m]) for m in metric_names for c in cells],
       samples, seed, draws)
   intervals = {c.key: {} for c in cells}
@@ -203,7 +203,7 @@ def compute_statistics(cells: Sequence[Cell], metric_names: Sequence[str],
 
 def fairness_marks(records: Sequence[Dict], train_steps: int
                   ) -> Dict[str, Dict[str, object]]:
-  """{run: `study_stats.fairness` marks} of every run, against the runs of
+  """{run: `study_effects.fairness` marks} of every run, against the runs of
   its (loss, interaction, seed); a run that follows another's choice
   (`--choose_on_seed`) has the edges of the run it follows (its own
   `best_is_last`). `lengthened`: `--extend_steps` trained the run on (a
@@ -217,7 +217,7 @@ def fairness_marks(records: Sequence[Dict], train_steps: int
   for r in records:
     groups.setdefault((r["loss"], r["interaction"], r["seed"]), []).append(r)
   marks = {r["run"]: dict(
-      study_stats.fairness(
+      study_effects.fairness(
           r, groups[(r["loss"], r["interaction"], r["seed"])],
           (r.get("extended_steps") or {}).get("to", train_steps)),
       lengthened=bool(r.get("extended_steps")),

@@ -17,7 +17,7 @@ from rank4class_tf import fileio
 from rank4class_tf.study import common as common_lib
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import report as report_lib
-from rank4class_tf.study import stats as stats_lib
+from rank4class_tf.study import significance
 
 
 def check_summary_dir(study_dir: str, summary_dir: str) -> None:
@@ -189,7 +189,7 @@ def _report_files(study_dir: str) -> List[str]:
 
 
 def check_report(study_dir: str, select_metric: Optional[str] = None,
-                 num_samples: int = stats_lib.DEFAULT_SAMPLES,
+                 num_samples: int = significance.DEFAULT_SAMPLES,
                  paper_table: Optional[str] = None) -> List[str]:
   """Which files of a study's report differ from the report this code
   makes of its runs.

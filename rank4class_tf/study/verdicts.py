@@ -2,7 +2,7 @@
 what the study could have detected, and the metric claim as the paper
 states it. Each `*_lines` function returns markdown lines of tables.md.
 
-A verdict rests on two tests of every difference (`statistics.effects`):
+A verdict rests on two tests of every difference (`effects.effects`):
 the hierarchical bootstrap (seeds, then test instances, resampled) and the
 seed-level paired t-test (one number per seed). They answer different
 questions (the bootstrap also counts the test set's sampling; the t-test
@@ -18,11 +18,11 @@ conservative of the two, and the report lists where they differ.
   interaction, each interaction against dot under the same loss), both
   tests Holm-adjusted over the contrast family, counted by direction.
 * `power_lines`: the smallest effect each family detects with 80% power
-  (`stats.detectable_effect`, `stats.detectable_effect_t`), beside the
+  (`significance.detectable_effect`, `significance.detectable_effect_t`), beside the
   paper's effects (placed against ours in `paper_effects`).
 * `metric_claim_lines`: among pairs of cells an accuracy metric leaves
   unresolved, how many a ranking metric separates, against the reverse
-  (`stats.sign_test`).
+  (`significance.sign_test`).
 """
 
 import dataclasses
@@ -32,12 +32,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rank4class_tf.study import common as common_lib
+from rank4class_tf.study import effects as study_effects
 from rank4class_tf.study import grid as study_grid
 from rank4class_tf.study import paper_effects as paper_effects_lib
 from rank4class_tf.study import paper_tables
 from rank4class_tf.study import selection as selection_lib
-from rank4class_tf.study import statistics as study_stats
-from rank4class_tf.study import stats
+from rank4class_tf.study import significance
 
 ALPHA = selection_lib.ALPHA
 POWER = paper_effects_lib.POWER
@@ -49,7 +49,7 @@ CONTRAST_KINDS = {
 }
 
 
-def tests_differ(effect: study_stats.Effect) -> bool:
+def tests_differ(effect: study_effects.Effect) -> bool:
   """One test resolves the difference at Holm p < ALPHA, the other not."""
   return effect.resolved_by_bootstrap != effect.resolved_by_seeds
 
@@ -65,7 +65,7 @@ class Contrast:
   kind: str
   cell: Tuple[str, str]
   reference: Tuple[str, str]
-  effects: Dict[str, study_stats.Effect]  # metric -> cell - reference
+  effects: Dict[str, study_effects.Effect]  # metric -> cell - reference
 
 
 def contrast_rows(cells: Sequence[selection_lib.Cell]
@@ -96,7 +96,7 @@ def contrast_rows(cells: Sequence[selection_lib.Cell]
 
 
 def _oriented(statistics: selection_lib.Statistics, a, b, metric
-             ) -> study_stats.Effect:
+             ) -> study_effects.Effect:
   """The pair effect of a - b (stored for one order of the pair)."""
   if (a, b) in statistics.pair_effects:
     return statistics.pair_effects[(a, b)][metric]
@@ -116,9 +116,9 @@ def contrast_effects(cells: Sequence[selection_lib.Cell],
              for m in metric_names}) for kind, cell, reference in rows]
   flat = [(i, m) for i in range(len(found)) for m in metric_names]
   raw = [found[i][3][m].p for i, m in flat]
-  holm = dict(zip(flat, stats.holm(raw)))
+  holm = dict(zip(flat, significance.holm(raw)))
   tested = [(i, m) for i, m in flat if not math.isnan(found[i][3][m].p_seed)]
-  holm_seed = dict(zip(tested, stats.holm(
+  holm_seed = dict(zip(tested, significance.holm(
       [found[i][3][m].p_seed for i, m in tested])))
   out = []
   for i, (kind, cell, reference, effects) in enumerate(found):
@@ -187,7 +187,7 @@ def contrast_lines(contrasts: Sequence[Contrast],
   return lines
 
 
-def _resolved_counts(effects: Sequence[study_stats.Effect]) -> str:
+def _resolved_counts(effects: Sequence[study_effects.Effect]) -> str:
   return (f"{sum(e.resolved_by_bootstrap for e in effects)} | "
           f"{sum(e.resolved_by_seeds for e in effects)} | "
           f"{sum(e.resolved for e in effects)}")
@@ -284,9 +284,9 @@ def power_lines(cells: Sequence[selection_lib.Cell],
       if not effects:
         continue
       m = sum(len(v) for v in found.values())
-      boot = [stats.detectable_effect(e.se, m, ALPHA, POWER)
+      boot = [significance.detectable_effect(e.se, m, ALPHA, POWER)
               for e in effects]
-      seed = ([stats.detectable_effect_t(e.se_seed, df, m, ALPHA, POWER)
+      seed = ([significance.detectable_effect_t(e.se_seed, df, m, ALPHA, POWER)
                for e in effects] if df >= 1 else [])
       seed = [v for v in seed if not math.isnan(v)]
       text = lambda v: (f"{np.median(v):.4f} [{min(v):.4f}, {max(v):.4f}]"
@@ -309,7 +309,7 @@ def power_lines(cells: Sequence[selection_lib.Cell],
 RANKING_METRICS = ("ndcg@5", "mrr")
 
 
-def _separated(effect: study_stats.Effect, rule: str) -> bool:
+def _separated(effect: study_effects.Effect, rule: str) -> bool:
   return (effect.resolved_by_bootstrap if rule == "bootstrap" else
           effect.resolved)
 
@@ -351,5 +351,5 @@ def metric_claim_lines(statistics: selection_lib.Statistics,
             f"| {title} | {common_lib.metric_title(r)} | "
             f"{common_lib.metric_title(a)} | {len(ties)} of {len(pairs)} | "
             f"{gained} | {lost} | "
-            f"{common_lib.p_text(stats.sign_test(gained, lost))} |")
+            f"{common_lib.p_text(significance.sign_test(gained, lost))} |")
   return lines

@@ -1,8 +1,11 @@
 """Training: one run from a config to a model_dir of checkpoints and exports.
 
   trainer        `train`: checks, resume, extension, exports, a finished
-                 run left as it is (`already_finished`); what the study
-                 asks of a run (`is_trained`, `checkpoint_scores`)
+                 run left as it is (`already_finished`); a checkpoint's
+                 scores (`checkpoint_scores`), exports written later
+  run_state      what a run's folder says about its training: its config,
+                 where it ended, converged, trained, where an extension
+                 starts (`is_trained`, `converged`, `extension_start`)
   pipeline       TF-Ranking's `ModelFitPipeline` subclass and dataset builder
   builders       a `TrainConfig` mapped onto the pipeline
   callbacks      the best validation's checkpoint and record; `--patience`

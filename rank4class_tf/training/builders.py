@@ -30,7 +30,7 @@ from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.modeling import pretrained
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import pipeline as pipeline_lib
 
@@ -259,7 +259,7 @@ def load_run_data(model_dir: str, allow_changed_data: bool = False,
     ValueError: one line saying what changed, before anything is written.
   """
   if config is None:
-    config = serving.load_config(model_dir)
+    config = exported_ranker.load_config(model_dir)
   kwargs = {} if remedy is None else {"remedy": remedy}
   return identity.load_checked(model_dir, config.data,
                                lambda: load_data(config),

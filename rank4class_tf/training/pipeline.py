@@ -38,7 +38,7 @@ from rank4class_tf.multilabel import mulcon
 from rank4class_tf.ranking import losses
 from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import saved_model
 from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import run_guard
 from rank4class_tf.training import schedules
@@ -102,7 +102,7 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
     self._seed = seed
     self._top_k = top_k
     self._skip_batches = skip_batches
-    self._scores_fn = None  # (model, its `serving.scoring_function`).
+    self._scores_fn = None  # (model, its `saved_model.scoring_function`).
 
   def build_train_dataset(self) -> tf.data.Dataset:
     ds = datasets.ranking_dataset(self._data, "train", self._batch_size,
@@ -148,13 +148,13 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
 
   def build_signatures(self, model: tf.keras.Model,
                        calibration=None) -> Dict[str, Any]:
-    """The serving signature (`serving.signatures`), with `probabilities`
+    """The serving signature (`saved_model.signatures`), with `probabilities`
     when a calibration is given. The exports of one model (a run's final
-    and best) share one trace of its scores (`serving.scoring_function`)."""
+    and best) share one trace of its scores (`saved_model.scoring_function`)."""
     if self._scores_fn is None or self._scores_fn[0] is not model:
-      self._scores_fn = (model, serving.scoring_function(
+      self._scores_fn = (model, saved_model.scoring_function(
           model, self._serving_inputs, self._data.num_classes))
-    return serving.signatures(model, self._serving_inputs,
+    return saved_model.signatures(model, self._serving_inputs,
                               self._data.class_names, self._top_k,
                               calibration, scores_fn=self._scores_fn[1])
 
@@ -402,7 +402,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
 
   def _calibrated(self, model: tf.keras.Model, checkpoint: Optional[str]):
     """(calibration, record) of `model` with `checkpoint`'s weights, fitted
-    on the validation split once per weights (`serving.calibrate_on`)."""
+    on the validation split once per weights (`saved_model.calibrate_on`)."""
     if checkpoint:
       stateless_dropout.restore(model, checkpoint,
                                 rebuild=self._model_builder.build)
@@ -411,7 +411,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
       # Calibrated on the validation split by the model that trained (a
       # frozen run's reads the cached features), before its weights go to
       # the serving model.
-      self._calibrations[digest] = serving.calibrate_on(
+      self._calibrations[digest] = saved_model.calibrate_on(
           model, self._dataset_builder.build_valid_dataset())
     return self._calibrations[digest]
 
@@ -426,7 +426,7 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
     digest = model_lib.weights_digest(model)
     if digest in self._exported:
       # The same weights as an export written above: the same SavedModel.
-      serving.export_saved_model(model, export_to, None,
+      saved_model.export_saved_model(model, export_to, None,
                                  copy_of=self._exported[digest])
       logging.info("%s: a copy of %s (the same weights).", export_to,
                    self._exported[digest])
@@ -439,8 +439,8 @@ class Rank4ClassPipeline(tfr.keras.pipeline.ModelFitPipeline):
                                           self._config.trainer)
       model_lib.copy_weights(model, self._serving_model)
       model = self._serving_model
-    serving.store_class_features(model)
-    serving.export_saved_model(
+    saved_model.store_class_features(model)
+    saved_model.export_saved_model(
         model, export_to,
         self._dataset_builder.build_signatures(model, calibration), record)
     self._exported[digest] = export_to

@@ -2,10 +2,12 @@
 
 `train` checks everything, then trains (or resumes, or extends) the run
 through `pipeline.Rank4ClassPipeline` and writes its exports; the functions
-beside it answer what the study and the binaries ask of a run: is it
-trained (`is_trained`), is there nothing to do (`already_finished`), where
-does an extension start, its checkpoint's scores without an export
-(`checkpoint_scores`), its exports written later (`export_run`).
+beside it answer what the study and the binaries ask of a run: is there
+nothing to do (`already_finished`), its checkpoint's scores without an
+export (`checkpoint_scores`), its exports written later (`export_run`,
+`recalibrate`). What the run's folder says about its training (is it
+trained, did it converge, where does an extension start) is
+`run_state.py`'s.
 """
 
 import contextlib
@@ -20,17 +22,18 @@ import tensorflow as tf
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import datasets
+from rank4class_tf.data import contract
 from rank4class_tf.data import identity
 from rank4class_tf import distribute
 from rank4class_tf import fileio
 from rank4class_tf.modeling import stateless_dropout
-from rank4class_tf.ranking import metrics
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
+from rank4class_tf.serving import saved_model
 from rank4class_tf.training import builders
-from rank4class_tf.training import callbacks as callbacks_lib
 from rank4class_tf.training import pipeline as pipeline_lib
 from rank4class_tf.training import run_guard
+from rank4class_tf.training import run_state
 from rank4class_tf.training import schedules
 
 
@@ -86,7 +89,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   model_dir = trainer.model_dir
   chief = distribute.is_chief(strategy)
   fresh = (trainer.overwrite or not chief or
-           previous_config(model_dir) is None)
+           run_state.previous_config(model_dir) is None)
   if not fresh:
     # A run going on (resumed, extended) reads the data it trained on, or
     # stops here: its record is checked (`data.identity`).
@@ -98,7 +101,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   checks.check_files(config, data)
   if chief and not trainer.overwrite:
     # `--overwrite` replaces the run there, readable or not.
-    run_guard.check_identity(model_dir, previous_config(model_dir),
+    run_guard.check_identity(model_dir, run_state.previous_config(model_dir),
                              config.flat(), trainer.overwrite)
   # What this run trains on, written when it starts from step 0.
   record = identity.record(config.data, data) if chief and fresh else None
@@ -110,7 +113,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
     # settings: more `train_steps` extend it, anything else is another run.
     # With `export`=False it finished at its last checkpoint: a study's
     # `--extend_steps` run goes on from there, not from step 0.
-    extend_from = extension_start(config)
+    extend_from = run_state.extension_start(config)
     if extend_from is None:
       raise ValueError(_finished_otherwise(config))
   tf.keras.utils.set_random_seed(trainer.seed)
@@ -190,7 +193,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
       raise ValueError(
           f"training stopped in {model_dir}: {type(e).__name__}: {first}; "
           "the checkpoints and exports written before are intact.") from None
-  for split, places in datasets.skipped_reads(data).items():
+  for split, places in contract.skipped_reads(data).items():
     logging.warning("%s: skipped %d instance(s) that could not be read when "
                     "training read them (`skip_bad_records`): %s", split,
                     len(places), ", ".join(places[:5]) +
@@ -208,7 +211,7 @@ def _unreadable_data(data: datasets.ClassificationData,
   """The instance that stopped training, when `error` came from reading
   the data (an image deleted or damaged since the data was loaded: a
   NotFoundError, `Input is empty.`, `Invalid PNG data`): `FILE: reason` or
-  `FILE: record N: reason` (`datasets.first_unreadable`). None for any
+  `FILE: record N: reason` (`contract.first_unreadable`). None for any
   other error, or when every instance reads now."""
   if not isinstance(error, (tf.errors.NotFoundError,
                             tf.errors.InvalidArgumentError,
@@ -218,7 +221,7 @@ def _unreadable_data(data: datasets.ClassificationData,
     return None
   if "IteratorGetNext" not in str(error):  # Not the input pipeline's.
     return None
-  return datasets.first_unreadable(data, ("train", "validation"))
+  return contract.first_unreadable(data, ("train", "validation"))
 
 
 def _remove_partial_checkpoints(model_dir: str) -> None:
@@ -242,13 +245,13 @@ def _train_and_export(config: config_lib.TrainConfig, data,
   model_dir = trainer.model_dir
   chief = distribute.is_chief(strategy)
   if chief:
-    serving.remove_stale_exports(model_dir)
+    saved_model.remove_stale_exports(model_dir)
     if record is not None:
       identity.write(model_dir, record)
-    serving.write_run_files(
+    saved_model.write_run_files(
         model_dir, config, data.class_names,
         pipeline.dataset_builder.serving_spec)
-  end = None if trainer.overwrite else final_epoch(config)
+  end = None if trainer.overwrite else run_state.final_epoch(config)
   run = run_dir_lib.RunDir(model_dir)
   if end and run.resume_epoch() in (0, end):
     # Training finished (at its last step, or stopped by `patience`) but its
@@ -316,12 +319,12 @@ def _finished_line(config: config_lib.TrainConfig) -> Optional[str]:
     return None
   model_dir = trainer.model_dir
   run = run_dir_lib.RunDir(model_dir)
-  old = previous_config(model_dir)
-  end = final_epoch(config)
+  old = run_state.previous_config(model_dir)
+  end = run_state.final_epoch(config)
   if (old is None or run.has_backup() or not end or
       (trainer.export and not run.has_exports())):
     return None
-  done = converged(config)
+  done = run_state.converged(config)
   if run_guard.differences(old, config.flat(), run_guard.STARTED_BY + (
       # A run that `patience` stopped is the run of any ceiling at or above
       # its stop (at a constant rate: a decaying one's rates depend on it).
@@ -351,10 +354,10 @@ def _finished_line(config: config_lib.TrainConfig) -> Optional[str]:
 def _trained_without_export(model_dir: str) -> bool:
   """Whether model_dir holds a run trained with `export`=False to its last
   step: its config's last checkpoint (the caller has seen no backup)."""
-  old = previous_config(model_dir)
+  old = run_state.previous_config(model_dir)
   if not old or old.get("export", True):
     return False
-  return final_epoch(config_lib.TrainConfig.create(
+  return run_state.final_epoch(config_lib.TrainConfig.create(
       **dict(old, model_dir=model_dir))) is not None
 
 
@@ -362,7 +365,7 @@ def _finished_otherwise(config: config_lib.TrainConfig) -> str:
   """Why a finished run that `config` neither leaves as it is nor extends
   is refused: the settings it finished under, or what it lacks."""
   model_dir = config.trainer.model_dir
-  diff = run_guard.differences(previous_config(model_dir) or {},
+  diff = run_guard.differences(run_state.previous_config(model_dir) or {},
                                config.flat(), run_guard.STARTED_BY)
   if diff:
     return (f"`model_dir`={model_dir} holds a finished run with other "
@@ -372,124 +375,6 @@ def _finished_otherwise(config: config_lib.TrainConfig) -> str:
   return (f"`model_dir`={model_dir} holds the exports of a run without its "
           "config.json or checkpoints: it can be neither resumed nor "
           "extended; `overwrite` deletes it and trains afresh.")
-
-
-def previous_config(model_dir: str) -> Optional[Dict[str, Any]]:
-  """The flat config of the run already in model_dir (None: no run).
-
-  Raises:
-    ValueError: naming config.json when it cannot be read.
-  """
-  if not fileio.exists(run_dir_lib.RunDir(model_dir).config_file):
-    return None
-  try:
-    return serving.load_config(model_dir).flat()
-  except ValueError as e:  # `load_config`'s line, which names the file.
-    raise ValueError(f"{str(e).rstrip('.')}; restore it to resume or keep "
-                     "the run, or pass `overwrite` to delete the run and "
-                     "start afresh.") from None
-
-
-def extension_start(config: config_lib.TrainConfig
-                   ) -> Optional[Tuple[str, int]]:
-  """(checkpoint, its epoch) from which the finished run in config's
-  model_dir goes on when `config` gives it more steps than it trained (the
-  same settings otherwise, `run_guard.check_identity`): its final
-  checkpoint; or, for an extension killed before its first backup
-  (config.json already holds `config`'s steps, its exports the shorter
-  run's), its newest checkpoint. None: not a finished run, or not more
-  steps."""
-  model_dir, trainer = config.trainer.model_dir, config.trainer
-  run = run_dir_lib.RunDir(model_dir)
-  old = previous_config(model_dir)
-  if not old or run.has_backup() or final_epoch(config):
-    # No run, an unfinished one, or one whose training under `config` has
-    # ended (stopped by `patience`, or at its last step).
-    return None
-  old_steps = int(old.get("train_steps", 0))
-  epochs = trainer.train_steps // trainer.eval_every
-  if (old_steps == trainer.train_steps and run.has_exports() and
-      not run.has_checkpoint(epochs)):
-    earlier = [e for e in run.checkpoint_epochs() if e < epochs]
-    return (run.checkpoint(earlier[-1]), earlier[-1]) if earlier else None
-  if not 0 < old_steps < trainer.train_steps or old_steps % trainer.eval_every:
-    return None
-  epoch = old_steps // trainer.eval_every
-  return (run.checkpoint(epoch), epoch) if run.has_checkpoint(epoch) else None
-
-
-def final_checkpoint(config: config_lib.TrainConfig) -> Optional[str]:
-  """The per-validation checkpoint where the run's training ended
-  (`final_epoch`), if it did."""
-  end = final_epoch(config)
-  return run_dir_lib.RunDir(config.trainer.model_dir).checkpoint(
-      end) if end else None
-
-
-def final_epoch(config: config_lib.TrainConfig) -> Optional[int]:
-  """The epoch where the run's training ended, None while it has not: its
-  last (`train_steps`), or with `patience`, its newest checkpoint's when
-  that is `patience` or more validations after its best (the run stopped
-  there, `converged`; never past `train_steps`)."""
-  trainer = config.trainer
-  run = run_dir_lib.RunDir(trainer.model_dir)
-  epochs = trainer.train_steps // trainer.eval_every
-  if trainer.patience:
-    trained = run.checkpoint_epochs()
-    if trained and trained[-1] <= epochs:
-      best = _best_epoch(config, trained[-1])
-      if best is not None and trained[-1] - best >= trainer.patience:
-        return trained[-1]
-  return epochs if run.has_checkpoint(epochs) else None
-
-
-def _best_epoch(config: config_lib.TrainConfig, trained: int
-               ) -> Optional[int]:
-  """The best validation's epoch among the first `trained` (best.json, or
-  rebuilt from the validation logs); None when neither tells."""
-  run = run_dir_lib.RunDir(config.trainer.model_dir)
-  monitor = "val_" + metrics.keras_name(config.trainer.best_metric)
-  try:
-    return callbacks_lib.read_best_record(run.best_record, monitor, run.path,
-                                          trained)[0]
-  except (ValueError, OSError, tf.errors.OpError):
-    return None
-
-
-def converged(config: config_lib.TrainConfig) -> Optional[bool]:
-  """Whether the finished run of `config` converged: its best validation is
-  followed by at least `patience` validations (it stopped there, or at its
-  last step just as it would have). None without `patience` (the rule is
-  off); False for a run whose training has not ended.
-
-  >>> converged(config_lib.TrainConfig.create(model_dir="/nowhere"))
-  """
-  trainer = config.trainer
-  if not trainer.patience:
-    return None
-  end = final_epoch(config)
-  if not end:
-    return False
-  best = _best_epoch(config, end)
-  return best is not None and end - best >= trainer.patience
-
-
-def is_trained(config: config_lib.TrainConfig) -> bool:
-  """Whether the run of `config` finished: its exports are written, or with
-  `--export=false` its last checkpoint is and its backup is gone.
-
-  An export folder is whole once it exists on a local disk (renamed into
-  place); elsewhere (`gs://`) it is copied into place file by file, so
-  there the backup, deleted once both exports are written, must be gone
-  too."""
-  model_dir = config.trainer.model_dir
-  run = run_dir_lib.RunDir(model_dir)
-  if config.trainer.export:
-    # The exports, and the checkpoint of config's last step: a finished
-    # run given more steps (`extension_start`) is not trained yet.
-    return (run.has_export_folders() and bool(final_checkpoint(config)) and
-            (fileio.is_local(model_dir) or not run.has_backup()))
-  return bool(final_checkpoint(config)) and not run.has_backup()
 
 
 def checkpoint_scores(config: config_lib.TrainConfig,
@@ -562,10 +447,10 @@ def _finished_run(model_dir: str):
     ValueError: naming model_dir when its last checkpoint is missing or its
       backup remains (training unfinished).
   """
-  config = serving.load_config(model_dir)
+  config = exported_ranker.load_config(model_dir)
   config = config.replace(model_dir=model_dir)
   run = run_dir_lib.RunDir(model_dir)
-  final = final_checkpoint(config)
+  final = run_state.final_checkpoint(config)
   if not final or run.has_backup():
     raise ValueError(f"`model_dir`={model_dir} holds no finished run (its "
                      "last checkpoint is missing or its backup remains); "
@@ -614,7 +499,7 @@ def recalibrate(model_dir: str, allow_changed_data: bool = False
   """Fits the calibration of a finished run's exports again, without
   training: both exports are written anew from the final and best
   checkpoints (`export_only`), each calibrated on the validation split
-  (`serving.calibrate_on`). A run trained before calibration existed gets
+  (`saved_model.calibrate_on`). A run trained before calibration existed gets
   its `probabilities` this way.
 
   Both calibrations are fitted before either export is written: when one

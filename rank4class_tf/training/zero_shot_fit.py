@@ -25,7 +25,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import classes as classes_lib
 from rank4class_tf.modeling import zero_shot_baselines
 from rank4class_tf.ranking import gzsl
-from rank4class_tf import serving
+from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
 from rank4class_tf.training import trainer as training
@@ -56,7 +56,7 @@ def run_scores(model_dir: str, split: str, cosine: bool = True
   Raises:
     ValueError: an unfinished run; a calibrated run's validation split.
   """
-  config = serving.load_config(model_dir).replace(model_dir=model_dir)
+  config = exported_ranker.load_config(model_dir).replace(model_dir=model_dir)
   if not training.is_trained(config):
     raise ValueError(f"`runs`: {model_dir} did not finish training.")
   data, _ = builders.load_run_data(model_dir, config=config)
@@ -121,7 +121,7 @@ def fit(pseudo_runs: Sequence[str], holdout_classes: Sequence[str],
   pooled: Dict[str, List[np.ndarray]] = {}
   seen = None
   for model_dir in pseudo_runs:
-    config = serving.load_config(model_dir)
+    config = exported_ranker.load_config(model_dir)
     names = set(config.data.holdout_classes)
     if not set(holdout_classes) < names:
       raise ValueError(
@@ -129,7 +129,7 @@ def fit(pseudo_runs: Sequence[str], holdout_classes: Sequence[str],
           f"run holds out every class of `holdout_classes` "
           f"({', '.join(holdout_classes)}) and some seen ones.")
     run = run_scores(model_dir, split)
-    class_names = serving.load_class_names(model_dir)
+    class_names = exported_ranker.load_class_names(model_dir)
     test_unseen = classes_lib.holdout_ids(holdout_classes, class_names)
     keep = ~classes_lib.holdout_mask(run["labels"], test_unseen)
     if seen is not None and not np.array_equal(seen, run["seen"]):
@@ -155,5 +155,5 @@ def gzsl_values(model_dir: str, names: Sequence[str], split: str = "test",
   if holdout_classes:
     seen = np.ones_like(seen)
     seen[list(classes_lib.holdout_ids(
-        holdout_classes, serving.load_class_names(model_dir)))] = False
+        holdout_classes, exported_ranker.load_class_names(model_dir)))] = False
   return gzsl.gzsl_metrics(run["labels"], run["scores"], seen, names)
