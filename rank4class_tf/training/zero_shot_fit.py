@@ -28,6 +28,7 @@ from rank4class_tf.ranking import gzsl
 from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
 from rank4class_tf.training import feature_cache
+from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 
 # The remedies `fit` chooses constants for: which of (margin, weight) each
@@ -57,7 +58,7 @@ def run_scores(model_dir: str, split: str, cosine: bool = True
     ValueError: an unfinished run; a calibrated run's validation split.
   """
   config = exported_ranker.load_config(model_dir).replace(model_dir=model_dir)
-  if not training.is_trained(config):
+  if not run_state.is_trained(config):
     raise ValueError(f"`runs`: {model_dir} did not finish training.")
   data, _ = builders.load_run_data(model_dir, config=config)
   held = _held_out(config, data.class_names)

@@ -3,8 +3,9 @@
 # cache), run one training at a time from the repository root:
 #   bash results/zero_shot/commands.sh STEP
 # Steps (in order): a_base a_pseudo a_fit a_methods b_base b_pseudo b_fit
-# b_methods b_embedding rc_base rc_pseudo rc_fit rc_methods d_base d_pseudo
-# d_fit d_methods. Set A runs all three remedies; the others only the one
+# b_methods b_embedding rc_base rc_pseudo rc_fit rc_methods rcb_base
+# rcb_pseudo rcb_fit rcb_methods d_base d_pseudo d_fit d_methods. Set A runs
+# all three remedies; the others only the one
 # of highest validation H in their fit (`best`). The tables of
 # results/zero_shot/ are the outputs of the `baselines`, `tables` and `holm`
 # steps.
@@ -66,6 +67,10 @@ case "$1" in
   rc_pseudo) for s in 0 1 2; do train rc.a.pseudo $s $RC --holdout_classes=$A,$PA; done ;;
   rc_fit) fit rc.a $A ;;
   rc_methods) METHODS=$(best rc.a) methods rc.a $A $RC ;;
+  rcb_base) for s in 0 1 2; do train rc.b $s $RC --holdout_classes=$B; done ;;
+  rcb_pseudo) for s in 0 1 2; do train rc.b.pseudo $s $RC --holdout_classes=$B,$PB; done ;;
+  rcb_fit) fit rc.b $B ;;
+  rcb_methods) METHODS=$(best rc.b) methods rc.b $B $RC ;;
   b_base) for s in 0 1 2; do train text.b $s $TEXT --holdout_classes=$B; done ;;
   b_pseudo) for s in 0 1 2; do train text.b.pseudo $s $TEXT --holdout_classes=$B,$PB; done ;;
   b_fit) fit text.b $B ;;

@@ -11,8 +11,8 @@ computed on BASE's test split and class texts.
 Each remedy is compared, on unseen Top-5 and on H, with the untreated
 encoder (paired by seed) and with the untrained cosine (a constant):
 per-seed differences, their mean with the 95% t interval over seeds, the
-two-sided seed t-test's p (`study.stats.seed_t_test`) and p Holm-adjusted
-over the whole family of the set (`study.stats.holm`).
+two-sided seed t-test's p (`study.significance.seed_t_test`) and p
+Holm-adjusted over the whole family of the set (`study.significance.holm`).
 """
 
 import math
@@ -22,7 +22,7 @@ import numpy as np
 
 from rank4class_tf.ranking import gzsl
 from rank4class_tf.study import compare
-from rank4class_tf.study import stats
+from rank4class_tf.study import significance
 from rank4class_tf.training import zero_shot_fit
 
 METRICS = ("seen_top1", "unseen_top5", "gzsl_h")
@@ -49,9 +49,9 @@ def main(argv):
       for against, reference in ((base, base_values[metric]),
                                  ("cosine", np.full(3, cosine[metric]))):
         diff = got[metric] - reference
-        p, _ = stats.seed_t_test(diff[:, None])
+        p, _ = significance.seed_t_test(diff[:, None])
         rows.append((remedy, metric, against, diff, float(p)))
-  adjusted = stats.holm([r[-1] for r in rows])
+  adjusted = significance.holm([r[-1] for r in rows])
   lines = ["| remedy | metric | against | difference (mean ± std [95% t]) "
            "| p | p Holm |", "|---|---|---|---|---|---|"]
   for (remedy, metric, against, diff, p), p_holm in zip(rows, adjusted):
