@@ -145,13 +145,15 @@ class GoEmotionsTest(tf.test.TestCase):
       write(os.path.join(folder, name), good)
     self.assertEqual(datasets.get("goemotions", folder).size("train"), 1)
     cases = [
-        ("hi\t0\tid1\nbad line\n", "train.tsv:2: expected 3 tab-separated "
-         "fields"),
-        ("hi\t0\tid1\nyo\t3\tid2\n", r"train.tsv:2: label 3 is outside the "
-         r"class list \(0..2\)"),
-        ("hi\tx\tid1\n", "train.tsv:1: label 'x' is not an integer"),
-        ("\t0\tid1\n", "train.tsv:1: empty text"),
-        ("", "train.tsv: no examples"),
+        ("hi\t0\tid1\nbad line\n", r"train.tsv:2: 1 fields, expected 3 "
+         r"\(text, labels, id\)"),
+        ("hi\t0\tid1\nyo\t3\tid2\n", r"train.tsv:2: label '3' is not a "
+         r"class \(3 classes\)"),
+        ("hi\tx\tid1\n", r"train.tsv:1: label 'x' is not a class"),
+        ("hi\t0,\tid1\n", r"train.tsv:1: column 'labels': '0,' holds an "
+         r"empty class name"),
+        ("\t0\tid1\n", "train.tsv:1: column 'text': empty text"),
+        ("", "train.tsv: no rows"),
     ]
     for content, message in cases:
       write(os.path.join(folder, "train.tsv"), content)

@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 import tempfile
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import trainer as training
 from rank4class_tf.data import datasets
+from rank4class_tf.data import streaming
 from rank4class_tf.data import user_files
 
 
@@ -116,6 +118,34 @@ class FormatsTest(tf.test.TestCase):
     self.assertEqual(data.class_names, ("sad", "happy"))
     self.assertAllEqual(data.splits["train"][1], [1, 0, 1])
 
+  def test_columns_without_a_header_and_fields_unquoted(self):
+    # GoEmotions' layout (`shipped_text`): no header row, quotes as written.
+    folder = tempfile.mkdtemp()
+    write(folder, "train.tsv", '"yes" she said\tjoy\tid1\n'
+          'a "b\tanger\tid2\n')
+    write(folder, "validation.tsv", "c\tjoy\tid3\n")
+    write(folder, "test.tsv", "c\tjoy\tid3\n")
+    data = load(folder, columns=("text", "label", "id"), quoted=False)
+    self.assertEqual(list(data.splits["train"][0]), ['"yes" she said',
+                                                     'a "b'])
+    self.assertAllEqual(data.splits["train"][1], [1, 0])
+    self.assertEqual(list(data.splits["test"][0]), ["c"])
+    # Quoted (the default), the same file is read as CSV quoting says.
+    write(folder, "train.tsv", '"x\ty"\tjoy\tid1\nz\tanger\tid2\n')
+    self.assertEqual(list(load(folder, columns=("text", "label", "id"))
+                          .splits["train"][0]), ["x\ty", "z"])
+    write(folder, "train.tsv", "x\tjoy\n")
+    with self.assertRaisesRegex(ValueError, r"train\.tsv:1: 2 fields, "
+                                r"expected 3 \(text, label, id\)\.$"):
+      load(folder, columns=("text", "label", "id"))
+    with self.assertRaisesRegex(ValueError, r"train\.tsv:1: columns 1 and 2 "
+                                "are both named 'text'"):
+      load(folder, columns=("text", "text"))
+    with mock.patch.object(streaming, "STREAM_BYTES", 0):
+      with self.assertRaisesRegex(ValueError, "stream, read with a header "
+                                  "row and CSV quoting only"):
+        load(folder, columns=("text", "label"))
+
   def test_missing_splits_are_cut_from_train_seeded_and_stratified(self):
     folder = tempfile.mkdtemp()
     rows = ["text,label"] + [f"t{i},{'ab'[i % 2]}" for i in range(40)]
@@ -181,7 +211,7 @@ class BadFilesTest(tf.test.TestCase):
         ({"train.csv": 'text,label\n"a"b,x\n'},
          r"train\.csv:2: CSV quoting error"),
         ({"train.csv": "text,label\na,x,extra\n"},
-         r"train\.csv:2: 3 fields, the header has 2\.$"),
+         r"train\.csv:2: 3 fields, expected 2 \(text, label\)\.$"),
         ({"train.jsonl": "[1, 2]\n"}, r"train\.jsonl:1: not a JSON object"),
         ({"train.csv": "text,label\n"}, r"train\.csv: no rows\.$"),
         ({"train.csv": "text,label\na,x\n"},

@@ -68,8 +68,9 @@ LISTED_FILES = 1000
 # Changes named in the one line; the rest are counted.
 SHOWN_CHANGES = 3
 _DIGITS_FILE = "digits.csv.gz"
-_GOEMOTIONS_FILES = {"train": "train.tsv", "validation": "dev.tsv",
-                     "test": "test.tsv", "classes": "emotions.txt"}
+# The files `shipped_text` reads for GoEmotions.
+_GOEMOTIONS_FILES = {**shipped_text.GOEMOTIONS_FILES,
+                     "classes": shipped_text.GOEMOTIONS_CLASSES}
 
 
 def sources(config: config_lib.DataConfig
