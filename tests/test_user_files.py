@@ -16,6 +16,7 @@ from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import trainer as training
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
 from rank4class_tf.data import streaming
 from rank4class_tf.data import user_files
@@ -152,13 +153,13 @@ class FormatsTest(tf.test.TestCase):
     rows.append("lonely,c")  # One row: kept in train.
     write(folder, "train.csv", "\n".join(rows) + "\n")
     data = load(folder, split_seed=3)
-    sizes = {s: len(data.splits[s][1]) for s in datasets.SPLITS}
+    sizes = {s: len(data.splits[s][1]) for s in contract.SPLITS}
     self.assertEqual(sizes, {"train": 33, "validation": 4, "test": 4})
     for split in ("validation", "test"):  # 2 of each class.
       self.assertAllEqual(np.bincount(data.splits[split][1], minlength=3),
                           [2, 2, 0])
     self.assertIn("lonely", list(data.splits["train"][0]))
-    everything = sorted(t for s in datasets.SPLITS
+    everything = sorted(t for s in contract.SPLITS
                         for t in data.splits[s][0])
     self.assertEqual(everything, sorted(r.split(",")[0] for r in rows[1:]))
     again = load(folder, split_seed=3)
@@ -431,7 +432,7 @@ class SameAsShippedTest(tf.test.TestCase):
     mine = load(folder, text="comment", label="emotion_id",
                 class_names_file=names)
     self.assertEqual(mine.class_names, shipped.class_names)
-    for split in datasets.SPLITS:
+    for split in contract.SPLITS:
       self.assertEqual(list(mine.splits[split][0]),
                        list(shipped.splits[split][0]))
       self.assertAllEqual(mine.splits[split][1], shipped.splits[split][1])
