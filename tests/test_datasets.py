@@ -7,6 +7,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
 from rank4class_tf.data import splits
 from rank4class_tf.data import features as features_lib
@@ -17,19 +18,19 @@ class DigitsTest(tf.test.TestCase):
 
   def test_split_sizes_and_stratification(self):
     data = datasets.get("digits")
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 1257, "validation": 270, "test": 270})
     self.assertEqual(data.num_classes, 10)
-    for split in datasets.SPLITS:
+    for split in contract.SPLITS:
       counts = np.bincount(data.splits[split][1], minlength=10)
       share = counts / counts.sum()
       self.assertAllClose(share, np.full(10, 0.1), atol=0.012)
 
   def test_split_is_fixed_and_disjoint(self):
     a, b = datasets.get("digits"), datasets.get("digits")
-    for split in datasets.SPLITS:
+    for split in contract.SPLITS:
       self.assertAllEqual(a.splits[split][0], b.splits[split][0])
-    flat = {s: {x.tobytes() for x in a.splits[s][0]} for s in datasets.SPLITS}
+    flat = {s: {x.tobytes() for x in a.splits[s][0]} for s in contract.SPLITS}
     # Digits has a few duplicate images; the splits share almost none.
     self.assertLess(len(flat["train"] & flat["test"]), 5)
     self.assertEqual(a.splits["train"][0].dtype, np.float32)
@@ -111,13 +112,13 @@ class GoEmotionsTest(tf.test.TestCase):
 
   def test_single_label_view(self):
     data = datasets.get("goemotions")
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 36308, "validation": 4548, "test": 4590})
     self.assertEqual(data.num_classes, 28)
     self.assertEqual(data.class_names[0], "admiration")
     self.assertEqual(data.class_names[27], "neutral")
     self.assertFalse(data.multi_label)
-    for split in datasets.SPLITS:
+    for split in contract.SPLITS:
       self.assertLen(np.unique(data.splits[split][1]), 28)
     self.assertEqual(data.splits["train"][0][0],
                      "My favourite food is anything I didn't have to cook "
@@ -126,7 +127,7 @@ class GoEmotionsTest(tf.test.TestCase):
 
   def test_multi_label_view(self):
     data = datasets.get("goemotions_multilabel")
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 43410, "validation": 5426, "test": 5427})
     self.assertTrue(data.multi_label)
     y = data.splits["train"][1]
@@ -145,13 +146,15 @@ class GoEmotionsTest(tf.test.TestCase):
       write(os.path.join(folder, name), good)
     self.assertEqual(datasets.get("goemotions", folder).size("train"), 1)
     cases = [
-        ("hi\t0\tid1\nbad line\n", "train.tsv:2: expected 3 tab-separated "
-         "fields"),
-        ("hi\t0\tid1\nyo\t3\tid2\n", r"train.tsv:2: label 3 is outside the "
-         r"class list \(0..2\)"),
-        ("hi\tx\tid1\n", "train.tsv:1: label 'x' is not an integer"),
-        ("\t0\tid1\n", "train.tsv:1: empty text"),
-        ("", "train.tsv: no examples"),
+        ("hi\t0\tid1\nbad line\n", r"train.tsv:2: 1 fields, expected 3 "
+         r"\(text, labels, id\)"),
+        ("hi\t0\tid1\nyo\t3\tid2\n", r"train.tsv:2: label '3' is not a "
+         r"class \(3 classes\)"),
+        ("hi\tx\tid1\n", r"train.tsv:1: label 'x' is not a class"),
+        ("hi\t0,\tid1\n", r"train.tsv:1: column 'labels': '0,' holds an "
+         r"empty class name"),
+        ("\t0\tid1\n", "train.tsv:1: column 'text': empty text"),
+        ("", "train.tsv: no rows"),
     ]
     for content, message in cases:
       write(os.path.join(folder, "train.tsv"), content)
@@ -198,7 +201,7 @@ class MindTest(tf.test.TestCase):
     data = datasets.get("mind", mind_fixture())
     self.assertEqual(data.class_names, ("lifestyle", "news", "sports"))
     self.assertEqual(data.instance_shape, (2,))
-    everything = np.concatenate([data.splits[s][0] for s in datasets.SPLITS])
+    everything = np.concatenate([data.splits[s][0] for s in contract.SPLITS])
     self.assertLen(everything, 15)
     titles = {tuple(x) for x in everything}
     self.assertIn(('Team "A" wins', "A match report."), titles)
@@ -208,7 +211,7 @@ class MindTest(tf.test.TestCase):
   def test_split_is_stratified_seeded_and_deterministic(self):
     a = datasets.get("mind", mind_fixture())
     b = datasets.get("mind", mind_fixture())
-    for split in datasets.SPLITS:
+    for split in contract.SPLITS:
       self.assertAllEqual(a.splits[split][1], b.splits[split][1])
       self.assertAllEqual(a.splits[split][0], b.splits[split][0])
     # 5 per class -> 3 / 1 / 1 in every class.

@@ -295,6 +295,71 @@ class OldRunTest(tf.test.TestCase):
           "/run", dict(old.flat(), lr_schedule="linear"),
           dict(new, lr_schedule="linear", train_steps=80), overwrite=False)
 
+  def _before_issues_60_62(self, **values):
+    """The flat config of a run whose config.json predates
+    --float32_layers and --split_rule (read as their legacy values)."""
+    config = json.loads(digits("/run", **values).to_json())
+    del config["trainer"]["float32_layers"], config["data"]["split_rule"]
+    old = config_lib.TrainConfig.from_json(json.dumps(config))
+    self.assertEqual((old.trainer.float32_layers, old.data.split_rule),
+                     (False, "by_format"))
+    return old.flat()
+
+  def test_settings_that_change_nothing_let_an_old_run_resume(self):
+    # Digits in float32: neither setting changes what the run computes.
+    old = self._before_issues_60_62()
+    new = digits("/run").flat()
+    self.assertEqual((new["float32_layers"], new["split_rule"]),
+                     (True, "seed_file_record"))
+    run_guard.check_identity("/run", old, new, overwrite=False)
+    self.assertEqual(run_guard.effective(old), run_guard.effective(new))
+
+  def test_settings_that_change_the_run_still_refuse(self):
+    # A user's streamed text files: the split rule cuts another validation.
+    old = self._before_issues_60_62()
+    with self.assertRaisesRegex(
+        ValueError, r"other settings: `split_rule`='seed_file_record' "
+        r"\(was 'by_format'\)\. Its own"):
+      run_guard.check_identity(
+          "/run", dict(old, dataset="text_files"),
+          dict(digits("/run").flat(), dataset="text_files"), overwrite=False)
+    # Under bfloat16 the float32 layers change the model's arithmetic.
+    with self.assertRaisesRegex(
+        ValueError, r"other settings: `float32_layers`=True \(was False\)"):
+      run_guard.check_identity(
+          "/run", dict(old, mixed_precision="bfloat16"),
+          dict(digits("/run").flat(), mixed_precision="bfloat16"),
+          overwrite=False)
+
+  def test_old_finished_run_is_finished_under_its_own_flags(self):
+    # The same command started again after an upgrade changes nothing.
+    config = fake_run(8, 2, patience=0)
+    run = run_dir_lib.RunDir(config.trainer.model_dir)
+    with open(run.config_file) as f:
+      values = json.load(f)
+    del values["trainer"]["float32_layers"], values["data"]["split_rule"]
+    with open(run.config_file, "w") as f:
+      json.dump(values, f)
+    self.assertStartsWith(training.already_finished(config),
+                          "already finished: ")
+    # Other settings still make it another run.
+    self.assertIsNone(training.already_finished(config.replace(
+        loss="approx_ndcg")))
+
+  def test_effective_values(self):
+    flat = {"dataset": "goemotions", "length_bucketing": True,
+            "split_rule": "by_format", "mixed_precision": "float32",
+            "float32_layers": True}
+    self.assertEqual(run_guard.effective(flat), dict(
+        flat, split_rule=None, float32_layers=False))
+    self.assertEqual(run_guard.effective(dict(flat, dataset="digits")), dict(
+        flat, dataset="digits", length_bucketing=False, split_rule=None,
+        float32_layers=False))
+    self.assertEqual(
+        run_guard.effective(dict(flat, dataset="text_files",
+                                 mixed_precision="bfloat16")),
+        dict(flat, dataset="text_files", mixed_precision="bfloat16"))
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -16,6 +16,7 @@ from absl.testing import parameterized
 
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
 from rank4class_tf.data.sources import image_catalog
 from rank4class_tf import catalog
@@ -155,7 +156,7 @@ class ImageDatasetsTest(tf.test.TestCase):
       data = datasets.get("cifar10", "/unused")
       x = np.stack([x for x, _ in data.dataset("train").as_numpy_iterator()])
     self.assertEqual(data.num_classes, 10)
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 6, "validation": 6, "test": 6})
     self.assertEqual(data.instance_shape, (32, 32, 3))
     self.assertIsNone(data.shuffle_buffer)

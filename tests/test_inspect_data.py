@@ -17,6 +17,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
 from rank4class_tf.data import inspection
 from rank4class_tf.data import text
@@ -217,7 +218,7 @@ class TextTest(tf.test.TestCase):
 
   def test_empty_texts_and_multi_label(self):
     # text_files refuses blank texts; data held in memory may have them.
-    data = datasets.ClassificationData(
+    data = contract.ClassificationData(
         name="memory", class_names=("a", "b", "c"), instance_key="text",
         instance_shape=(), instance_dtype=tf.string,
         splits={"train": (np.array(["x", " \t", "y", "\u3000"], object),

@@ -23,6 +23,7 @@ import tensorflow_datasets as tfds
 
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
 from rank4class_tf.data.sources import image_catalog
 from rank4class_tf import catalog
@@ -196,13 +197,13 @@ class PreparedDataTest(tf.test.TestCase):
       self.assertEqual(pairs_by_shape(data, split), {(12, 40, 3): [0]})
     # The train size counts TFDS's examples before the filter, the
     # evaluation sizes (and tf.data lengths) after it.
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 3, "validation": 1, "test": 1})
     self.assertEqual(
-        {s: data.streams[s].exact_size for s in datasets.SPLITS},
+        {s: data.streams[s].exact_size for s in contract.SPLITS},
         {"train": False, "validation": True, "test": True})
     self.assertEqual(
-        [int(data.dataset(s).cardinality()) for s in datasets.SPLITS],
+        [int(data.dataset(s).cardinality()) for s in contract.SPLITS],
         [tf.data.UNKNOWN_CARDINALITY, 1, 1])
 
   def test_coco2017(self):
@@ -217,7 +218,7 @@ class PreparedDataTest(tf.test.TestCase):
         (20, 30, 3): [0, 79], (15, 12, 3): [11]})
     for split in ("validation", "test"):
       self.assertEqual(pairs_by_shape(data, split), {(9, 14, 3): [1]})
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 3, "validation": 1, "test": 1})
     features, labels = next(iter(datasets.ranking_dataset(
         data, "train", 2, training=True)))
@@ -240,9 +241,9 @@ class MockDataTest(tf.test.TestCase):
       self.assertEqual(data.num_classes, num_classes)
       self.assertEqual(data.class_names, tuple(label_names))
       self.assertTrue(data.multi_label)
-      self.assertEqual(data.split_names, datasets.SPLITS)
-      self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
-                       dict.fromkeys(datasets.SPLITS, 3))
+      self.assertEqual(data.split_names, contract.SPLITS)
+      self.assertEqual({s: data.size(s) for s in contract.SPLITS},
+                       dict.fromkeys(contract.SPLITS, 3))
       self.assertFalse(data.streams["train"].exact_size)
       self.assertTrue(data.streams["test"].exact_size)
       self.assertEqual(data.shuffle_buffer,

@@ -165,8 +165,8 @@ class MultiLabelFaultsTest(tf.test.TestCase):
     self.assertEqual(proc.returncode, 1)
     self.assertEqual(
         proc.stderr.strip(),
-        f"train: {os.path.join(folder, 'train.tsv')}:4: label 4 is outside "
-        "the class list (0..3).")
+        f"train: {os.path.join(folder, 'train.tsv')}:4: label '4' is not a "
+        "class (4 classes).")
     self.assertFalse(os.path.exists(model_dir))
 
   def test_config_checks(self):

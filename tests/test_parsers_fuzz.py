@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import tensorflow as tf
 
 from rank4class_tf.data import datasets
+from rank4class_tf.data import user_files
 from rank4class_tf.data.sources import shipped_text
 
 SETTINGS = hypothesis.settings(max_examples=150, deadline=None,
@@ -36,15 +37,18 @@ class ParserFuzzTest(tf.test.TestCase):
   @SETTINGS
   @hypothesis.given(st.one_of(st.binary(max_size=200), STRUCTURED))
   def test_goemotions_parser(self, content):
+    # GoEmotions is read by the text-file reader with fixed options.
     path = write_bytes(content)
+    options = shipped_text.goemotions_options(os.path.dirname(path))
     try:
-      texts, labels = shipped_text.read_goemotions_tsv(path, num_classes=28)
+      rows = user_files.read_rows(path, options)
     except ValueError as e:
       self.assertTrue(str(e).startswith(path), str(e))
     else:
-      self.assertEqual(len(texts), len(labels))
-      for ids in labels:
-        self.assertTrue(all(0 <= i < 28 for i in ids))
+      self.assertEqual(len(rows.texts), len(rows.labels))
+      for names in rows.labels:
+        self.assertIsInstance(names, tuple)
+        self.assertTrue(names and all(n.strip() for n in names))
     finally:
       os.remove(path)
 

@@ -14,6 +14,7 @@ from unittest import mock
 
 import tensorflow as tf
 
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
 from rank4class_tf.data import streaming
 from rank4class_tf.data import user_files
@@ -64,7 +65,7 @@ class StreamedTest(Streaming):
     self.assertEqual(streamed.class_names, ("anger", "joy"))
     self.assertEqual(streamed.class_names, memory.class_names)
     self.assertFalse(streamed.splits)
-    for split in datasets.SPLITS:
+    for split in contract.SPLITS:
       texts, labels = memory.splits[split]
       self.assertEqual(pairs(streamed, split),
                        [(t, int(y)) for t, y in zip(texts, labels)])
@@ -81,8 +82,8 @@ class StreamedTest(Streaming):
     rows = [f"row {i},{'abc'[i % 3]}" for i in range(300)]
     write(folder, "train.csv", "text,label\n" + "\n".join(rows) + "\n")
     data = self.load(folder)
-    got = {split: pairs(data, split) for split in datasets.SPLITS}
-    for split in datasets.SPLITS:
+    got = {split: pairs(data, split) for split in contract.SPLITS}
+    for split in contract.SPLITS:
       self.assertLen(got[split], data.size(split))
     everything = sorted(sum(got.values(), []))
     self.assertEqual(everything, sorted(
@@ -125,7 +126,7 @@ class StreamedTest(Streaming):
         f"t{i},{'pq'[i % 2]}\n" for i in range(50)))
     changed = self.load(folder)
     self.assertLen(glob.glob(os.path.join(self.cache, "*.json")), 2)
-    self.assertEqual(sum(changed.size(s) for s in datasets.SPLITS), 50)
+    self.assertEqual(sum(changed.size(s) for s in contract.SPLITS), 50)
 
   def test_bad_rows_refused_or_skipped(self):
     folder = tempfile.mkdtemp()
@@ -208,7 +209,7 @@ class StreamedProbeTest(Streaming):
     names = os.path.join(folder, "classes.txt")
     streamed = self.load(folder, class_names_file=names)
     memory = self.load(folder, stream=False, class_names_file=names)
-    for split in datasets.SPLITS:
+    for split in contract.SPLITS:
       self.assertEqual(pairs(streamed, split), [
           (t, int(y)) for t, y in zip(*memory.splits[split])])
     self.assertEqual(pairs(streamed, "train"),
@@ -260,7 +261,7 @@ class StreamedProbeTest(Streaming):
                          validation_tsv=f"text\tlabel\n{big}\tx\n",
                          test_jsonl=json.dumps({"text": big, "label": "joy"}))
     streamed, memory = self.load(folder), self.load(folder, stream=False)
-    for split in datasets.SPLITS:
+    for split in contract.SPLITS:
       self.assertEqual(pairs(streamed, split), [
           (t, int(y)) for t, y in zip(*memory.splits[split])])
     self.assertEqual(pairs(streamed, "train"), [(big, 0), ("b", 1)])

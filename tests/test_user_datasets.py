@@ -14,6 +14,7 @@ import helpers
 
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
 from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf.data import user_files
@@ -66,7 +67,7 @@ class ImageFolderTest(tf.test.TestCase):
     self.assertEqual(data.class_names, ("cat", "dog"))
     self.assertEqual(data.instance_shape, (16, 16, 3))
     # 11 cats and 11 dogs; 10% of each cut for validation (1 each).
-    self.assertEqual([data.size(s) for s in datasets.SPLITS], [20, 2, 2])
+    self.assertEqual([data.size(s) for s in contract.SPLITS], [20, 2, 2])
     pairs = list(data.dataset("test").as_numpy_iterator())
     self.assertEqual([p[1] for p in pairs], [0, 1])
     self.assertAllEqual(pairs[0][0], np.full([4, 4, 3], 1, np.uint8))
@@ -162,7 +163,7 @@ class TabularFilesTest(tf.test.TestCase):
         f"{'pq'[i % 2]},{i},{-i}\n" for i in range(20)))
     data = load("tabular_files", folder)
     self.assertEqual(data.feature_names, ("f1", "f2"))
-    self.assertEqual([data.size(s) for s in datasets.SPLITS], [16, 2, 2])
+    self.assertEqual([data.size(s) for s in contract.SPLITS], [16, 2, 2])
 
   def test_bad_values_are_refused_or_skipped(self):
     folder = tempfile.mkdtemp()
@@ -358,7 +359,7 @@ class HiddenEntriesTest(tf.test.TestCase):
     with self.assertLogs(level=logging.INFO) as logs:
       data = load("image_folder", folder, image_size=8)
     self.assertEqual(data.class_names, ("cat", "dog"))
-    self.assertEqual([data.size(s) for s in datasets.SPLITS], [4, 2, 2])
+    self.assertEqual([data.size(s) for s in contract.SPLITS], [4, 2, 2])
     self.assertIn(f"{folder}/train: skipped 2 hidden entries (a name "
                   "starting with '.'): .thumbnails/, cat/._000.png",
                   "\n".join(logs.output))

@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 import tempfile
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -15,7 +16,9 @@ from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import trainer as training
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
+from rank4class_tf.data import streaming
 from rank4class_tf.data import user_files
 
 
@@ -116,19 +119,47 @@ class FormatsTest(tf.test.TestCase):
     self.assertEqual(data.class_names, ("sad", "happy"))
     self.assertAllEqual(data.splits["train"][1], [1, 0, 1])
 
+  def test_columns_without_a_header_and_fields_unquoted(self):
+    # GoEmotions' layout (`shipped_text`): no header row, quotes as written.
+    folder = tempfile.mkdtemp()
+    write(folder, "train.tsv", '"yes" she said\tjoy\tid1\n'
+          'a "b\tanger\tid2\n')
+    write(folder, "validation.tsv", "c\tjoy\tid3\n")
+    write(folder, "test.tsv", "c\tjoy\tid3\n")
+    data = load(folder, columns=("text", "label", "id"), quoted=False)
+    self.assertEqual(list(data.splits["train"][0]), ['"yes" she said',
+                                                     'a "b'])
+    self.assertAllEqual(data.splits["train"][1], [1, 0])
+    self.assertEqual(list(data.splits["test"][0]), ["c"])
+    # Quoted (the default), the same file is read as CSV quoting says.
+    write(folder, "train.tsv", '"x\ty"\tjoy\tid1\nz\tanger\tid2\n')
+    self.assertEqual(list(load(folder, columns=("text", "label", "id"))
+                          .splits["train"][0]), ["x\ty", "z"])
+    write(folder, "train.tsv", "x\tjoy\n")
+    with self.assertRaisesRegex(ValueError, r"train\.tsv:1: 2 fields, "
+                                r"expected 3 \(text, label, id\)\.$"):
+      load(folder, columns=("text", "label", "id"))
+    with self.assertRaisesRegex(ValueError, r"train\.tsv:1: columns 1 and 2 "
+                                "are both named 'text'"):
+      load(folder, columns=("text", "text"))
+    with mock.patch.object(streaming, "STREAM_BYTES", 0):
+      with self.assertRaisesRegex(ValueError, "stream, read with a header "
+                                  "row and CSV quoting only"):
+        load(folder, columns=("text", "label"))
+
   def test_missing_splits_are_cut_from_train_seeded_and_stratified(self):
     folder = tempfile.mkdtemp()
     rows = ["text,label"] + [f"t{i},{'ab'[i % 2]}" for i in range(40)]
     rows.append("lonely,c")  # One row: kept in train.
     write(folder, "train.csv", "\n".join(rows) + "\n")
     data = load(folder, split_seed=3)
-    sizes = {s: len(data.splits[s][1]) for s in datasets.SPLITS}
+    sizes = {s: len(data.splits[s][1]) for s in contract.SPLITS}
     self.assertEqual(sizes, {"train": 33, "validation": 4, "test": 4})
     for split in ("validation", "test"):  # 2 of each class.
       self.assertAllEqual(np.bincount(data.splits[split][1], minlength=3),
                           [2, 2, 0])
     self.assertIn("lonely", list(data.splits["train"][0]))
-    everything = sorted(t for s in datasets.SPLITS
+    everything = sorted(t for s in contract.SPLITS
                         for t in data.splits[s][0])
     self.assertEqual(everything, sorted(r.split(",")[0] for r in rows[1:]))
     again = load(folder, split_seed=3)
@@ -181,7 +212,7 @@ class BadFilesTest(tf.test.TestCase):
         ({"train.csv": 'text,label\n"a"b,x\n'},
          r"train\.csv:2: CSV quoting error"),
         ({"train.csv": "text,label\na,x,extra\n"},
-         r"train\.csv:2: 3 fields, the header has 2\.$"),
+         r"train\.csv:2: 3 fields, expected 2 \(text, label\)\.$"),
         ({"train.jsonl": "[1, 2]\n"}, r"train\.jsonl:1: not a JSON object"),
         ({"train.csv": "text,label\n"}, r"train\.csv: no rows\.$"),
         ({"train.csv": "text,label\na,x\n"},
@@ -401,7 +432,7 @@ class SameAsShippedTest(tf.test.TestCase):
     mine = load(folder, text="comment", label="emotion_id",
                 class_names_file=names)
     self.assertEqual(mine.class_names, shipped.class_names)
-    for split in datasets.SPLITS:
+    for split in contract.SPLITS:
       self.assertEqual(list(mine.splits[split][0]),
                        list(shipped.splits[split][0]))
       self.assertAllEqual(mine.splits[split][1], shipped.splits[split][1])

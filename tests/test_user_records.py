@@ -21,6 +21,7 @@ import tensorflow_datasets as tfds
 
 from rank4class_tf import config as config_lib
 from rank4class_tf.serving import exported_ranker
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
 from rank4class_tf.data import tfds_download
 from rank4class_tf.data import user_files
@@ -103,8 +104,8 @@ class TextRecordsTest(tf.test.TestCase):
     with mock.patch.object(record_streams, "tally",
                            side_effect=AssertionError("counted again")):
       again = load(folder)
-    self.assertEqual({s: again.size(s) for s in datasets.SPLITS},
-                     {s: first.size(s) for s in datasets.SPLITS})
+    self.assertEqual({s: again.size(s) for s in contract.SPLITS},
+                     {s: first.size(s) for s in contract.SPLITS})
     self.assertEqual(again.class_names, first.class_names)
     self.assertEqual(read(again, "validation"), read(first, "validation"))
     with self.assertRaises(AssertionError):  # Other options: counted.
@@ -126,7 +127,7 @@ class TextRecordsTest(tf.test.TestCase):
                                            ("the bus", 2), ("love it", 1)])
     self.assertEqual(read(data, "validation"), [("grr", 0)])
     self.assertEqual(read(data, "test"), [("nice", 1), ("ok", 2)])
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 4, "validation": 1, "test": 2})
     self.assertTrue(data.is_text)
     self.assertFalse(data.multi_label)
@@ -237,7 +238,7 @@ class TextRecordsTest(tf.test.TestCase):
       # "seed:file:number" mod 1000, < 100 validation, < 200 test.
       keys = [f"{seed}:{name}:{n}" for n in range(len(rows))]
       buckets = tf.strings.to_hash_bucket_fast(keys, 1000).numpy()
-      out = {split: [] for split in datasets.SPLITS}
+      out = {split: [] for split in contract.SPLITS}
       for n, bucket in enumerate(buckets):
         split = ("validation" if bucket < 100 else
                  "test" if bucket < 200 and parts == 2 else "train")
@@ -247,7 +248,7 @@ class TextRecordsTest(tf.test.TestCase):
     with self.assertLogs(level="INFO") as logs:
       data = load(folder, split_seed=7)
     want = expected(7)
-    for split in datasets.SPLITS:
+    for split in contract.SPLITS:
       self.assertEqual(read(data, split), want[split])
       self.assertEqual(data.size(split), len(want[split]))
     self.assertBetween(len(want["validation"]), 15, 45)
@@ -537,7 +538,7 @@ class TfdsTest(tf.test.TestCase):
                         for line in logs.output), logs.output)
     self.assertEqual(data.class_names, ("neg", "pos"))  # `label`, of two.
     self.assertTrue(data.is_text)
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 9, "validation": 1, "test": 4})
     everything = [(f"text {i}", i % 2) for i in range(10)]
     self.assertCountEqual(read(data, "train") + read(data, "validation"),
@@ -557,7 +558,7 @@ class TfdsTest(tf.test.TestCase):
   def test_tfds_splits_mapping(self):
     data = tfds_get("tiny_texts", self.data_dir, tfds_splits=(
         "train=train[:50%]", "validation=train[50%:]", "test=test[:2]"))
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 5, "validation": 5, "test": 2})
     self.assertCountEqual(read(data, "train") + read(data, "validation"),
                           [(f"text {i}", i % 2) for i in range(10)])
@@ -584,7 +585,7 @@ class TfdsTest(tf.test.TestCase):
     self.assertEqual(data.class_names, ("f0", "f1", "f2"))
     self.assertEqual((data.instance_key, data.instance_shape),
                      ("image", (224, 224, 3)))
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 6, "validation": 2, "test": 2})
     for split, numbers in (("train", range(6)), ("validation", (6, 7)),
                            ("test", (8, 9))):
@@ -607,7 +608,7 @@ class TfdsTest(tf.test.TestCase):
       data = tfds_get("tiny_reviews", self.data_dir,
                       instance_feature="summary")
     self.assertEqual(data.class_names, ("1", "2", "3"))  # `stars`.
-    self.assertEqual({s: data.size(s) for s in datasets.SPLITS},
+    self.assertEqual({s: data.size(s) for s in contract.SPLITS},
                      {"train": 16, "validation": 2, "test": 2})
     self.assertTrue(any("train=train[:80%], validation=train[80%:90%], "
                         "test=train[90%:]" in line for line in logs.output),

@@ -138,7 +138,7 @@ def without_classes(data, ids: Sequence[int],
   The class list is unchanged: the model still ranks every class.
 
   Args:
-    data: a `datasets.ClassificationData` held in memory.
+    data: a `contract.ClassificationData` held in memory.
     ids: held-out class ids.
     splits: the splits to filter.
 

@@ -32,9 +32,8 @@ from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf.data import sources
 from rank4class_tf.data import text
 from rank4class_tf.data import user_files
-# The contract every source gives, re-exported: most callers read it here.
-from rank4class_tf.data.contract import (  # pylint: disable=g-multiple-import,unused-import
-    SPLITS, ClassificationData, Stream)
+from rank4class_tf.data.contract import ClassificationData
+
 
 def ranking_features(instance_inputs: Callable,
                      num_classes: int) -> Callable:

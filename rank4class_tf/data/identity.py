@@ -55,7 +55,7 @@ from rank4class_tf import catalog
 from rank4class_tf import config as config_lib
 from rank4class_tf import fileio
 from rank4class_tf import run_dir as run_dir_lib
-from rank4class_tf.data import datasets
+from rank4class_tf.data import contract
 from rank4class_tf.data.sources import shipped_text
 from rank4class_tf.data.sources import image_catalog
 from rank4class_tf.data import file_hashes
@@ -68,8 +68,9 @@ LISTED_FILES = 1000
 # Changes named in the one line; the rest are counted.
 SHOWN_CHANGES = 3
 _DIGITS_FILE = "digits.csv.gz"
-_GOEMOTIONS_FILES = {"train": "train.tsv", "validation": "dev.tsv",
-                     "test": "test.tsv", "classes": "emotions.txt"}
+# The files `shipped_text` reads for GoEmotions.
+_GOEMOTIONS_FILES = {**shipped_text.GOEMOTIONS_FILES,
+                     "classes": shipped_text.GOEMOTIONS_CLASSES}
 
 
 def sources(config: config_lib.DataConfig
@@ -94,7 +95,7 @@ def sources(config: config_lib.DataConfig
     if not data_dir or not os.path.isdir(data_dir):
       raise ValueError(f"`data_dir`={data_dir}: not a folder.")
     parts = {split: [os.path.join(data_dir, split)]
-             for split in datasets.SPLITS
+             for split in contract.SPLITS
              if os.path.isdir(os.path.join(data_dir, split))}
   elif name == "tfrecord":
     # Imported here: records imports the loaders that import this.
@@ -225,7 +226,7 @@ def fingerprint(config: config_lib.DataConfig,
           "folders": folders}
 
 
-def facts(data: datasets.ClassificationData) -> Dict[str, Any]:
+def facts(data: contract.ClassificationData) -> Dict[str, Any]:
   """The part of the record that the loaded data gives: `class_names`,
   `sizes` and `feature_statistics` (a table's, else None)."""
   statistics = None
@@ -241,11 +242,11 @@ def facts(data: datasets.ClassificationData) -> Dict[str, Any]:
 
 
 def record(config: config_lib.DataConfig,
-           data: datasets.ClassificationData) -> Dict[str, Any]:
+           data: contract.ClassificationData) -> Dict[str, Any]:
   """The whole record of a run about to train on `data` (`write` it)."""
   out = fingerprint(config)
   out.update(facts(data))
-  out["cut"] = [split for split in datasets.SPLITS
+  out["cut"] = [split for split in contract.SPLITS
                 if split not in out["parts"] and "all" not in out["parts"]
                 and config.dataset in catalog.USER_DATASETS]
   return out
@@ -375,7 +376,7 @@ def compare(old: Dict[str, Any], new: Dict[str, Any]) -> Changes:
     classes = _class_changes(old.get("class_names", []), new["class_names"])
     sizes = old.get("sizes", {})
     for split in sorted(sizes, key=lambda s: (
-        datasets.SPLITS.index(s) if s in datasets.SPLITS else 3, s)):
+        contract.SPLITS.index(s) if s in contract.SPLITS else 3, s)):
       size, now = sizes[split], new["sizes"].get(split)
       if now != size:
         files.append(f"{split}: {now or 'no'} instances, {size} when the "
@@ -385,8 +386,8 @@ def compare(old: Dict[str, Any], new: Dict[str, Any]) -> Changes:
   return Changes(tuple(files), tuple(classes))
 
 
-def _recorded_statistics(data: datasets.ClassificationData,
-                         old: Dict[str, Any]) -> datasets.ClassificationData:
+def _recorded_statistics(data: contract.ClassificationData,
+                         old: Dict[str, Any]) -> contract.ClassificationData:
   """`data` standardised with the record's statistics (those the run's
   weights were trained with), when the record has them for its columns."""
   recorded = old.get("feature_statistics")
@@ -416,10 +417,10 @@ def _unrecorded(model_dir: str) -> str:
 
 
 def load_checked(model_dir: str, config: config_lib.DataConfig,
-                 load: Callable[[], datasets.ClassificationData],
+                 load: Callable[[], contract.ClassificationData],
                  allow_changed_data: bool = False,
                  remedy: str = "Pass `allow_changed_data` to use it anyway."
-                ) -> Tuple[datasets.ClassificationData, Changes]:
+                ) -> Tuple[contract.ClassificationData, Changes]:
   """The data a trained run reads again, checked against its record.
 
   Args:
@@ -498,7 +499,7 @@ def note(model_dir: str, command: str, changes: Changes) -> None:
 
 
 def check_runs(model_dirs: Sequence[str], config: config_lib.DataConfig,
-               data: datasets.ClassificationData) -> None:
+               data: contract.ClassificationData) -> None:
   """Refuses data that differs from what any of `model_dirs` (a study's
   runs, which share it) trained on: the fingerprint is taken once.
 

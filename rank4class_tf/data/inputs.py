@@ -180,7 +180,7 @@ class TextInputs:
 
 
 def default_inputs(data) -> features.InstanceInputs:
-  """The inputs of a numeric dataset (`datasets.ClassificationData`): the raw
+  """The inputs of a numeric dataset (`contract.ClassificationData`): the raw
   instance itself, or for image datasets with a preprocessing the
   preprocessed image (`images.ImageInputs`, whose serving signature takes raw
   uint8 images)."""

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf import catalog
-from rank4class_tf.data import datasets
+from rank4class_tf.data import contract
 from rank4class_tf.data import text
 
 PERCENTILES = (50, 90, 95, 99)
@@ -192,7 +192,7 @@ class _Split:
                                 "instance": _clip(shown)}
 
 
-def _read_split(data: datasets.ClassificationData, split: str, kind: str,
+def _read_split(data: contract.ClassificationData, split: str, kind: str,
                 preprocessor: Optional[text.TextPreprocessor],
                 unknown_id: Optional[int], batch_size: int,
                 earlier: Dict[str, _Split]) -> _Split:
@@ -286,7 +286,7 @@ def _add_vectors(out: _Split, batch) -> None:
                      labels[i], None)
 
 
-def _split_report(split: _Split, data: datasets.ClassificationData,
+def _split_report(split: _Split, data: contract.ClassificationData,
                   kind: str) -> Dict[str, Any]:
   names = data.class_names
   counts = {name: int(c) for name, c in zip(names, split.class_counts)}
@@ -338,7 +338,7 @@ def _split_report(split: _Split, data: datasets.ClassificationData,
   return report
 
 
-def _leakage(read: Dict[str, _Split], data: datasets.ClassificationData
+def _leakage(read: Dict[str, _Split], data: contract.ClassificationData
             ) -> List[Dict[str, Any]]:
   """For each split after the first, the rows whose instance occurs in each
   earlier split (`count`), the distinct such instances, the first one."""

@@ -60,7 +60,7 @@ import tensorflow as tf
 
 from rank4class_tf import catalog
 from rank4class_tf import fileio
-from rank4class_tf.data import datasets
+from rank4class_tf.data import contract
 from rank4class_tf.data import text
 from rank4class_tf.data import image_files as image_files_lib
 from rank4class_tf.data.inspect_splits import (  # pylint: disable=g-multiple-import,unused-import
@@ -84,7 +84,7 @@ CLASS_LINES = 20
 _NOUNS = {"text": "texts", "image": "images", "numeric": "rows"}
 
 
-def kind_of(data: datasets.ClassificationData) -> str:
+def kind_of(data: contract.ClassificationData) -> str:
   """`text`, `image` or `numeric`: raw strings, images (rank-3 instances),
   or feature vectors."""
   if data.is_text:
@@ -94,7 +94,7 @@ def kind_of(data: datasets.ClassificationData) -> str:
   return "image"
 
 
-def inspect(data: datasets.ClassificationData,
+def inspect(data: contract.ClassificationData,
             preprocessor: Optional[text.TextPreprocessor] = None,
             data_dir: Optional[str] = None,
             batch_size: int = BATCH_SIZE) -> Dict[str, Any]:
@@ -164,7 +164,7 @@ def image_files(data_dir: str, loaded: int) -> Dict[str, Any]:
     first `EXAMPLES`), `first_problem` (why the first cannot be decoded)}.
   """
   paths = []
-  for split in datasets.SPLITS:
+  for split in contract.SPLITS:
     folder = os.path.join(data_dir, split)
     if not os.path.isdir(folder):
       continue

@@ -7,9 +7,9 @@ folder in Keras' `text_dataset_from_directory` layout (`train/<class>/*.txt`,
 one text a file, the class its folder's name; hidden entries, a name
 starting with `.`, skipped and counted: `class_folders`):
 
-* CSV and TSV have a header row naming the columns; quoted fields may hold
-  the delimiter, quotes (doubled) and line breaks; a UTF-8 byte-order mark
-  and CRLF line ends are accepted.
+* CSV and TSV have a header row naming the columns (or `Options.columns`);
+  quoted fields (unless not `Options.quoted`) may hold the delimiter, quotes
+  (doubled) and line breaks; a UTF-8 BOM and CRLF line ends are accepted.
 * JSONL holds one JSON object per line.
 
 The instance is the `text_column` (default `text`), the label the
@@ -59,6 +59,7 @@ FORMATS = (".csv", ".tsv", ".jsonl")
 HELD_OUT_FRACTION = 0.1
 
 Label = Union[str, Tuple[str, ...]]
+Record = Union[Dict[str, object], str]  # A row, or why it is not one.
 # A label field read as a JSON list of classes: `[` then a comma or a quote
 # (`["joy", "love"]`, and Python's `['joy']`, refused as not JSON), or an
 # empty list or a list of one id (`[]`, `[3]`). Any other field starting
@@ -94,6 +95,9 @@ class Options:
       read, instead of stopping at it.
     split_rule: how a missing split is cut from streamed train data
       (`splits.cut_parts`; `config.SPLIT_RULES`).
+    columns: CSV / TSV without a header row: its columns' names, in order.
+    quoted: CSV / TSV fields may be quoted (`"a, b"`); False: as written, as
+      in IANA TSV (`shipped_text`). Not for streamed files (`streaming`).
   """
   text: str = "text"
   label: str = "label"
@@ -105,6 +109,8 @@ class Options:
   tfds_splits: Tuple[str, ...] = ()
   skip_bad_records: bool = False
   split_rule: str = "seed_file_record"
+  columns: Tuple[str, ...] = ()
+  quoted: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,12 +294,12 @@ def fits_float32(value: float) -> bool:
   return True
 
 
-def _records(path: str) -> List[Tuple[int, Union[Dict[str, object], str]]]:
-  """(line, record) of every row: CSV / TSV rows under their header, or
-  JSONL objects. A row that is not a record (a JSONL line that is not a JSON
-  object, a CSV row with another number of fields than the header) comes as
-  (line, the one-line reason) instead; a quoting error or bad UTF-8 stops the
-  file (the reader cannot find the next row for sure)."""
+def _records(path: str, options: "Options") -> List[Tuple[int, Record]]:
+  """(line, record) of every row: CSV / TSV rows under their header (or
+  `options.columns`), or JSONL objects. A row that is not a record (a JSONL
+  line that is not a JSON object, a CSV row of another number of fields than
+  the header) comes as (line, the one-line reason); a quoting error or bad
+  UTF-8 stops the file (the reader cannot find the next row for sure)."""
   text = _text(path)
   stem = path[:-3] if path.endswith(".gz") else path
   records = []
@@ -314,17 +320,17 @@ def _records(path: str) -> List[Tuple[int, Union[Dict[str, object], str]]]:
     return records
   reader = csv.reader(io.StringIO(text, newline=""),
                       delimiter="\t" if stem.endswith(".tsv") else ",",
-                      strict=True)
+                      strict=True, quoting=csv.QUOTE_MINIMAL if options.quoted
+                      else csv.QUOTE_NONE)
   with no_field_limit():
-    return _csv_records(path, reader)
+    return _csv_records(path, reader, options.columns)
 
 
-def _csv_records(path: str, reader) -> List[Tuple[int, Union[Dict[str, object],
-                                                           str]]]:
-  """`_records` of a CSV or TSV file's `reader`."""
+def _csv_records(path: str, reader, columns) -> List[Tuple[int, Record]]:
+  """`_records` of a CSV / TSV `reader`; the header: `columns`, else row 1."""
   records = []
   try:
-    header = next(reader, None)
+    header = list(columns) or next(reader, None)
     if header is None:
       raise ValueError(f"{path}: empty file (a header row is needed).")
     check_header(path, header)
@@ -332,8 +338,9 @@ def _csv_records(path: str, reader) -> List[Tuple[int, Union[Dict[str, object],
     for row in reader:
       if row:
         if len(row) != len(header):
-          records.append((start, f"{path}:{start}: {len(row)} fields, the "
-                                 f"header has {len(header)}."))
+          records.append((start, f"{path}:{start}: {len(row)} fields, "
+                                 f"expected {len(header)} "
+                                 f"({', '.join(header)})."))
         else:
           records.append((start, dict(zip(header, row))))
       start = reader.line_num + 1
@@ -343,18 +350,18 @@ def _csv_records(path: str, reader) -> List[Tuple[int, Union[Dict[str, object],
   return records
 
 
-def _good_records(path: str, skip: bool, skipped: List[str]
+def _good_records(path: str, options: "Options", skipped: List[str]
                  ) -> Iterator[Tuple[int, Dict[str, object], Callable]]:
   """(line, record, `bad`) of the file's readable records. A bad row raises
-  its ValueError, or with `skip` is appended to `skipped`; the caller does
-  the same with the `bad(reason)` it is given for a row it cannot use."""
+  its ValueError, or is added to `skipped` (`skip_bad_records`); the caller
+  does the same with the `bad(reason)` it is given for a row it cannot use."""
 
   def bad(reason: str) -> None:
-    if not skip:
+    if not options.skip_bad_records:
       raise ValueError(reason)
     skipped.append(reason)
 
-  for number, record in _records(path):
+  for number, record in _records(path, options):
     if isinstance(record, str):
       bad(record)
       continue
@@ -436,15 +443,13 @@ def read_rows(path: str, options: Options) -> Rows:
 
   Raises:
     ValueError: `file:line` naming the column for a missing column, an
-      empty text or label, or a malformed row (unless
-      `options.skip_bad_records`: then skipped and counted); naming the file
-      when it holds no row.
+      empty text or label, or a malformed row (unless `skip_bad_records`:
+      then skipped and counted); naming the file when it holds no row.
   """
   if os.path.isdir(path):
     return _folder_rows(path, options)
   texts, labels, places, skipped = [], [], [], []
-  for number, record, bad in _good_records(path, options.skip_bad_records,
-                                           skipped):
+  for number, record, bad in _good_records(path, options, skipped):
     try:
       for column in (options.text, options.label):
         if column not in record:
@@ -471,11 +476,9 @@ def read_rows(path: str, options: Options) -> Rows:
 
 
 def read_table(path: str, options: Options) -> Tuple[Tuple[str, ...], Rows]:
-  """The feature columns and rows of one split's tabular file: each row's
-  `texts` entry is its list of float features, in the columns' order.
-
-  The feature columns are `options.feature_columns`, else every column but
-  the label, in the header's order.
+  """The feature columns (`options.feature_columns`, else every column but
+  the label, in the header's order) and rows of one split's tabular file:
+  each row's `texts` entry is its list of float features, in that order.
 
   Raises:
     ValueError: `file:line` naming the column for a missing column, a value
@@ -487,8 +490,7 @@ def read_table(path: str, options: Options) -> Tuple[Tuple[str, ...], Rows]:
     raise ValueError(f"{path}: tabular_files reads CSV or TSV files.")
   vectors, labels, places, skipped = [], [], [], []
   names = tuple(options.feature_columns)
-  for number, record, bad in _good_records(path, options.skip_bad_records,
-                                           skipped):
+  for number, record, bad in _good_records(path, options, skipped):
     if not names:
       names = tuple(c for c in record if c != options.label)
       if not names:

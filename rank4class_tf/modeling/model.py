@@ -365,7 +365,7 @@ def build_model_builder(data,
   `task.build_model()`).
 
   Args:
-    data: the dataset (`datasets.ClassificationData`: its instance feature
+    data: the dataset (`contract.ClassificationData`: its instance feature
       and class count).
     model: the encoder (`encoders.config_kwargs`), the interaction, its
       width and the class encoder (default: `ModelConfig()`).

@@ -296,7 +296,7 @@ def split_scores(ranker: ExportedRanker, data, split: str,
 
   Args:
     ranker: the export.
-    data: the run's dataset (`datasets.ClassificationData`).
+    data: the run's dataset (`contract.ClassificationData`).
     split: split name.
     batch_size: instances scored per call.
 

@@ -161,20 +161,11 @@ def _merge(study_dir: str, shared: Dict[str, object],
   old_shared = config_lib.upgrade(dict(
       {k: v for k, v in defaults.items() if k not in old_shared},
       **old_shared))
+  # Settings that change nothing in the study compare equal (`effective`).
+  new_values = run_guard.effective(shared)
+  old_values = run_guard.effective(old_shared)
   for key in sorted(set(shared) | set(old_shared)):
-    new, old = shared.get(key), old_shared.get(key)
-    if key == "length_bucketing":  # It changes text studies only.
-      text_study = shared.get("dataset") in catalog.TEXT_DATASETS
-      new, old = bool(new) and text_study, bool(old) and text_study
-    if key == "split_rule":  # It changes a user's streamed text only.
-      streamed_text = shared.get("dataset") == "text_files"
-      new, old = (new if streamed_text else None,
-                  old if streamed_text else None)
-    if key == "float32_layers":  # It changes mixed-precision studies only.
-      mixed = (shared.get("mixed_precision", "float32") != "float32" or
-               old_shared.get("mixed_precision", "float32") != "float32")
-      new, old = bool(new) and mixed, bool(old) and mixed
-    if new != old:
+    if new_values.get(key) != old_values.get(key):
       raise ValueError(
           f"`{key}`={study_grid.flag_value(shared.get(key))} differs from "
           f"the study in {study_dir} "

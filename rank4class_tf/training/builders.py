@@ -17,6 +17,7 @@ from rank4class_tf import catalog
 from rank4class_tf import checks
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import classes as classes_lib
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features
 from rank4class_tf.data import identity
@@ -50,7 +51,7 @@ def vocab_file(config: config_lib.ModelConfig) -> str:
 
 
 def build_inputs(config: config_lib.TrainConfig,
-                 data: datasets.ClassificationData
+                 data: contract.ClassificationData
                 ) -> features.InstanceInputs:
   """Raw numeric inputs, or in-graph tokenization for text datasets."""
   if not data.is_text:
@@ -88,7 +89,7 @@ def steps_per_execution(trainer: config_lib.TrainerConfig,
 
 
 def build_pipeline(config: config_lib.TrainConfig,
-                   data: datasets.ClassificationData,
+                   data: contract.ClassificationData,
                    strategy=None,
                    start_checkpoint: Optional[Tuple[str, int]] = None
                   ) -> pipeline_lib.Rank4ClassPipeline:
@@ -237,7 +238,7 @@ def resolve_defaults(config: config_lib.TrainConfig
 def load_run_data(model_dir: str, allow_changed_data: bool = False,
                   config: Optional[config_lib.TrainConfig] = None,
                   remedy: Optional[str] = None
-                 ) -> Tuple[datasets.ClassificationData, identity.Changes]:
+                 ) -> Tuple[contract.ClassificationData, identity.Changes]:
   """The data of a trained run, read again and checked against what the run
   trained on (its data record, `data.identity.load_checked`): the one way
   every command that reads a run's data again gets it (evaluate, export,
@@ -266,7 +267,7 @@ def load_run_data(model_dir: str, allow_changed_data: bool = False,
                                allow_changed_data, **kwargs)
 
 
-def load_data(config: config_lib.TrainConfig) -> datasets.ClassificationData:
+def load_data(config: config_lib.TrainConfig) -> contract.ClassificationData:
   """The run's dataset (`datasets.from_config`); for a dataset whose kind
   only its data says (a TFRecord's or a TFDS data set's instances), the
   encoder is checked against it here (`checks.check_data_kind`)."""

@@ -54,7 +54,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from rank4class_tf.data import datasets
+from rank4class_tf.data import contract
 from rank4class_tf.data import inputs as inputs_lib
 from rank4class_tf.data import text
 from rank4class_tf import fileio
@@ -113,7 +113,7 @@ class CacheSpec:
   max_seq_length: int
   sequence: bool = False
 
-  def describe(self, data: datasets.ClassificationData) -> Dict[str, Any]:
+  def describe(self, data: contract.ClassificationData) -> Dict[str, Any]:
     """Everything the cached values depend on (hashes read the files)."""
     return {
         "version": CACHE_VERSION,
@@ -201,12 +201,12 @@ class FeatureCache:
     built_seconds: {split: seconds its values took to compute}.
   """
   folder: str
-  data: datasets.ClassificationData
+  data: contract.ClassificationData
   inputs: CachedInputs
   built_seconds: Dict[str, float]
 
 
-def _check_text(data: datasets.ClassificationData) -> None:
+def _check_text(data: contract.ClassificationData) -> None:
   if not data.is_text or data.streams:
     raise ValueError(f"`freeze_encoder` with `feature_cache` needs a text "
                      f"dataset held in memory; {data.name!r} is not one.")
@@ -220,7 +220,7 @@ def _pad_to(values: np.ndarray, length: int) -> np.ndarray:
 
 
 def _build(folder: str, spec: CacheSpec, description: Dict[str, Any],
-           data: datasets.ClassificationData,
+           data: contract.ClassificationData,
            progress: Callable[[str], None],
            length_bucketing: bool = True) -> None:
   """Computes every split into `folder` (through a temporary folder; on
@@ -252,7 +252,7 @@ def _upload(local: str, folder: str) -> None:
 
 
 def _compute(folder: str, spec: CacheSpec,
-             description: Dict[str, Any], data: datasets.ClassificationData,
+             description: Dict[str, Any], data: contract.ClassificationData,
              progress: Callable[[str], None],
              length_bucketing: bool) -> None:
   """Computes every split into the local `folder`, `key.json` last."""
@@ -338,7 +338,7 @@ def _read_array(folder: str, name: str, rows: int) -> np.ndarray:
 
 
 def load(cache_dir: str, spec: CacheSpec,
-         data: datasets.ClassificationData,
+         data: contract.ClassificationData,
          progress: Callable[[str], None] = logging.info,
          length_bucketing: bool = True) -> FeatureCache:
   """The cache of `spec` on `data`, built first when it does not exist.
@@ -384,7 +384,7 @@ def load(cache_dir: str, spec: CacheSpec,
                                       len(labels))}
     splits[split] = (features, labels)
   shape = tuple(record["shapes"][sorted(splits)[0]][1:])
-  cached = datasets.ClassificationData(
+  cached = contract.ClassificationData(
       name=data.name, class_names=data.class_names, instance_key=ENCODED,
       instance_shape=shape, instance_dtype=tf.float32, splits=splits)
   return FeatureCache(folder, cached, CachedInputs(shape),

@@ -29,6 +29,7 @@ import tensorflow as tf
 import tensorflow_ranking as tfr
 
 from rank4class_tf import config as config_lib
+from rank4class_tf.data import contract
 from rank4class_tf.data import datasets
 from rank4class_tf.data import features
 from rank4class_tf.modeling import model as model_lib
@@ -86,7 +87,7 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
       classes, which zero-shot training must not see even as negatives.
   """
 
-  def __init__(self, data: datasets.ClassificationData,
+  def __init__(self, data: contract.ClassificationData,
                instance_inputs: features.InstanceInputs, batch_size: int,
                seed: int, top_k: int, skip_batches: int = 0,
                serving_inputs: Optional[features.InstanceInputs] = None,
@@ -120,7 +121,7 @@ class Rank4ClassDatasetBuilder(tfr.keras.pipeline.AbstractDatasetBuilder):
                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
   @property
-  def data(self) -> datasets.ClassificationData:
+  def data(self) -> contract.ClassificationData:
     """The data set the run trains on (a feature cache's, a zero-shot
     run's without its held-out classes)."""
     return self._data

@@ -17,6 +17,10 @@
   written before these settings existed reads as patience 0 and a constant
   rate (their defaults, the behaviour of that time), so old runs resume as
   they did.
+  Settings added later whose legacy value differs from today's default
+  (`float32_layers`, `split_rule`, `length_bucketing`) are compared only
+  where they change the run (`effective`): a float32 digits run trained
+  before them resumes under its own flags.
 * **Exclusivity.** One training per model_dir at a time (`RunLock`): an
   advisory `fcntl` lock on `model_dir/.lock`, which the kernel releases when
   the process ends however it ends, so a crashed run never leaves a stale
@@ -45,6 +49,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from absl import logging
 import tensorflow as tf
 
+from rank4class_tf import catalog
 from rank4class_tf import fileio
 from rank4class_tf import run_dir as run_dir_lib
 
@@ -58,10 +63,34 @@ MAY_DIFFER = ("model_dir", "overwrite", "train_steps", "top_k",
 # Of those, the flags that only say how a run is started.
 STARTED_BY = ("model_dir", "overwrite")
 
+def effective(flat: Dict[str, Any]) -> Dict[str, Any]:
+  """`flat` with each setting that changes nothing in this run at one
+  value, so that runs and studies begun before it compare equal to today's:
+  `length_bucketing` outside text data sets (False), `split_rule` outside a
+  user's `text_files` (None: only their streamed cut changed) and
+  `float32_layers` under float32 (False: it keeps layers in float32 under a
+  mixed precision only).
+
+  >>> effective({"dataset": "digits", "split_rule": "by_format"})
+  {'dataset': 'digits', 'split_rule': None}
+  """
+  flat = dict(flat)
+  if "length_bucketing" in flat:
+    flat["length_bucketing"] = (bool(flat["length_bucketing"]) and
+                                flat.get("dataset") in catalog.TEXT_DATASETS)
+  if "split_rule" in flat and flat.get("dataset") != "text_files":
+    flat["split_rule"] = None
+  if ("float32_layers" in flat and
+      flat.get("mixed_precision", "float32") == "float32"):
+    flat["float32_layers"] = False
+  return flat
+
+
 def differences(old: Dict[str, Any], new: Dict[str, Any],
                 may_differ: Tuple[str, ...] = MAY_DIFFER) -> List[str]:
   """`--flag=new (was old)` for each setting outside `may_differ` that
-  differs between two flat configs, in flag order.
+  differs between two flat configs, in flag order; settings that change
+  nothing in these runs compare equal (`effective`).
 
   >>> differences({"loss": "softmax", "train_steps": 20},
   ...             {"loss": "approx_ndcg", "train_steps": 40})
@@ -70,6 +99,7 @@ def differences(old: Dict[str, Any], new: Dict[str, Any],
   ['`train_steps`=40 (was 20)']
   """
   out = []
+  old, new = effective(old), effective(new)
   for flag, value in new.items():
     if flag in may_differ or flag not in old:
       continue

@@ -206,7 +206,7 @@ def train(config: config_lib.TrainConfig, verbose: int = 0) -> str:
   return run.export(run_dir_lib.BEST_EXPORT)
 
 
-def _unreadable_data(data: datasets.ClassificationData,
+def _unreadable_data(data: contract.ClassificationData,
                      error: tf.errors.OpError) -> Optional[str]:
   """The instance that stopped training, when `error` came from reading
   the data (an image deleted or damaged since the data was loaded: a
@@ -378,7 +378,7 @@ def _finished_otherwise(config: config_lib.TrainConfig) -> str:
 
 
 def checkpoint_scores(config: config_lib.TrainConfig,
-                      data: datasets.ClassificationData,
+                      data: contract.ClassificationData,
                       splits: Tuple[str, ...] = ("validation", "test"),
                       checkpoint: Optional[str] = None
                      ) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:

@@ -10,7 +10,19 @@
   instance is (title, abstract), packed as [CLS] title [SEP] abstract [SEP];
   the label is the category; a seeded stratified 60/20/20 split.
 
-Malformed files stop with a ValueError naming the file and line.
+GoEmotions' files are what a user's TSV is, so the text-file source reads
+them (`text_files.read_splits`, the checks and messages of `user_files`)
+with fixed options (`goemotions_options`): no header row, the columns
+`text`, `labels` (comma-separated ids into `emotions.txt`) and `id`, fields
+unquoted (texts keep their quotes as written), and the repository's file
+names (`dev.tsv` is validation). The single-label view's one step the
+text-file source has no option for, keeping the rows of one label (in file
+order), is done here, between the read and `text_files.in_memory`.
+
+MIND keeps its own reader (`read_mind_news`): its instance is two columns,
+the abstract possibly empty, and its one file is cut 60/20/20, none of which
+a user's text files express. Malformed files stop with a ValueError naming
+the file and line.
 """
 
 import os
@@ -20,8 +32,9 @@ import numpy as np
 import tensorflow as tf
 
 from rank4class_tf.data import user_files
-from rank4class_tf.data.classes import read_class_names, read_lines
-from rank4class_tf.data.contract import SPLIT_SEED, SPLITS, ClassificationData
+from rank4class_tf.data.classes import read_lines
+from rank4class_tf.data.contract import SPLIT_SEED, ClassificationData
+from rank4class_tf.data.sources import text_files
 from rank4class_tf.data.splits import stratified_split
 
 # The shipped data files: rank4class_tf/data/shipped/ in an installed package
@@ -48,65 +61,41 @@ def load(name: str, data_dir: Optional[str], options: user_files.Options,
   return load_goemotions_multilabel(data_dir)
 
 
-def read_goemotions_tsv(path: str, num_classes: int
-                       ) -> Tuple[List[str], List[List[int]]]:
-  """Parses a GoEmotions TSV: text <TAB> comma-separated label ids <TAB> id.
+# GoEmotions' files: {split: file}, and its class names file.
+GOEMOTIONS_FILES = {"train": "train.tsv", "validation": "dev.tsv",
+                    "test": "test.tsv"}
+GOEMOTIONS_CLASSES = "emotions.txt"
 
-  The text is kept as it is (about 2.5% carry CSV-style quoting).
 
-  Raises:
-    ValueError: `path:line: ...` for a wrong field count, an empty text, or a
-      label that is not an integer in [0, num_classes).
-  """
-  texts, labels = [], []
-  for number, line in enumerate(read_lines(path), start=1):
-    fields = line.split("\t")
-    if len(fields) != 3:
-      raise ValueError(f"{path}:{number}: expected 3 tab-separated fields "
-                       f"(text, labels, id), got {len(fields)}.")
-    instance, label_field, _ = fields
-    if not instance.strip():
-      raise ValueError(f"{path}:{number}: empty text.")
-    ids = []
-    for token in label_field.split(","):
-      try:
-        label = int(token)
-      except ValueError:
-        raise ValueError(f"{path}:{number}: label {token!r} is not an "
-                         "integer class id.") from None
-      if not 0 <= label < num_classes:
-        raise ValueError(f"{path}:{number}: label {label} is outside the "
-                         f"class list (0..{num_classes - 1}).")
-      ids.append(label)
-    texts.append(instance)
-    labels.append(ids)
-  if not texts:
-    raise ValueError(f"{path}: no examples.")
-  return texts, labels
+def goemotions_options(data_dir: str) -> user_files.Options:
+  """How the text-file source reads GoEmotions' TSV files in `data_dir`:
+  lines of `text<TAB>label ids<TAB>comment id`, no header row, no quoting
+  (texts keep their quotes as written), the ids comma-separated, indices
+  into `emotions.txt`."""
+  return user_files.Options(
+      columns=("text", "labels", "id"), text="text", label="labels",
+      label_separator=",", quoted=False,
+      class_names_file=os.path.join(data_dir, GOEMOTIONS_CLASSES))
 
 
 def _goemotions(data_dir: Optional[str], multi_label: bool
                ) -> ClassificationData:
   data_dir = data_dir or os.path.join(REPO_DATA_DIR, "goemotions")
-  class_names = read_class_names(os.path.join(data_dir, "emotions.txt"))
-  splits = {}
-  for split, filename in (("train", "train.tsv"), ("validation", "dev.tsv"),
-                          ("test", "test.tsv")):
-    texts, labels = read_goemotions_tsv(os.path.join(data_dir, filename),
-                                        len(class_names))
-    if multi_label:
-      y = np.zeros([len(labels), len(class_names)], np.float32)
-      for row, ids in enumerate(labels):
-        y[row, ids] = 1.0
-      splits[split] = (np.array(texts, dtype=object), y)
-    else:
-      keep = [i for i, ids in enumerate(labels) if len(ids) == 1]
-      splits[split] = (np.array([texts[i] for i in keep], dtype=object),
-                       np.array([labels[i][0] for i in keep], np.int64))
-  return ClassificationData(
-      name="goemotions_multilabel" if multi_label else "goemotions",
-      class_names=class_names, instance_key="text", instance_shape=(),
-      instance_dtype=tf.string, splits=splits)
+  files = {split: os.path.join(data_dir, file)
+           for split, file in GOEMOTIONS_FILES.items()}
+  for path in files.values():  # Not a split folder (`user_files`).
+    if not os.path.isfile(path):
+      raise ValueError(f"{path}: " + ("is a directory, expected a file."
+                                      if os.path.isdir(path) else
+                                      "file not found."))
+  name = "goemotions_multilabel" if multi_label else "goemotions"
+  class_names, parts, _ = text_files.read_splits(
+      files, goemotions_options(data_dir), name)
+  if not multi_label:  # The rows of one label, in file order.
+    for split, (texts, ids) in parts.items():
+      keep = [row for row, classes in enumerate(ids) if len(classes) == 1]
+      parts[split] = ([texts[row] for row in keep], [ids[row] for row in keep])
+  return text_files.in_memory(name, class_names, parts, multi=multi_label)
 
 
 def load_goemotions(data_dir: Optional[str] = None) -> ClassificationData:
