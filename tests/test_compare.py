@@ -93,6 +93,22 @@ class GroupTest(tf.test.TestCase):
                      [("data_dir=/d/a", [dirs[0], dirs[2]]),
                       ("data_dir=/d/b", [dirs[1]])])
 
+  def test_settings_that_change_nothing_part_no_runs(self):
+    # Seed 0 trained before --split_rule and --float32_layers existed.
+    root = tempfile.mkdtemp()
+    dirs = [write_run(root, "s0", seed=0, split_rule="by_format",
+                      float32_layers=False),
+            write_run(root, "s1", seed=1)]
+    self.assertEqual([(g.label, g.seeds) for g in compare.group_runs(dirs)],
+                     [("all runs", [0, 1])])
+    # Where the rule cuts another split (a user's text files), they differ.
+    dirs = [write_run(root, "t0", seed=0, split_rule="by_format",
+                      dataset="text_files", data_dir="/d"),
+            write_run(root, "t1", seed=1, dataset="text_files",
+                      data_dir="/d")]
+    self.assertEqual([g.label for g in compare.group_runs(dirs)],
+                     ["split_rule=by_format", "split_rule=seed_file_record"])
+
   def test_same_data_folder_with_other_classes_is_refused(self):
     # The files under one --data_dir changed between two seeds' trainings.
     root = tempfile.mkdtemp()

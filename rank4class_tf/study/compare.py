@@ -42,6 +42,7 @@ from rank4class_tf.ranking import calibration as calibration_lib
 from rank4class_tf.ranking import metrics
 from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
+from rank4class_tf.training import run_guard
 from rank4class_tf.training import run_state
 from rank4class_tf.training import trainer as training
 
@@ -84,7 +85,8 @@ class Group:
 
 
 def group_runs(model_dirs: Sequence[str]) -> List[Group]:
-  """Groups runs by their settings but `IGNORED`, in first-seen order.
+  """Groups runs by their settings but `IGNORED`, in first-seen order
+  (settings compared as `run_guard.effective` has them).
 
   Runs of other data (`dataset`, `data_dir`, as their configs say) are in
   other groups; within a group every run must have saved the same classes.
@@ -95,7 +97,9 @@ def group_runs(model_dirs: Sequence[str]) -> List[Group]:
   """
   settings, classes = {}, {}
   for model_dir in model_dirs:
-    flat = exported_ranker.load_config(model_dir).flat()
+    # A setting that changes nothing in this run (`split_rule` outside a
+    # user's text files, ...) does not part it from today's runs.
+    flat = run_guard.effective(exported_ranker.load_config(model_dir).flat())
     if flat.get("data_dir"):  # `data/x/` and `data/x` are one folder.
       flat["data_dir"] = flat["data_dir"].rstrip("/") or "/"
     settings[model_dir] = {k: v for k, v in flat.items() if k not in IGNORED}
