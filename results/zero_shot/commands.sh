@@ -4,9 +4,9 @@
 #   bash results/zero_shot/commands.sh STEP
 # Steps (in order): a_base a_pseudo a_fit a_methods b_base b_pseudo b_fit
 # b_methods b_embedding rc_base rc_pseudo rc_fit rc_methods rcb_base
-# rcb_pseudo rcb_fit rcb_methods d_base d_pseudo d_fit d_methods. Set A runs
-# all three remedies; the others only the one
-# of highest validation H in their fit (`best`). The tables of
+# rcb_pseudo rcb_fit rcb_methods d_base d_pseudo d_fit d_methods rcd_base
+# rcd_pseudo rcd_fit rcd_methods. Set A runs all three remedies; the others
+# only the one of highest validation H in their fit (`best`). The tables of
 # results/zero_shot/ are the outputs of the `baselines`, `tables` and `holm`
 # steps.
 set -euo pipefail
@@ -83,6 +83,10 @@ case "$1" in
   d_pseudo) for s in 0 1 2; do train desc.a.pseudo $s $TEXT --class_descriptions=$DESC --holdout_classes=$A,$PA; done ;;
   d_fit) fit desc.a $A ;;
   d_methods) METHODS=$(best desc.a) methods desc.a $A $TEXT --class_descriptions=$DESC ;;
+  rcd_base) for s in 0 1 2; do train rc.desc.a $s $RC --class_descriptions=$DESC --holdout_classes=$A; done ;;
+  rcd_pseudo) for s in 0 1 2; do train rc.desc.a.pseudo $s $RC --class_descriptions=$DESC --holdout_classes=$A,$PA; done ;;
+  rcd_fit) fit rc.desc.a $A ;;
+  rcd_methods) METHODS=$(best rc.desc.a) methods rc.desc.a $A $RC --class_descriptions=$DESC ;;
   baselines)
     for set in a b; do
       held=$A; [ $set = b ] && held=$B
