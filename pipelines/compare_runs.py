@@ -36,13 +36,13 @@ metrics of every instance (`ranking.gzsl`): `seen_top1`, `unseen_top5`,
       --metrics=seen_top1,unseen_top5,unseen_mrr,gzsl_h,ausuc
 """
 
-import glob
 import sys
 
 from absl import app
 from absl import flags
 
 from . import console
+from . import flag_utils
 from rank4class_tf.ranking import gzsl
 from rank4class_tf.ranking import metrics
 from rank4class_tf.study import compare
@@ -70,15 +70,7 @@ def main(argv):
     sys.exit(f"compare_runs: unexpected arguments: {' '.join(argv[1:])}")
   console.quiet()
   try:
-    if not FLAGS.runs:
-      raise ValueError("--runs must name at least one run folder.")
-    model_dirs = []
-    for pattern in FLAGS.runs:
-      found = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [
-          pattern]
-      if not found:
-        raise ValueError(f"--runs: {pattern!r} matches no folder.")
-      model_dirs += found
+    model_dirs = flag_utils.folders("runs", FLAGS.runs)
     groups = compare.group_runs(model_dirs)
     names = tuple(FLAGS.metrics or ())
     if not names:

@@ -5,11 +5,13 @@
 `sorting.training.SorterConfig`): the flag's type from the field's
 annotation, its default from the field's, its help from the field's `help`.
 `config_from_flags(cls)` reads them back. A new option is then one field in
-the library's config and nothing here.
+the library's config and nothing here. `folders(flag, patterns)` expands the
+run folders a list flag names.
 """
 
+import glob
 import typing
-from typing import Any, Iterable
+from typing import Any, Iterable, List
 
 from absl import flags
 
@@ -69,3 +71,23 @@ def config_from_flags(cls, skip: Iterable[str] = (), **overrides: Any):
         value = ""
       values[field.flag] = value
   return config_lib.from_flat(cls, values)
+
+
+def folders(flag: str, patterns: Iterable[str]) -> List[str]:
+  """The folders a list flag names, in order: each entry as it is, or, with
+  a shell pattern (`runs/a.seed*`), its matches sorted.
+
+  Raises:
+    ValueError: naming the flag, when it names nothing or a pattern
+      matches no folder.
+  """
+  out = []
+  for pattern in patterns or ():
+    found = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [
+        pattern]
+    if not found:
+      raise ValueError(f"--{flag}: {pattern!r} matches no folder.")
+    out += found
+  if not out:
+    raise ValueError(f"--{flag} must name at least one run folder.")
+  return out

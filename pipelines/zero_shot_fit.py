@@ -17,7 +17,6 @@ printed, as a markdown table and as the flags to train the runs of H with
 unseen classes are never read. `--output` also writes them as JSON.
 """
 
-import glob
 import json
 import sys
 
@@ -25,6 +24,7 @@ from absl import app
 from absl import flags
 
 from . import console
+from . import flag_utils
 
 flags.DEFINE_list("pseudo_runs", None, "Runs trained with --holdout_classes "
                   "and pseudo-unseen classes held out (folders or shell "
@@ -48,13 +48,7 @@ def main(argv):
   try:
     if not FLAGS.pseudo_runs or not FLAGS.holdout_classes:
       raise ValueError("--pseudo_runs and --holdout_classes must be set.")
-    runs = []
-    for pattern in FLAGS.pseudo_runs:
-      found = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [
-          pattern]
-      if not found:
-        raise ValueError(f"--pseudo_runs: {pattern!r} matches no folder.")
-      runs += found
+    runs = flag_utils.folders("pseudo_runs", FLAGS.pseudo_runs)
     fitted = zero_shot_fit.fit(runs, FLAGS.holdout_classes, FLAGS.methods,
                                FLAGS.split)
   except ValueError as e:

@@ -144,6 +144,25 @@ class GroupTest(tf.test.TestCase):
 
 
 @pytest.mark.slow
+class FoldersTest(tf.test.TestCase):
+  """`flag_utils.folders`: the run folders of --runs / --pseudo_runs."""
+
+  def test_patterns_expand_sorted_and_entries_stay(self):
+    from pipelines import flag_utils  # pylint: disable=g-import-not-at-top
+    root = tempfile.mkdtemp()
+    for name in ("r.seed1", "r.seed0", "other"):
+      os.makedirs(os.path.join(root, name))
+    self.assertEqual(
+        flag_utils.folders("runs", [f"{root}/other", f"{root}/r.seed*"]),
+        [f"{root}/other", f"{root}/r.seed0", f"{root}/r.seed1"])
+    with self.assertRaisesRegex(ValueError, r"^--pseudo_runs: '.*/x\.\*' "
+                                r"matches no folder\.$"):
+      flag_utils.folders("pseudo_runs", [f"{root}/r.seed0", f"{root}/x.*"])
+    with self.assertRaisesRegex(ValueError, r"^--runs must name at least "
+                                r"one run folder\.$"):
+      flag_utils.folders("runs", [])
+
+
 class CompareRunsBinaryTest(tf.test.TestCase):
 
   def test_two_seeds_of_digits(self):
