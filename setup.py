@@ -6,9 +6,9 @@ import setuptools
 # console command `rank4class-<binary>` (`_` written `-`), which runs it as
 # `python -m` does (pipelines/entry_points.py). tests/test_install.py keeps
 # this list equal to the binaries.
-BINARIES = ("calibrate", "compare_runs", "demo", "evaluate", "evaluate_sorter",
-            "export", "import_sorter", "inspect_data", "plot_sorter",
-            "predict", "spearman_regression", "study", "train", "train_sorter",
+BINARIES = ("calibrate", "compare_budgets", "compare_runs", "demo",
+            "evaluate", "evaluate_sorter", "export", "import_sorter",
+            "inspect_data", "plot_sorter", "predict", "spearman_regression", "study", "train", "train_sorter",
             "zero_shot_baselines", "zero_shot_fit")
 
 setuptools.setup(

@@ -26,6 +26,10 @@ def calibrate():
   _run("calibrate")
 
 
+def compare_budgets():
+  _run("compare_budgets")
+
+
 def compare_runs():
   _run("compare_runs")
 

@@ -1,0 +1,79 @@
+r"""Sets one grid's two training budgets side by side, cell by cell.
+
+Example (issue 61: the frozen study trained until its runs stop improving,
+against the 3,000-step study; both read from their committed summaries):
+
+  .venv/bin/python -m pipelines.compare_budgets \
+      --long_study=results/study_goemotions_frozen_long \
+      --short_study=results/study_goemotions_frozen \
+      --output=results/long_studies/frozen_budgets.md
+
+Each study chooses its own runs on its own validation metric. For every
+(loss, interaction) chosen in both, on every metric both record: the mean at
+each budget over the seeds both have, long - short paired by seed (mean,
+95% t interval, Holm-adjusted seed t-test), and the cell's verdict against
+softmax + dot at each budget (gain / loss at Holm p < 0.05, else none
+detected), with whether it survives (`rank4class_tf/study/budgets.py`).
+Prints one markdown table per metric; `--output` also writes them.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+
+from . import console
+
+flags.DEFINE_string("long_study", None, "The study (folder or committed "
+                    "summary) trained longer.")
+flags.DEFINE_string("short_study", None, "Its short counterpart.")
+flags.DEFINE_list("metrics", [], "Test metrics (default: those both studies "
+                  "record).")
+flags.DEFINE_string("output", "", "Also write the tables here (markdown).")
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit(f"compare_budgets: unexpected arguments: {' '.join(argv[1:])}")
+  console.quiet()
+  from rank4class_tf import fileio  # pylint: disable=g-import-not-at-top
+  from rank4class_tf.study import budgets  # pylint: disable=g-import-not-at-top
+  try:
+    studies = {}
+    for flag in ("long_study", "short_study"):
+      if not FLAGS[flag].value:
+        raise ValueError(f"--{flag} must be set.")
+      try:
+        studies[flag] = budgets.chosen_cells(FLAGS[flag].value)
+      except ValueError as e:
+        raise ValueError(f"--{flag}: {e}") from None
+    (long_cells, long_metrics), (short_cells, short_metrics) = (
+        studies["long_study"], studies["short_study"])
+    names = tuple(FLAGS.metrics) or tuple(
+        m for m in long_metrics if m in short_metrics)
+    for name in names:
+      if name not in long_metrics or name not in short_metrics:
+        raise ValueError(f"--metrics: {name!r} is not recorded by both "
+                         f"studies (long: {', '.join(long_metrics)}; short: "
+                         f"{', '.join(short_metrics)}).")
+    rows, left_out = budgets.compare_budgets(long_cells, short_cells, names)
+    lines = [f"Long: {FLAGS.long_study}; short: {FLAGS.short_study}.", ""]
+    if left_out:
+      lines += [f"Not compared ({len(left_out)} cells with fewer than 2 "
+                f"seeds chosen in both: a study still running): "
+                f"{', '.join('.'.join(key) for key in left_out)}.", ""]
+    for name in names:
+      lines += [f"## {name}", ""] + budgets.markdown(
+          rows, "short", "long", name) + [""]
+    text = "\n".join(lines)
+    if FLAGS.output:
+      fileio.write_text_atomically(FLAGS.output, text)
+  except (ValueError, OSError) as e:
+    console.fail("compare_budgets", e)
+  print(text)
+
+
+if __name__ == "__main__":
+  app.run(main)

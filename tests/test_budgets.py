@@ -1,0 +1,152 @@
+"""Tests of rank4class_tf.study.budgets and pipelines.compare_budgets: one
+grid at two budgets, on hand-made studies (`test_study_report.make_study`:
+known per-instance hits, no training)."""
+
+import math
+import os
+import shutil
+import tempfile
+
+import numpy as np
+from scipy import stats as scipy_stats
+import tensorflow as tf
+
+from rank4class_tf.study import budgets
+from rank4class_tf.study import folder as study_folder
+from rank4class_tf.study import significance
+import helpers
+from test_study import N
+from test_study_report import hits
+from test_study_report import make_study
+
+# Top-1 hit rates (loss, seed) -> p at each budget: at the short budget
+# approx_ndcg is far below softmax; trained longer, it catches up.
+SHORT = {"softmax": (0.60, 0.62, 0.61), "approx_ndcg": (0.30, 0.31, 0.29)}
+LONG = {"softmax": (0.70, 0.71, 0.69), "approx_ndcg": (0.70, 0.72, 0.69)}
+
+
+def study(rates, salt):
+  return make_study(lambda run: hits(rates[run.loss][run.seed],
+                                     salt + 10 * run.seed +
+                                     (run.loss == "softmax")))
+
+
+def top1(folder, loss, seeds=(0, 1, 2)):
+  """The chosen (1e-3) runs' test Top-1, read independently of budgets."""
+  records = {r["run"]: r for r in study_folder.load_records(folder)}
+  return np.array([records[f"{loss}.dot.lr0.001.seed{s}"]["test"]
+                   ["top1_accuracy"] for s in seeds])
+
+
+class BudgetsTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.short, cls.long = study(SHORT, 1000), study(LONG, 2000)
+
+  def test_rows_are_the_paired_seed_statistics(self):
+    long_cells, metrics = budgets.chosen_cells(self.long)
+    short_cells, _ = budgets.chosen_cells(self.short)
+    self.assertEqual(metrics, ("top1_accuracy", "top5_accuracy", "ndcg@5",
+                               "mrr"))
+    rows, left_out = budgets.compare_budgets(long_cells, short_cells,
+                                             ["top1_accuracy"])
+    self.assertEqual(left_out, [])
+    self.assertEqual([r.cell for r in rows],
+                     [("softmax", "dot"), ("approx_ndcg", "dot")])
+    base, ranking = rows
+    change = top1(self.long, "approx_ndcg") - top1(self.short, "approx_ndcg")
+    self.assertAllClose(ranking.short, top1(self.short, "approx_ndcg").mean())
+    self.assertAllClose(ranking.long, top1(self.long, "approx_ndcg").mean())
+    # The change's 95% t interval, by scipy.
+    low, high = scipy_stats.t.interval(
+        0.95, 2, loc=change.mean(), scale=change.std(ddof=1) / math.sqrt(3))
+    self.assertAllClose(ranking.change, (change.mean(), change.std(ddof=1),
+                                         low, high))
+    # Paired t-test p, Holm over the two rows' changes.
+    p = [scipy_stats.ttest_rel(top1(self.long, loss), top1(self.short, loss)
+                               ).pvalue for loss in ("softmax", "approx_ndcg")]
+    self.assertAllClose([base.change_p, ranking.change_p], p)
+    self.assertAllClose([base.change_p_holm, ranking.change_p_holm],
+                        significance.holm(p))
+    # Against softmax at each budget: a loss short, none detected long (one
+    # test per budget, so Holm leaves p as it is).
+    for name in ("short", "long"):
+      folder = getattr(self, name)
+      d = top1(folder, "approx_ndcg") - top1(folder, "softmax")
+      self.assertAllClose(getattr(ranking, f"{name}_effect"), d.mean())
+      self.assertAllClose(getattr(ranking, f"{name}_p_holm"),
+                          scipy_stats.ttest_1samp(d, 0.).pvalue)
+    self.assertEqual(ranking.verdicts(), ("loss", "none detected"))
+    self.assertTrue(math.isnan(base.short_effect))
+
+  def test_markdown_counts_the_verdicts_that_survive(self):
+    long_cells, _ = budgets.chosen_cells(self.long)
+    short_cells, _ = budgets.chosen_cells(self.short)
+    rows, _ = budgets.compare_budgets(long_cells, short_cells,
+                                      ["top1_accuracy", "top5_accuracy"])
+    lines = budgets.markdown(rows, "3,000 steps", "converged",
+                             "top1_accuracy")
+    self.assertEqual(lines[0], "| cell | metric | seeds | 3,000 steps | "
+                     "converged | long - short [95% t] | p Holm | verdict, "
+                     "short | verdict, long | survives |")
+    self.assertEqual(lines[2].split(" | ")[-3:],
+                     ["(baseline)", "(baseline)", "(baseline) |"])
+    self.assertStartsWith(lines[3].split(" | ")[7], "loss (-")
+    self.assertStartsWith(lines[3].split(" | ")[8], "none detected (")
+    self.assertEndsWith(lines[3], " | no |")
+    self.assertEqual(lines[-1], "Verdicts against softmax + dot that survive "
+                     "the longer training: 0 of 1.")
+    # Top-5 is 1 everywhere: no change, no effect; the verdict survives.
+    top5 = budgets.markdown(rows, "s", "l", "top5_accuracy")
+    self.assertIn("| approx_ndcg.dot | top5_accuracy | 0,1,2 | 1.0000 | "
+                  "1.0000 | +0.0000 [+0.0000, +0.0000] | 1.0000 | none "
+                  "detected (+0.0000, p Holm 1.0000) | none detected "
+                  "(+0.0000, p Holm 1.0000) | yes |", top5)
+
+  def test_a_running_study_compares_the_cells_it_has(self):
+    # The long study has only seed 0 of approx_ndcg so far.
+    partial = os.path.join(tempfile.mkdtemp(), "partial")
+    shutil.copytree(self.long, partial)
+    for seed in (1, 2):
+      for rate in ("0.001", "0.01"):
+        shutil.rmtree(os.path.join(partial, study_folder.RUNS_DIR,
+                                   f"approx_ndcg.dot.lr{rate}.seed{seed}"))
+    rows, left_out = budgets.compare_budgets(
+        budgets.chosen_cells(partial)[0], budgets.chosen_cells(self.short)[0],
+        ["top1_accuracy"])
+    self.assertEqual([r.cell for r in rows], [("softmax", "dot")])
+    self.assertEqual(left_out, [("approx_ndcg", "dot")])
+
+  def test_binary_writes_the_tables_and_refuses_in_one_line(self):
+    output = os.path.join(tempfile.mkdtemp(), "budgets.md")
+    result = helpers.run_module(
+        "pipelines.compare_budgets", f"--long_study={self.long}",
+        f"--short_study={self.short}", "--metrics=top1_accuracy",
+        f"--output={output}")
+    self.assertEqual(result.returncode, 0, result.stderr)
+    with open(output) as f:
+      text = f.read()
+    self.assertIn(text, result.stdout)
+    self.assertIn("## top1_accuracy", text)
+    self.assertIn("survive the longer training: 0 of 1.", text)
+    empty = tempfile.mkdtemp()
+    for argv, line in (
+        ([f"--long_study={self.long}"], "compare_budgets: --short_study must "
+         "be set."),
+        ([f"--long_study={empty}", f"--short_study={self.short}"],
+         f"compare_budgets: --long_study: {empty} holds no study or "
+         "summary (study.json not found)."),
+        ([f"--long_study={self.long}", f"--short_study={self.short}",
+          "--metrics=map"], "compare_budgets: --metrics: 'map' is not "
+         "recorded by both studies (long: top1_accuracy, top5_accuracy, "
+         "ndcg@5, mrr; short: top1_accuracy, top5_accuracy, ndcg@5, mrr).")):
+      bad = helpers.run_module("pipelines.compare_budgets", *argv,
+                               check=False)
+      self.assertEqual(bad.returncode, 1)
+      self.assertEqual(bad.stderr.strip().splitlines()[-1], line)
+
+
+if __name__ == "__main__":
+  tf.test.main()
