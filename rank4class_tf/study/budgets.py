@@ -99,7 +99,9 @@ def _p(differences: Sequence[float]) -> float:
   return float(p)
 
 
-def _test(cells: Cells, metric: str, key, seeds) -> float:
+def _test_values(cells: Cells, metric: str, key: Tuple[str, str],
+                 seeds: Sequence[int]) -> np.ndarray:
+  """[S] test `metric` of `key`'s chosen runs of `seeds`."""
   return np.array([cells[key][s]["test"][metric] for s in seeds], np.float64)
 
 
@@ -129,16 +131,16 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
   for key in keys:
     seeds = seeds_of[key]
     for metric in metrics:
-      short = _test(short_cells, metric, key, seeds)
-      long = _test(long_cells, metric, key, seeds)
+      short = _test_values(short_cells, metric, key, seeds)
+      long = _test_values(long_cells, metric, key, seeds)
       row = Row(key, metric, seeds, float(short.mean()), float(long.mean()),
                 compare.seed_interval(long - short), _p(long - short))
       if key != base and base in keys:
         common = tuple(s for s in seeds if s in seeds_of[base])
         if len(common) >= 2:
           for name, cells in (("short", short_cells), ("long", long_cells)):
-            d = (_test(cells, metric, key, common) -
-                 _test(cells, metric, base, common))
+            d = (_test_values(cells, metric, key, common) -
+                 _test_values(cells, metric, base, common))
             setattr(row, f"{name}_effect", float(d.mean()))
             setattr(row, f"{name}_p_holm", _p(d))  # Adjusted below.
       rows.append(row)
