@@ -295,7 +295,8 @@ class BadFlagsTest(tf.test.TestCase, parameterized.TestCase):
        "sigmoid_cross_entropy, rescaled_mse, two_way, two_way_margin, "
        "sodeep_spearman"),
       ("--interaction=bilinear", "train: --interaction='bilinear' is not "
-       "valid; choose one of: dot, lc_mlp, concat_mlp, label_attention."),
+       "valid; choose one of: dot, lc_mlp, concat_mlp, cosine, "
+       "label_attention."),
       ("--dataset=mnist", "train: --dataset='mnist' is not valid; choose one "
        "of: digits, goemotions"),
       ("--batch_size=0", "train: --batch_size=0 must be > 0."),
