@@ -150,3 +150,56 @@ class BudgetsTest(tf.test.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+def keras_stop(values, patience):
+  """(kept, last) 0-based, as `training.callbacks.EarlyStopping` (the
+  callback `--patience` trains with) stops on the validations `values`."""
+  from rank4class_tf.training import callbacks  # pylint: disable=g-import-not-at-top
+
+  class Model:
+    stop_training = False
+
+  callback = callbacks.EarlyStopping("", "val_top1_accuracy", patience,
+                                     steps_per_epoch=10)
+  callback.set_model(Model())
+  callback.on_train_begin()
+  last = len(values) - 1
+  for epoch, value in enumerate(values):
+    callback.on_epoch_end(epoch, {"val_top1_accuracy": value})
+    if callback.model.stop_training:
+      last = epoch
+      break
+  # The checkpoint kept: the first maximum of what it trained.
+  trained = values[:last + 1]
+  return trained.index(max(trained)), last
+
+
+class PatienceStopTest(tf.test.TestCase):
+
+  def test_hand_made_curves(self):
+    # Plateau, then a later best: patience 2 stops at the tie's second
+    # step and keeps the first 0.5; patience 3 reaches the 0.9.
+    curve = [0.2, 0.5, 0.5, 0.45, 0.9, 0.9, 0.9]
+    self.assertEqual(budgets.patience_stop(curve, 2), (1, 3))
+    self.assertEqual(budgets.patience_stop(curve, 3), (4, 6))
+    # Still improving at the ceiling: the last validation, kept.
+    self.assertEqual(budgets.patience_stop([0.1, 0.2, 0.3], 1), (2, 2))
+    self.assertEqual(budgets.patience_stop([0.4, 0.3, 0.2, 0.1], 1), (0, 1))
+    self.assertEqual(budgets.patience_stop([0.7], 5), (0, 0))
+
+  def test_equals_the_training_callback(self):
+    rng = np.random.default_rng(61)
+    for _ in range(300):
+      # Few distinct values: ties and plateaus are common.
+      values = [float(v) for v in rng.integers(0, 5, rng.integers(1, 15))]
+      patience = int(rng.integers(1, 6))
+      self.assertEqual(budgets.patience_stop(values, patience),
+                       keras_stop(values, patience), (values, patience))
+
+  def test_refuses_what_is_no_curve(self):
+    for values, patience, match in (([0.1], 0, "patience=0"),
+                                    ([], 3, "at least one"),
+                                    ([0.1, math.nan], 3, "all finite")):
+      with self.assertRaisesRegex(ValueError, match):
+        budgets.patience_stop(values, patience)

@@ -10,13 +10,17 @@ converged GoEmotions studies, as docs/text.md describes them.
   committed records.
 * A checkout at another commit is refused with one line in its log, and no
   study is started.
+* The patience probe's committed tables are what tools/patience_probe.py
+  makes of its committed CSV files, and docs/text.md quotes them.
 
 No training: the commands are parsed, not run.
 """
 
+import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,14 +32,18 @@ import helpers
 
 SCRIPT = os.path.join(helpers.REPO, "tools", "long_studies.sh")
 PRICE = os.path.join(helpers.REPO, "tools", "price_long_studies.py")
+PROBE = os.path.join(helpers.REPO, "tools", "patience_probe.py")
+PROBE_RESULTS = os.path.join(helpers.REPO, "results", "long_studies",
+                             "patience_probe")
+PROBE_SECTION = "### Is patience 5 long enough?"
 DOC = os.path.join(helpers.REPO, "docs", "text.md")
 SECTION = "### Trained until they stop improving: the converged studies"
 
 
-def _section():
+def _section(title=SECTION):
   with open(DOC, encoding="utf-8") as f:
     text = f.read()
-  start = text.index(SECTION)
+  start = text.index(title)
   end = text.find("\n### ", start + 1)
   return text[start:end]
 
@@ -126,6 +134,96 @@ class LongStudiesTest(absltest.TestCase):
         "the pinned 5d93f13ff88bb8a3ca11d32db8e470d4800f54db: stopped.")
     self.assertEqual(sorted(os.listdir(os.path.join(root, "runs"))),
                      ["long_studies.log"])
+
+
+def _csv(name):
+  with open(os.path.join(PROBE_RESULTS, name), newline="",
+            encoding="utf-8") as f:
+    return list(csv.DictReader(f))
+
+
+class PatienceProbeTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.runs = _csv("runs.csv")
+    self.curves = {}
+    for row in _csv("curves.csv"):
+      self.curves.setdefault(row["run"], []).append(
+          (int(row["step"]), float(row["validation_top1_accuracy"])))
+    self.doc = " ".join(_section(PROBE_SECTION).split())
+
+  def test_tables_are_what_the_tool_makes_of_the_csv_files(self):
+    folder = tempfile.mkdtemp()
+    for name in ("runs.csv", "curves.csv"):
+      shutil.copy(os.path.join(PROBE_RESULTS, name), folder)
+    helpers.run_command([sys.executable, PROBE, f"--output={folder}"])
+    for name in ("tables.md",):
+      with open(os.path.join(folder, name), encoding="utf-8") as f, open(
+          os.path.join(PROBE_RESULTS, name), encoding="utf-8") as g:
+        self.assertEqual(f.read(), g.read())
+
+  def test_the_runs_are_the_documented_probe(self):
+    self.assertLen(self.runs, 12)
+    self.assertEqual(
+        sorted((r["loss"], r["patience"], r["seed"]) for r in self.runs),
+        sorted((loss, patience, seed) for loss in ("approx_ndcg", "softmax")
+               for patience in ("0", "5") for seed in "012"))
+    for run in self.runs:
+      points = sorted(self.curves[run["run"]])
+      values = [v for _, v in points]
+      self.assertEqual(int(run["best_step"]),
+                       points[values.index(max(values))][0])
+      self.assertEqual(int(run["last_step"]), points[-1][0])
+      self.assertEqual(int(run["train_steps"]), 30000)
+      if run["patience"] == "0":
+        self.assertEqual(int(run["last_step"]), 30000)
+
+  def test_the_docs_quote_the_probe(self):
+    full = [r for r in self.runs if r["patience"] == "0"]
+    for loss, name in (("softmax", "softmax CE"), ("approx_ndcg",
+                                                   "ApproxNDCG")):
+      steps = [int(r["best_step"]) for r in full if r["loss"] == loss]
+      self.assertIn(f"{name} {min(steps):,}-{max(steps):,}", self.doc)
+    # What patience 5 and 10 leave, replayed independently of the tool.
+    for patience, count, largest in ((5, "4 of 6", "0.0051"),
+                                     (10, "0 of 6", None)):
+      short = []
+      for run in full:
+        values = [v for _, v in sorted(self.curves[run["run"]])]
+        kept = best = 0
+        for i, value in enumerate(values):
+          if value > values[best]:
+            best = i
+          kept = best
+          if i - best >= patience:
+            break
+        short.append(max(values) - values[kept])
+      self.assertEqual(f"{sum(s > 0 for s in short)} of 6", count)
+      if largest:
+        self.assertEqual(f"{max(short):.4f}", largest)
+        self.assertIn(f"by at most {largest} validation Top-1", self.doc)
+    # Every interval quoted is the committed table's.
+    with open(os.path.join(PROBE_RESULTS, "tables.md"),
+              encoding="utf-8") as f:
+      rows = {tuple(c.strip() for c in line.split("|")[1:3]):
+              [c.strip() for c in line.split("|")[4:7]]
+              for line in f if line.startswith("| ") and " - " in line}
+    for label, metric in (("softmax: full - p5", "top1_accuracy"),
+                          ("approx_ndcg: full - p5", "top1_accuracy"),
+                          ("approx_ndcg - softmax, p5", "top1_accuracy"),
+                          ("approx_ndcg - softmax, full", "top1_accuracy"),
+                          ("approx_ndcg - softmax, p5", "top5_accuracy"),
+                          ("approx_ndcg - softmax, full", "top5_accuracy")):
+      self.assertIn(rows[(label, metric)][0], self.doc)
+    top5 = [rows[(f"approx_ndcg - softmax, {b}", "top5_accuracy")]
+            for b in ("p5", "full")]
+    self.assertIn(f"(p {top5[0][1]} and {top5[1][1]} before Holm, "
+                  f"{top5[0][2]} and {top5[1][2]} after", self.doc)
+    for label in ("softmax: full - p5", "approx_ndcg: full - p5"):
+      self.assertEqual(rows[(label, "top1_accuracy")][2], "1.0000")
+    self.assertIn("bash tools/patience_probe.sh runs/patience_probe",
+                  self.doc)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,11 @@ difference is detected only when it is large against the seeds' spread);
 the study report's hierarchical bootstrap over instances is not repeated
 here, as a summary keeps no per-instance arrays. `pipelines.compare_budgets`
 writes the tables.
+
+`patience_stop` replays the `--patience` rule on a run trained without it
+(where that run would have stopped, and which validation it would have
+kept), so one run to the ceiling shows what any patience would have
+given (`tools/patience_probe.py`).
 """
 
 import dataclasses
@@ -153,6 +158,38 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
     for row, p in zip(tested, adjusted):
       setattr(row, f"{name}_p_holm", float(p))
   return rows, left_out
+
+
+def patience_stop(values: Sequence[float], patience: int) -> Tuple[int, int]:
+  """(kept, last): 0-based indices of the validation a run under
+  `--patience` keeps (its best) and of the one it stops after, given the
+  validation values of the same run trained on to its ceiling.
+
+  `training.callbacks.EarlyStopping`'s rule: higher by any amount is better
+  (the first maximum is kept); the run stops `patience` validations after
+  its best, else at its last validation. A run's values up to its stop do
+  not depend on the patience, so this is the patience run's own result.
+
+  >>> patience_stop([0.2, 0.5, 0.5, 0.45, 0.9], 2)
+  (1, 3)
+  >>> patience_stop([0.2, 0.5, 0.5, 0.45, 0.9], 3)
+  (4, 4)
+
+  Raises:
+    ValueError: no values, a non-finite one, or `patience` < 1.
+  """
+  if patience < 1:
+    raise ValueError(f"patience={patience!r}: must be at least 1.")
+  if not values or not all(math.isfinite(v) for v in values):
+    raise ValueError(f"validation values {list(values)!r}: need at least "
+                     "one, all finite.")
+  best = 0
+  for index, value in enumerate(values):
+    if value > values[best]:
+      best = index
+    if index - best >= patience:
+      return best, index
+  return best, len(values) - 1
 
 
 def markdown(rows: Sequence[Row], short_name: str, long_name: str,
