@@ -163,6 +163,22 @@ class PatienceProbeTest(absltest.TestCase):
           os.path.join(PROBE_RESULTS, name), encoding="utf-8") as g:
         self.assertEqual(f.read(), g.read())
 
+  def test_bad_folders_are_refused_in_one_line(self):
+    empty = tempfile.mkdtemp()
+    for flags, line in (
+        ([f"--output={empty}"],
+         f"patience_probe: {empty}/runs.csv: No such file or directory."),
+        ([f"--runs={empty}", f"--output={empty}"],
+         f"patience_probe: --runs={empty}: no run folder (with config.json) "
+         "in it."),
+        ([f"--runs={empty}/none", f"--output={empty}"],
+         f"patience_probe: --runs={empty}/none: no such folder.")):
+      proc = helpers.run_command([sys.executable, PROBE] + flags,
+                                 check=False)
+      self.assertEqual(proc.returncode, 1)
+      self.assertEqual(proc.stderr.strip().splitlines()[-1], line)
+    self.assertEqual(os.listdir(empty), [])
+
   def test_the_runs_are_the_documented_probe(self):
     self.assertLen(self.runs, 12)
     self.assertEqual(

@@ -129,29 +129,20 @@ def _pair(runs, loss, patience):
           if r["loss"] == loss and int(r["patience"]) == patience}
 
 
-def tables(runs, curves):
-  """The markdown of tables.md from the rows of the two CSV files."""
+def _curves(curves):
+  """{run: [(step, validation Top-1)] in step order} of curves.csv's rows."""
   by_run = {}
   for row in curves:
     by_run.setdefault(row["run"], []).append(
         (int(row["step"]), float(row[f"validation_{MONITOR}"])))
   for points in by_run.values():
     points.sort()
-  full = [r for r in runs if int(r["patience"]) == 0]
-  ceiling = max(int(r["train_steps"]) for r in runs)
-  every = int(runs[0]["eval_every"])
-  seeds = sorted({int(r["seed"]) for r in runs})
-  commits = sorted({r["commit"] for r in runs})
+  return by_run
+
+
+def _stops(runs, by_run):
+  """Where each patience stops each full run, and what it keeps."""
   lines = [
-      "# Is patience 5 long enough? (issue 61's probe)", "",
-      f"Frozen MiniLM (feature cache), `dot`, learning rate 3e-3, batch 64, "
-      f"32 tokens, `--deterministic`; softmax CE and ApproxNDCG, seeds "
-      f"{', '.join(map(str, seeds))}; validation every {every:,} steps; made "
-      f"by commit {', '.join(commits)} (`bash tools/patience_probe.sh`, "
-      "scored by `tools/patience_probe.py`). Each run trained twice: `full`, "
-      f"every one of the {ceiling:,} steps; `p{STUDY_PATIENCE}`, the "
-      f"converged studies' rule (`--patience={STUDY_PATIENCE}`, {ceiling:,} "
-      "the ceiling).", "",
       "## Where each patience would have stopped the full runs", "",
       "The `--patience` rule replayed on each full run's validation Top-1 "
       "(`study.budgets.patience_stop`): the step it stops at / the step of "
@@ -161,7 +152,7 @@ def tables(runs, curves):
           f"patience {k}" for k in PATIENCES) + " |",
       "|---|---|---|" + "---|" * len(PATIENCES)]
   missed = {k: [] for k in PATIENCES}
-  for run in full:
+  for run in (r for r in runs if int(r["patience"]) == 0):
     points = by_run[run["run"]]
     values = [v for _, v in points]
     top = max(values)
@@ -173,47 +164,55 @@ def tables(runs, curves):
                    f"{top - values[kept]:.4f}")
     lines.append(f"| {run['run']} | {int(run['best_step']):,} | {top:.4f} | "
                  + " | ".join(cells) + " |")
-  lines += ["", "Runs whose kept validation is below their best, and the "
-            "largest shortfall: " + "; ".join(
-                f"patience {k}: {sum(m > 0 for m in missed[k])} of "
-                f"{len(missed[k])} ({max(missed[k]):.4f})"
-                for k in PATIENCES) + ".", ""]
-  lines += ["## The p5 runs retrace the full runs", "",
-            f"A `--patience={STUDY_PATIENCE}` run is its full run cut short: "
-            "the same validation values up to its stop, where the replay "
-            "says it stops.", "",
-            "| run | stopped at | kept | replayed stop / kept | same "
-            "validations |", "|---|---|---|---|---|"]
+  return lines + [
+      "", "Runs whose kept validation is below their best, and the largest "
+      "shortfall: " + "; ".join(
+          f"patience {k}: {sum(m > 0 for m in missed[k])} of "
+          f"{len(missed[k])} ({max(missed[k]):.4f})" for k in PATIENCES)
+      + ".", ""]
+
+
+def _retraced(runs, by_run):
+  """Each patience run against its full run's first validations."""
+  lines = ["## The p5 runs retrace the full runs", "",
+           f"A `--patience={STUDY_PATIENCE}` run is its full run cut short: "
+           "the same validation values up to its stop, where the replay says "
+           "it stops.", "",
+           "| run | stopped at | kept | replayed stop / kept | same "
+           "validations |", "|---|---|---|---|---|"]
   for loss in LOSSES:
     whole = _pair(runs, loss, 0)
     for seed, run in sorted(_pair(runs, loss, STUDY_PATIENCE).items()):
       mine = by_run[run["run"]]
       theirs = by_run[whole[seed]["run"]] if seed in whole else []
-      values = [v for _, v in theirs]
-      kept, last = budgets.patience_stop(values, STUDY_PATIENCE) if values \
-          else (None, None)
-      replay = (f"{theirs[last][0]:,} / {theirs[kept][0]:,}" if values
-                else "(no full run)")
+      replay = "(no full run)"
+      if theirs:
+        kept, last = budgets.patience_stop([v for _, v in theirs],
+                                           STUDY_PATIENCE)
+        replay = f"{theirs[last][0]:,} / {theirs[kept][0]:,}"
       same = "yes" if mine == theirs[:len(mine)] else "no"
       lines.append(f"| {run['run']} | {int(run['last_step']):,} | "
                    f"{int(run['best_step']):,} | {replay} | {same} |")
-  lines += ["", "## On test, paired by seed", "",
-            "Each budget's chosen checkpoint (its best validation) on the "
-            "4,590 test comments; mean over the seeds [95% t interval]; p: "
-            "paired t-test over the seeds, Holm-adjusted over the table's "
-            "rows. 3 seeds detect only differences large against the seeds' "
-            "spread.", "",
-            "| comparison | metric | seeds | mean Δ [95% t] | p | Holm p |",
-            "|---|---|---|---|---|---|"]
-  comparisons = []
-  for loss in LOSSES:
-    comparisons.append((f"{loss}: full - p{STUDY_PATIENCE}",
-                        _pair(runs, loss, 0),
-                        _pair(runs, loss, STUDY_PATIENCE)))
-  for patience, name in ((STUDY_PATIENCE, f"p{STUDY_PATIENCE}"), (0, "full")):
-    comparisons.append((f"approx_ndcg - softmax, {name}",
-                        _pair(runs, "approx_ndcg", patience),
-                        _pair(runs, "softmax", patience)))
+  return lines + [""]
+
+
+def _on_test(runs):
+  """Both budgets on test: the paired differences, then the means."""
+  lines = ["## On test, paired by seed", "",
+           "Each budget's chosen checkpoint (its best validation) on the "
+           "4,590 test comments; mean over the seeds [95% t interval]; p: "
+           "paired t-test over the seeds, Holm-adjusted over the table's "
+           "rows. 3 seeds detect only differences large against the seeds' "
+           "spread.", "",
+           "| comparison | metric | seeds | mean Δ [95% t] | p | Holm p |",
+           "|---|---|---|---|---|---|"]
+  budget_names = ((STUDY_PATIENCE, f"p{STUDY_PATIENCE}"), (0, "full"))
+  comparisons = [(f"{loss}: full - p{STUDY_PATIENCE}", _pair(runs, loss, 0),
+                  _pair(runs, loss, STUDY_PATIENCE)) for loss in LOSSES]
+  comparisons += [(f"approx_ndcg - softmax, {name}",
+                   _pair(runs, "approx_ndcg", patience),
+                   _pair(runs, "softmax", patience))
+                  for patience, name in budget_names]
   rows = []
   for label, first, second in comparisons:
     common = sorted(set(first) & set(second))
@@ -235,8 +234,7 @@ def tables(runs, curves):
   lines += ["", "Means on test:", "", "| loss | budget | " +
             " | ".join(METRICS) + " |", "|---|---|" + "---|" * len(METRICS)]
   for loss in LOSSES:
-    for patience, name in ((STUDY_PATIENCE, f"p{STUDY_PATIENCE}"),
-                           (0, "full")):
+    for patience, name in budget_names:
       group = _pair(runs, loss, patience)
       cells = []
       for metric in METRICS:
@@ -245,6 +243,26 @@ def tables(runs, curves):
         interval = "" if math.isnan(low) else f" [{low:.4f}, {high:.4f}]"
         cells.append(f"{mean:.4f} ± {std:.4f}{interval}")
       lines.append(f"| {loss} | {name} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def tables(runs, curves):
+  """The markdown of tables.md from the rows of the two CSV files."""
+  by_run = _curves(curves)
+  ceiling = max(int(r["train_steps"]) for r in runs)
+  seeds = sorted({int(r["seed"]) for r in runs})
+  lines = [
+      "# Is patience 5 long enough? (issue 61's probe)", "",
+      f"Frozen MiniLM (feature cache), `dot`, learning rate 3e-3, batch 64, "
+      f"32 tokens, `--deterministic`; softmax CE and ApproxNDCG, seeds "
+      f"{', '.join(map(str, seeds))}; validation every "
+      f"{int(runs[0]['eval_every']):,} steps; made by commit "
+      f"{', '.join(sorted({r['commit'] for r in runs}))} "
+      "(`bash tools/patience_probe.sh`, scored by `tools/patience_probe.py`)"
+      f". Each run trained twice: `full`, every one of the {ceiling:,} "
+      f"steps; `p{STUDY_PATIENCE}`, the converged studies' rule "
+      f"(`--patience={STUDY_PATIENCE}`, {ceiling:,} the ceiling).", ""]
+  lines += _stops(runs, by_run) + _retraced(runs, by_run) + _on_test(runs)
   return "\n".join(lines) + "\n"
 
 
