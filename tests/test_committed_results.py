@@ -19,6 +19,11 @@ files (no training, no report) and check what a verdict rests on:
   doc, so a regenerated report whose numbers move fails until the docs
   follow; and every table row the docs copy from a report is in it.
 
+* issue 61's long studies, committed while they run (`LongStudyTest`): every
+  run made by the one pinned commit, of the planned cells and seeds; once a
+  study has ended, every cell with seeds 0, 1 and 2, every chosen run
+  converged or its exception marked, the paper's effects placed.
+
 `make check-results` checks the other half: that each committed report is
 the one the committed code makes of its runs (`--check_report`).
 """
@@ -120,6 +125,77 @@ class CommittedStudyTest(parameterized.TestCase):
     self.assertIn("| paper Δ (Table 7) | against ours | sign | paper Δ "
                   "(Table 8) | against ours | sign |", header)
     self.assertIn("| t-test Holm p | detectable | single run ± |", header)
+
+
+# Issue 61's long studies (tools/long_studies.sh), committed as they run:
+# folder -> its cells.
+LONG_STUDIES = {
+    "study_goemotions_frozen_long": STUDIES["study_goemotions_frozen"],
+    "study_goemotions_finetuned_long": [
+        "softmax.dot", "pairwise_logistic.dot", "approx_ndcg.dot",
+        "gumbel_approx_ndcg.dot", "approx_ndcg.lc_mlp",
+        "pairwise_logistic.concat_mlp"],
+}
+
+
+def _pinned_commit():
+  with open(os.path.join(REPO, "tools", "long_studies.sh"),
+            encoding="utf-8") as f:
+    return re.search(r"^PINNED_COMMIT=([0-9a-f]{40})$", f.read(),
+                     re.M).group(1)
+
+
+class LongStudyTest(parameterized.TestCase):
+  """The long studies' summaries: made by the one pinned commit, of the
+  planned cells; once a study has ended (no run without a result), what
+  `CommittedStudyTest` checks of the others plus convergence."""
+
+  def _tables(self, study):
+    if not os.path.exists(os.path.join(REPO, "results", study, "tables.md")):
+      self.skipTest(f"results/{study}: not started (no summary committed).")
+    return _read(study, "tables.md")
+
+  @parameterized.named_parameters((s, s) for s in LONG_STUDIES)
+  def test_made_by_the_pinned_commit(self, study):
+    code = self._tables(study).split("## Code", 1)[1].split("\n## ", 1)[0]
+    lines = [l for l in code.splitlines() if l.startswith("- ")]
+    self.assertNotEmpty(lines)
+    for line in lines:
+      self.assertIn(f", commit {_pinned_commit()[:12]}, TensorFlow 2.15.1",
+                    line)
+
+  @parameterized.named_parameters((s, s) for s in LONG_STUDIES)
+  def test_chosen_runs_are_planned_cells_and_seeds(self, study):
+    self._tables(study)
+    for row in _chosen_rows(study):
+      self.assertIn(f"{row['loss']}.{row['interaction']}",
+                    LONG_STUDIES[study])
+      self.assertIn(row["seed"], ("0", "1", "2"))
+
+  @parameterized.named_parameters((s, s) for s in LONG_STUDIES)
+  def test_an_ended_study_is_complete_and_converged(self, study):
+    tables = self._tables(study)
+    running = re.search(r"\*\*(\d+) of the grid's (\d+) runs have no "
+                        r"result\*\*", tables)
+    if running:
+      self.skipTest(f"results/{study}: still running ({running.group(1)} "
+                    f"of {running.group(2)} runs to go).")
+    chosen = _chosen_rows(study)
+    seeds = {}
+    for row in chosen:
+      seeds.setdefault(f"{row['loss']}.{row['interaction']}", []).append(
+          int(row["seed"]))
+    self.assertEqual(sorted(seeds), sorted(LONG_STUDIES[study]))
+    for cell, found in seeds.items():
+      self.assertEqual(sorted(found), [0, 1, 2], cell)
+    open_runs = int(re.search(
+        rf"\*\*(\d+) of {len(chosen)} chosen runs did not converge\*\*",
+        tables).group(1))
+    if open_runs:  # Each exception marked, with why.
+      self.assertIn(f"{open_runs} of those {open_runs} did not converge "
+                    "after `--extend_steps`", tables)
+    self.assertIn("| paper Δ (Table 7) | against ours | sign | paper Δ "
+                  "(Table 8) | against ours | sign |", tables)
 
 
 def _doc(path):
