@@ -82,18 +82,22 @@ def _fairness_notes(tables):
   return notes
 
 
+def _assert_three_seeds_a_cell(test, study, cells):
+  """The study's chosen runs are of exactly `cells`, seeds 0, 1 and 2."""
+  seeds = {}
+  for row in _chosen_rows(study):
+    seeds.setdefault(f"{row['loss']}.{row['interaction']}", []).append(
+        int(row["seed"]))
+  test.assertEqual(sorted(seeds), sorted(cells))
+  for cell, found in seeds.items():
+    test.assertEqual(sorted(found), [0, 1, 2], cell)
+
+
 class CommittedStudyTest(parameterized.TestCase):
 
   @parameterized.named_parameters((study, study) for study in STUDIES)
   def test_every_cell_has_three_seeds(self, study):
-    chosen = _chosen_rows(study)
-    seeds = {}
-    for row in chosen:
-      seeds.setdefault(f"{row['loss']}.{row['interaction']}", []).append(
-          int(row["seed"]))
-    self.assertEqual(sorted(seeds), sorted(STUDIES[study]))
-    for cell, found in seeds.items():
-      self.assertEqual(sorted(found), [0, 1, 2], cell)
+    _assert_three_seeds_a_cell(self, study, STUDIES[study])
 
   @parameterized.named_parameters((study, study) for study in STUDIES)
   def test_edges_and_last_peaks_are_explained(self, study):
@@ -180,14 +184,8 @@ class LongStudyTest(parameterized.TestCase):
     if running:
       self.skipTest(f"results/{study}: still running ({running.group(1)} "
                     f"of {running.group(2)} runs to go).")
+    _assert_three_seeds_a_cell(self, study, LONG_STUDIES[study])
     chosen = _chosen_rows(study)
-    seeds = {}
-    for row in chosen:
-      seeds.setdefault(f"{row['loss']}.{row['interaction']}", []).append(
-          int(row["seed"]))
-    self.assertEqual(sorted(seeds), sorted(LONG_STUDIES[study]))
-    for cell, found in seeds.items():
-      self.assertEqual(sorted(found), [0, 1, 2], cell)
     open_runs = int(re.search(
         rf"\*\*(\d+) of {len(chosen)} chosen runs did not converge\*\*",
         tables).group(1))
