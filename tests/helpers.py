@@ -2,7 +2,8 @@
 
 The end-to-end tests run the binaries as users do, in a fresh process from
 the repository root (two binaries in one process would collide on absl
-flags).
+flags), forked from a warm interpreter where it behaves as a cold start
+(`warm_python`; docs/testing.md).
 """
 
 import os
