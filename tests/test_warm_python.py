@@ -59,25 +59,38 @@ class WarmEqualsColdTest(absltest.TestCase):
     self.assertStartsWith(warm.stderr, "Expecting property name")
 
   def test_what_runs_cold(self):
-    with mock.patch.dict(os.environ, {"R4C_PROBE": "1"}):
-      # A changed environment runs cold, so nothing of it is missed.
-      self.assertFalse(warm_python.can_run(
-          [sys.executable, "-m", "pipelines.train"]))
+    train = [sys.executable, "-m", "pipelines.train"]
+    self.assertTrue(warm_python.can_run(train))
+    self.assertTrue(warm_python.can_run(
+        train, env=dict(os.environ, PYTEST_CURRENT_TEST="another")))
     self.assertFalse(warm_python.can_run(
-        [sys.executable, "-m", "pipelines.train"],
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")))
-    self.assertFalse(warm_python.can_run(
-        [sys.executable, "-m", "pipelines.train"], cold=True))
+        train, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")))
+    self.assertFalse(warm_python.can_run(train, cold=True))
     self.assertFalse(warm_python.can_run([sys.executable, "-c", "1"]))
     with mock.patch.dict(os.environ, {warm_python.COLD_VARIABLE: "1"}):
-      self.assertFalse(warm_python.can_run(
-          [sys.executable, "-m", "pipelines.train"]))
-    with mock.patch.dict(os.environ, {"PYTEST_CURRENT_TEST": "another"}):
-      self.assertTrue(warm_python.can_run(
-          [sys.executable, "-m", "pipelines.train"]))
-    proc = warm_python.run(
-        [sys.executable, "-m", "pipelines.console"], REPO)
-    self.assertEqual((proc.returncode, proc.stdout, proc.stderr), (0, "", ""))
+      self.assertFalse(warm_python.can_run(train))
+
+  def test_a_changed_environment_starts_it_again(self):
+    folder = tempfile.mkdtemp()
+    with open(os.path.join(folder, "probe_env.py"), "w") as f:
+      f.write("import os, sys\n"
+              "print(os.environ['R4C_PROBE'], 'tensorflow' in sys.modules, "
+              "os.getppid(), os.getpid())\n")
+    for value in ("1", "2"):
+      with mock.patch.dict(os.environ, {"PYTHONPATH": folder,
+                                        "R4C_PROBE": value}):
+        cmd = [sys.executable, "-m", "probe_env"]
+        self.assertTrue(warm_python.can_run(cmd))
+        proc = warm_python.run(cmd, REPO)
+        server = warm_python._server  # pylint: disable=protected-access
+        self.assertEqual(server[2]["R4C_PROBE"], value)
+        # A new process, forked from the warm interpreter, which imported
+        # TensorFlow before the module ran.
+        self.assertEqual((proc.returncode, proc.stderr), (0, ""))
+        probe, imported, parent, pid = proc.stdout.split()
+        self.assertEqual((probe, imported, int(parent)),
+                         (value, "True", server[0].pid))
+        self.assertNotIn(int(pid), (server[0].pid, os.getpid()))
 
   def test_killed_child_and_timeout(self):
     with self.assertRaises(subprocess.TimeoutExpired):

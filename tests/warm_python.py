@@ -14,8 +14,9 @@ environment, working folder, stdin, stdout and stderr, and runs MODULE as
 What differs from a cold start, and how `run` keeps it out of the tests:
 
 * the imports happen before the command's environment is set, so a
-  command whose environment is not the one the warm interpreter started in
-  (`env=`, or `os.environ` changed since) runs cold;
+  command given an environment of its own (`env=`) runs cold, and when
+  `os.environ` has changed (pytest's per-test `PYTEST_CURRENT_TEST` aside)
+  the warm interpreter is started again in it;
 * what importing TensorFlow prints goes to the warm interpreter's stderr,
   not the command's: a test of a binary's start-up output passes
   `cold=True`;
@@ -45,9 +46,14 @@ _server = None  # (Popen, socket path, environment) of this process's.
 
 
 def _start(repo: str):
-  """This process's warm interpreter, started on first use."""
+  """This process's warm interpreter, started on first use, and again when
+  it has ended or `os.environ` has changed since it started."""
   global _server
-  if _server is None or _server[0].poll() is not None:
+  if (_server is not None and _server[0].poll() is None and
+      _server[2] != _imported_with(os.environ)):
+    _server[0].kill()
+    _server[0].wait()
+  if (_server is None or _server[0].poll() is not None):
     path = os.path.join(tempfile.mkdtemp(prefix="warm_python_"), "socket")
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__),
                              repo, path, str(os.getpid())], cwd=repo,
@@ -56,7 +62,7 @@ def _start(repo: str):
     if proc.stdout.readline().strip() != "ready":
       raise RuntimeError(f"the warm interpreter did not start "
                          f"(exit {proc.wait()})")
-    _server = (proc, path, dict(os.environ))
+    _server = (proc, path, _imported_with(os.environ))
   return _server
 
 
@@ -68,13 +74,12 @@ def module_of(cmd: Sequence[str]) -> Optional[str]:
 
 
 def can_run(cmd: Sequence[str], env=None, cold: bool = False) -> bool:
-  """Whether `run` may fork `cmd` from the warm interpreter."""
+  """Whether `run` may fork `cmd` from the warm interpreter: a `python -m`
+  command whose environment is this process's (the one the warm interpreter
+  imports in)."""
   if cold or os.environ.get(COLD_VARIABLE) == "1" or not module_of(cmd):
     return False
-  # The environment it would start in, or started in.
-  reference = os.environ if _server is None else _server[2]
-  return _imported_with(os.environ if env is None else env) == _imported_with(
-      reference)
+  return env is None or _imported_with(env) == _imported_with(os.environ)
 
 
 def _imported_with(environment):
