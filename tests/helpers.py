@@ -2,7 +2,8 @@
 
 The end-to-end tests run the binaries as users do, in a fresh process from
 the repository root (two binaries in one process would collide on absl
-flags).
+flags), forked from a warm interpreter where it behaves as a cold start
+(`warm_python`; docs/testing.md).
 """
 
 import os
@@ -12,17 +13,25 @@ from typing import Optional, Sequence
 
 from rank4class_tf.serving import exported_ranker
 from rank4class_tf.training import builders
+from tests import warm_python
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_command(cmd: Sequence[str], check: bool = True,
                 stdin: Optional[str] = None, env=None,
-                timeout: int = 900) -> subprocess.CompletedProcess:
+                timeout: int = 900,
+                cold: bool = False) -> subprocess.CompletedProcess:
   """Runs `cmd` from the repository root, capturing text output; with
-  `check`, a non-zero exit raises with the end of its stderr."""
-  proc = subprocess.run(list(cmd), cwd=REPO, capture_output=True, text=True,
-                        input=stdin, env=env, timeout=timeout)
+  `check`, a non-zero exit raises with the end of its stderr. A binary
+  (`python -m MODULE ...`) is forked from a warm interpreter where it may
+  be (`warm_python`), unless `cold`."""
+  if warm_python.can_run(cmd, env, cold):
+    proc = warm_python.run(cmd, REPO, stdin=stdin, env=env,
+                           timeout=timeout)
+  else:
+    proc = subprocess.run(list(cmd), cwd=REPO, capture_output=True,
+                          text=True, input=stdin, env=env, timeout=timeout)
   if check and proc.returncode != 0:
     raise AssertionError(f"{' '.join(cmd[:4])} failed (exit "
                          f"{proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -30,11 +39,11 @@ def run_command(cmd: Sequence[str], check: bool = True,
 
 
 def run_module(module: str, *flags: str, check: bool = True,
-               stdin: Optional[str] = None,
-               env=None) -> subprocess.CompletedProcess:
+               stdin: Optional[str] = None, env=None,
+               cold: bool = False) -> subprocess.CompletedProcess:
   """`python -m module flags` from the repository root (see run_command)."""
   return run_command([sys.executable, "-m", module, *flags], check=check,
-                     stdin=stdin, env=env)
+                     stdin=stdin, env=env, cold=cold)
 
 
 def evaluate(model_dir: str, *args, **kwargs):
