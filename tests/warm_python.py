@@ -2,8 +2,8 @@
 
 A binary's process spends about 6 s of this 2-core machine importing
 TensorFlow, TF-Ranking and the Model Garden before it reads a flag, and the
-suite starts well over a hundred of them (most refuse a bad input in one
-line, or train a few steps). One interpreter per pytest process imports
+suite starts many of them (at least 73 in one count, most refusing a bad
+input in one line or training a few steps). One interpreter per pytest process imports
 them once, single-threaded, and no module of the binaries (`pipelines` is
 imported for its start-up settings, then dropped); each `python -m MODULE
 FLAGS` the tests run is then a child forked from it: a new process (its own
@@ -127,9 +127,9 @@ def _child(request) -> None:
   os.environ.update(request["env"])
   os.chdir(request["cwd"])
   for fd, name, mode in ((0, "in", os.O_RDONLY),
-                         (1, "out", os.O_WRONLY | os.O_TRUNC),
+                         (1, "out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                          (2, "err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
-    opened = os.open(request[name], mode | os.O_CREAT, 0o644)
+    opened = os.open(request[name], mode, 0o644)
     os.dup2(opened, fd)
     os.close(opened)
   # The binaries' package runs its start-up code again (its settings of the
