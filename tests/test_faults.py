@@ -3,6 +3,7 @@
 The binaries run as users run them (subprocesses) on digits.
 """
 
+import functools
 import glob
 import hashlib
 import json
@@ -158,18 +159,55 @@ def checkpoint_values(model_dir):
           if n.startswith("layer_with_weights") and "OPTIMIZER" not in n}
 
 
+# The 20-step run of RunIntegrityTest and FinishedRunTest.
+STEPS_20 = ("--train_steps=20", "--eval_every=10")
+
+
+@functools.lru_cache(maxsize=None)
+def finished_run():
+  """A finished run of `train_cmd(..., *STEPS_20)` (softmax, dot), trained
+  once per pytest process for the classes that start from one; read only:
+  a test that changes it works on a copy."""
+  model_dir = os.path.join(tempfile.mkdtemp(), "finished")
+  run(train_cmd(model_dir, *STEPS_20))
+  return model_dir
+
+
+def copy_of(folder):
+  """A copy of `folder` in a new temporary folder."""
+  copy = os.path.join(tempfile.mkdtemp(), "run")
+  shutil.copytree(folder, copy)
+  return copy
+
+
 class ResumeTest(tf.test.TestCase):
   """Interrupted runs, restarted with the same command, end as the run that
   was never interrupted (deterministic ops, no dropout)."""
 
-  # 8 epochs: stopped after the third, the run has five to go.
-  STEPS = ("--train_steps=400", "--eval_every=50")
+  # 8 epochs: stopped after the third, the run has five to go. An epoch's
+  # time is mostly its validation and checkpoints, not its 25 steps.
+  EVAL_EVERY = 25
+  STEPS = ("--train_steps=200", f"--eval_every={EVAL_EVERY}")
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.whole = os.path.join(tempfile.mkdtemp(), "whole")
+    cls.whole = os.path.join(tempfile.mkdtemp(), "whole")  # Read only.
     run(train_cmd(cls.whole, *cls.STEPS))
+    cls.whole_metrics = test_metrics(cls.whole)
+    cls.killed = None  # (folder, epochs backed up) of `killed_copy`.
+
+  def killed_copy(self):
+    """A copy of one run SIGKILLed after 3 epochs (killed once per class,
+    read only), and the epochs its backup holds."""
+    cls = type(self)
+    if cls.killed is None:
+      folder = os.path.join(tempfile.mkdtemp(), "killed")
+      _, killed_after = self.interrupt(folder, signal.SIGKILL)
+      cls.killed = (folder, killed_after)
+    copy = os.path.join(tempfile.mkdtemp(), "broken")
+    shutil.copytree(cls.killed[0], copy)
+    return copy, cls.killed[1]
 
   def interrupt(self, model_dir, sig, after_epochs=3):
     """Starts the run, sends `sig` once it backed up `after_epochs` epochs;
@@ -192,11 +230,10 @@ class ResumeTest(tf.test.TestCase):
     self.assertEqual(set(want), set(got))
     for name in want:
       self.assertAllClose(got[name], want[name], rtol=1e-6, atol=1e-7)
-    self.assertEqual(test_metrics(model_dir), test_metrics(self.whole))
+    self.assertEqual(test_metrics(model_dir), self.whole_metrics)
 
   def test_sigkill_then_restart_equals_uninterrupted_run(self):
-    broken = os.path.join(tempfile.mkdtemp(), "broken")
-    _, killed_after = self.interrupt(broken, signal.SIGKILL)
+    broken, killed_after = self.killed_copy()
     self.assertBetween(killed_after, 3, 7)
     self.assertFalse(os.path.exists(os.path.join(broken, "export")))
     # The kernel dropped the dead run's lock: the restart takes it.
@@ -224,14 +261,13 @@ class ResumeTest(tf.test.TestCase):
                      r"backup of step \d+ \(the last validation\) resumes "
                      r"the run: start the same command again\.$")
     self.assertEqual(int(re.search(r"backup of step (\d+)", last)[1]),
-                     epochs * 50)
+                     epochs * self.EVAL_EVERY)
     self.assertFalse(os.path.exists(os.path.join(stopped, "export")))
     run(train_cmd(stopped, *self.STEPS))
     self.assert_equals_whole(stopped)
 
   def test_truncated_backup_resumes_from_the_last_intact_checkpoint(self):
-    broken = os.path.join(tempfile.mkdtemp(), "truncated")
-    _, epochs = self.interrupt(broken, signal.SIGKILL)
+    broken, epochs = self.killed_copy()
     # A crash during the backup's write (or a full disk) leaves it short.
     # The backup's newest checkpoint (a kill during a save may leave an
     # older or a temporary one beside it).
@@ -256,11 +292,10 @@ class RunIntegrityTest(tf.test.TestCase):
   """One configuration per model_dir, one training at a time, no export of
   a diverged model, a full disk reported in one line."""
 
-  STEPS = ("--train_steps=20", "--eval_every=10")
+  STEPS = STEPS_20
 
   def test_other_flags_refused_until_overwrite_starts_afresh(self):
-    model_dir = os.path.join(tempfile.mkdtemp(), "run")
-    run(train_cmd(model_dir, *self.STEPS, "--loss=softmax"))
+    model_dir = copy_of(finished_run())  # --loss=softmax.
     shutil.rmtree(os.path.join(model_dir, "export"))  # "Unfinished" again.
     before = tree_digest(model_dir)
     proc = run(train_cmd(model_dir, *self.STEPS, "--loss=approx_ndcg",
@@ -340,18 +375,15 @@ class FinishedRunTest(tf.test.TestCase):
   --overwrite; more --train_steps extend the run, and an interrupted
   extension resumes."""
 
-  STEPS = ("--train_steps=20", "--eval_every=10")
+  STEPS = STEPS_20
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.finished = os.path.join(tempfile.mkdtemp(), "finished")  # Read only.
-    run(train_cmd(cls.finished, *cls.STEPS))
+    cls.finished = finished_run()  # Read only.
 
   def copy(self, folder=None):
-    copy = os.path.join(tempfile.mkdtemp(), "run")
-    shutil.copytree(folder or self.finished, copy)
-    return copy
+    return copy_of(folder or self.finished)
 
   def test_same_command_exits_0_and_touches_nothing(self):
     before = tree_state(self.finished)

@@ -405,22 +405,34 @@ class TrainOnTest(tf.test.TestCase):
   """`training.train` with more steps on a finished run: it goes on from
   the final checkpoint and ends where one uninterrupted run would."""
 
-  def test_more_steps_equal_an_uninterrupted_run(self):
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    from rank4class_tf.training import trainer as training  # pylint: disable=g-import-not-at-top
+    cls.root = tempfile.mkdtemp()
+    # The uninterrupted 40-step run both tests compare with (read only; its
+    # exports change none of its weights).
+    training.train(cls.config("straight", 40))
+
+  @classmethod
+  def config(cls, folder, steps, **kwargs):
     from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+    return config_lib.TrainConfig.create(
+        dataset="digits", train_steps=steps, eval_every=10, dropout=0.0,
+        deterministic=True, model_dir=os.path.join(cls.root, folder),
+        **kwargs)
+
+  def test_more_steps_equal_an_uninterrupted_run(self):
     from rank4class_tf.serving import exported_ranker  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import builders  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import trainer as training  # pylint: disable=g-import-not-at-top
-    root = tempfile.mkdtemp()
-    def config(folder, steps):
-      return config_lib.TrainConfig.create(
-          dataset="digits", train_steps=steps, eval_every=10, dropout=0.0,
-          deterministic=True, model_dir=os.path.join(root, folder))
+    root = self.root
+    config = self.config
     training.train(config("extended", 20))
     with self.assertRaisesRegex(ValueError, "finished run with other "
                                 "settings: `train_steps`=10 \\(was 20\\)"):
       training.train(config("extended", 10))  # Fewer steps: another run.
     training.train(config("extended", 40))
-    training.train(config("straight", 40))
     data = builders.load_data(config("straight", 40))
     got = {name: exported_ranker.evaluate(os.path.join(root, name), data,
                                   export=run_dir_lib.LATEST_EXPORT)
@@ -438,34 +450,32 @@ class TrainOnTest(tf.test.TestCase):
     # `--export=false` (a study's runs): the finished run is its final
     # checkpoint; more steps go on from it (not from step 0) and end where
     # one uninterrupted run would.
-    from rank4class_tf import config as config_lib  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import builders  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import run_state  # pylint: disable=g-import-not-at-top
     from rank4class_tf.training import trainer as training  # pylint: disable=g-import-not-at-top
-    root = tempfile.mkdtemp()
     def config(folder, steps):
-      return config_lib.TrainConfig.create(
-          dataset="digits", train_steps=steps, eval_every=10, dropout=0.0,
-          deterministic=True, export=False,
-          model_dir=os.path.join(root, folder))
-    training.train(config("extended", 20))
+      return self.config(folder, steps, export=False)
+    training.train(config("unexported", 20))
     with self.assertLogs("absl", level="INFO") as logs:
-      training.train(config("extended", 40))
-    folder = os.path.join(root, "extended")
+      training.train(config("unexported", 40))
+    folder = os.path.join(self.root, "unexported")
     self.assertIn(f"Extending the finished run from {folder}/checkpoints/"
                   "ckpt-0002 (epoch 2) to 40 steps.", "\n".join(logs.output))
     with self.assertRaisesRegex(ValueError, "finished run with other "
                                 "settings: `train_steps`=10 \\(was 40\\)"):
-      training.train(config("extended", 10))
-    training.train(config("straight", 40))
+      training.train(config("unexported", 10))
     self.assertFalse(run_dir_lib.RunDir(folder).has_exports())
-    data = builders.load_data(config("straight", 40))
+    # The uninterrupted run is the class's (trained with exports, which
+    # are written after its last step).
+    straight = self.config("straight", 40)
+    data = builders.load_data(straight)
     got = {name: training.checkpoint_scores(
-        config(name, 40), data, ("test",),
-        checkpoint=run_state.final_checkpoint(config(name, 40)))["test"][1]
-           for name in ("extended", "straight")}
+        run, data, ("test",),
+        checkpoint=run_state.final_checkpoint(run))["test"][1]
+           for name, run in (("extended", config("unexported", 40)),
+                             ("straight", straight))}
     self.assertAllClose(got["extended"], got["straight"], atol=1e-6)
-    self.assertTrue(run_state.is_trained(config("extended", 40)))
+    self.assertTrue(run_state.is_trained(config("unexported", 40)))
 
 
 class ChooseOnSeedTest(tf.test.TestCase):
