@@ -7,6 +7,7 @@ batches it reads; the export's `rank_classes` signature against
 one-line errors.
 """
 
+import functools
 import os
 import re
 import tempfile
@@ -237,10 +238,18 @@ class TowerTest(tf.test.TestCase):
     self.assertAllClose(model(batch, training=False), before, atol=1e-4)
 
 
+@functools.lru_cache(maxsize=1)
+def shared_cache_dir():
+  """One feature cache folder per process for the runs of `run_config`:
+  runs of one frozen encoder on the same data read one cache (its key is
+  their content; test_feature_cache tests the cache), built by the first."""
+  return tempfile.mkdtemp()
+
+
 def run_config(name, root, data_dir, **kwargs):
   values = dict(interaction="dot", class_encoder="text",
                 model_dir=os.path.join(root, name),
-                feature_cache_dir=os.path.join(root, "cache"))
+                feature_cache_dir=shared_cache_dir())
   values.update(kwargs)
   return test_feature_cache.run_config(values.pop("model_dir"), data_dir,
                                        **values)
@@ -264,6 +273,8 @@ class ZeroShotTrainingTest(tf.test.TestCase):
     # signature directly.
     cls.export = tf.saved_model.load(os.path.join(
         cls.config.trainer.model_dir, "export", run_dir_lib.BEST_EXPORT))
+    # The best checkpoint's validation and test scores, read by two tests.
+    cls.scored = training.checkpoint_scores(cls.config, cls.data)
 
   def test_held_out_class_is_never_in_a_training_or_validation_batch(self):
     pipeline = builders.build_pipeline(self.config, self.data)
@@ -282,9 +293,8 @@ class ZeroShotTrainingTest(tf.test.TestCase):
     self.assertLen(valid_labels,
                    int((self.data.splits["validation"][1] != 1).sum()))
     # Validation scores (best checkpoint) are of the seen instances only.
-    scored = training.checkpoint_scores(self.config, self.data)
-    self.assertNotIn(1, scored["validation"][0])
-    self.assertIn(1, scored["test"][0])
+    self.assertNotIn(1, self.scored["validation"][0])
+    self.assertIn(1, self.scored["test"][0])
 
   def test_class_list_signature_equals_serving_default(self):
     texts = ["I hate waiting", "what a wonderful day"]
@@ -338,8 +348,7 @@ class ZeroShotTrainingTest(tf.test.TestCase):
     out = helpers.run_module(
         "pipelines.compare_runs", f"--runs={self.config.trainer.model_dir}",
         "--metrics=top1_accuracy", "--instances=holdout")
-    labels, scores = training.checkpoint_scores(self.config, self.data,
-                                                ("test",))["test"]
+    labels, scores = self.scored["test"]
     anger = labels == 1
     top1 = float((scores[anger].argmax(axis=1) == 1).mean())
     self.assertIn(f"| all runs | 42 | {top1:.4f} ± 0.0000 |", out.stdout)
@@ -387,7 +396,7 @@ class MirroredTest(tf.test.TestCase):
         "pipelines.train", "--dataset=goemotions", f"--data_dir={data_dir}",
         "--encoder=bert", "--encoder_size=tiny", "--class_encoder=text",
         "--interaction=lc_mlp", "--mlp_units=8", "--max_seq_length=12",
-        "--batch_size=4", "--train_steps=2", "--eval_every=1",
+        "--batch_size=4", "--train_steps=2", "--eval_every=2",
         "--learning_rate=1e-4", "--strategy=mirrored", "--cpu_devices=2",
         f"--model_dir={model_dir}")
     ranker = exported_ranker.ExportedRanker(model_dir)

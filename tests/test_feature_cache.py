@@ -6,6 +6,7 @@ same run with the frozen encoder run at every step (same weights), on a
 GoEmotions-format fixture with all-MiniLM-L6-v2.
 """
 
+import functools
 import json
 import os
 import shutil
@@ -40,11 +41,19 @@ def spec(**kwargs):
   return feature_cache.CacheSpec(**values)
 
 
+@functools.lru_cache(maxsize=1)
+def minilm_network():
+  """all-MiniLM-L6-v2 as the Model Garden encoder with the loader's
+  weights, built once per process: the tests only call it."""
+  network = pretrained.build_bert_encoder(**pretrained.MINILM_L6)
+  pretrained.load_minilm(network)
+  return network
+
+
 def minilm_sequence_output(texts, seq_length):
   """all-MiniLM-L6-v2's last-layer token vectors and mask, computed here
   with the Model Garden encoder and the loader directly."""
-  network = pretrained.build_bert_encoder(**pretrained.MINILM_L6)
-  pretrained.load_minilm(network)
+  network = minilm_network()
   packed = text.TextPreprocessor(pretrained.minilm_files()[1],
                                  seq_length)(tf.constant(texts))
   return (network(packed, training=False)["sequence_output"].numpy(),
@@ -58,13 +67,25 @@ class CacheTest(tf.test.TestCase):
     super().setUpClass()
     cls.data_dir = test_text_pipelines.goemotions_fixture()
     cls.data = datasets.get("goemotions", cls.data_dir)
+    cls.caches = {}
 
   def setUp(self):
     super().setUp()
     self.cache_dir = tempfile.mkdtemp()
 
+  def built(self, sequence=False, length_bucketing=True):
+    """The cache of `spec(sequence=sequence)`, built with that padding in a
+    folder of its own once per class, for the tests that read it (a test
+    that writes into a cache folder or counts its builds makes its own)."""
+    key = (sequence, length_bucketing)
+    if key not in self.caches:
+      self.caches[key] = feature_cache.load(
+          tempfile.mkdtemp(), spec(sequence=sequence), self.data,
+          length_bucketing=length_bucketing)
+    return self.caches[key]
+
   def test_values_are_the_frozen_encoders_mean_pooled_h(self):
-    cache = feature_cache.load(self.cache_dir, spec(), self.data)
+    cache = self.built()
     texts = self.data.splits["test"][0][:3].tolist()
     tokens, mask = minilm_sequence_output(texts, 12)
     # Masked mean over the tokens, [CLS] and [SEP] included.
@@ -77,8 +98,7 @@ class CacheTest(tf.test.TestCase):
     self.assertEqual(cache.data.class_names, self.data.class_names)
 
   def test_token_features_for_label_attention(self):
-    cache = feature_cache.load(self.cache_dir, spec(sequence=True),
-                               self.data)
+    cache = self.built(sequence=True)
     texts = self.data.splits["train"][0][:2].tolist()
     tokens, mask = minilm_sequence_output(texts, 12)
     cached = cache.data.splits["train"][0]
@@ -90,9 +110,7 @@ class CacheTest(tf.test.TestCase):
 
   def test_same_values_whichever_padding_builds_it(self):
     for sequence in (False, True):
-      built = [feature_cache.load(tempfile.mkdtemp(), spec(sequence=sequence),
-                                  self.data, length_bucketing=bucketing)
-               for bucketing in (False, True)]
+      built = [self.built(sequence, bucketing) for bucketing in (False, True)]
       for split in ("train", "test"):
         padded, bucketed = (cache.data.splits[split] for cache in built)
         self.assertAllEqual(padded[1], bucketed[1])
@@ -160,14 +178,23 @@ class CacheTest(tf.test.TestCase):
     self.assertEqual(cache.folder, folder)
     with open(os.path.join(folder, feature_cache.KEY_FILE)) as f:
       self.assertEqual(json.load(f)["description"]["max_seq_length"], 12)
-    direct = feature_cache.load(tempfile.mkdtemp(), longer, self.data)
+    direct = self.built()  # spec() is `longer`, built in a folder of its own.
+    self.assertEqual(spec(), longer)
     self.assertAllClose(cache.data.splits["test"][0],
                         direct.data.splits["test"][0])
     self.assertNotAllClose(cache.data.splits["test"][0],
                            short.data.splits["test"][0])
 
   def test_damaged_file_is_one_line_naming_it(self):
-    cache = feature_cache.load(self.cache_dir, spec(), self.data)
+    # A copy of a whole cache, under its key in this test's folder.
+    built = self.built().folder
+    shutil.copytree(built, os.path.join(self.cache_dir,
+                                        os.path.basename(built)))
+    lines = []
+    cache = feature_cache.load(self.cache_dir, spec(), self.data,
+                               progress=lines.append)
+    self.assertEqual(os.path.dirname(cache.folder), self.cache_dir)
+    self.assertEmpty(lines)  # Read, not built again.
     path = os.path.join(cache.folder, "test.features.npy")
     with open(path, "r+b") as f:
       f.truncate(200)
@@ -325,9 +352,8 @@ class FrozenTrainingTest(tf.test.TestCase):
     model.load_weights(run_state.final_checkpoint(
         self.on_the_fly)).expect_partial()
     network = model.get_layer("encoder").network
-    fresh = pretrained.build_bert_encoder(**pretrained.MINILM_L6)
-    pretrained.load_minilm(fresh)
-    for a, b in zip(network.weights, fresh.weights):
+    fresh = minilm_network()
+    for a, b in zip(network.weights, fresh.weights, strict=True):
       self.assertAllEqual(a, b)
 
   def test_config_records_pooling_and_cache_folder(self):
