@@ -319,7 +319,7 @@ class SoDeepLossTest(tf.test.TestCase):
     model_dir = os.path.join(tempfile.mkdtemp(), "sodeep")
     run("pipelines.train", "--dataset=digits", "--loss=sodeep_spearman",
         "--sorter=lstm", "--parallel_loss=mse", "--parallel_weight=0.1",
-        "--train_steps=20", "--eval_every=10", f"--model_dir={model_dir}")
+        "--train_steps=4", "--eval_every=2", f"--model_dir={model_dir}")
     config = exported_ranker.load_config(model_dir)
     self.assertEqual((config.loss.name, config.loss.sorter,
                       config.loss.parallel_loss),

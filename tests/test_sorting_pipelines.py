@@ -14,9 +14,13 @@ pytestmark = pytest.mark.slow  # End-to-end: the binaries in subprocesses.
 
 
 def run(module, *flags):
-  """Runs `python -m module flags`; returns (returncode, stdout, stderr)."""
-  proc = helpers.run_module(module, *flags, check=False,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  """Runs `python -m module flags`; returns (returncode, stdout, stderr).
+
+  In this process's environment, so that the binary is forked from the warm
+  interpreter (`helpers.run_module`): the checks read stdout's JSON lines
+  and stderr's refusal, not TensorFlow's log lines.
+  """
+  proc = helpers.run_module(module, *flags, check=False)
   return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -242,8 +242,8 @@ class EndToEndTest(tf.test.TestCase):
     model_dir = os.path.join(tempfile.mkdtemp(), "run")
     helpers.run_module(
         "pipelines.train", "--dataset=image_folder", f"--data_dir={folder}",
-        "--image_size=32", "--encoder=small_cnn", "--train_steps=40",
-        "--eval_every=20", "--batch_size=8", "--learning_rate=0.01",
+        "--image_size=32", "--encoder=small_cnn", "--train_steps=4",
+        "--eval_every=2", "--batch_size=8", "--learning_rate=0.01",
         f"--model_dir={model_dir}")
     results = helpers.evaluate(model_dir, "test")
     self.assertEqual(results["num_examples"], 2)
