@@ -60,6 +60,7 @@ def minilm_sequence_output(texts, seq_length):
           packed[text.MASK].numpy())
 
 
+@pytest.mark.slow  # Builds caches with the real MiniLM.
 class CacheTest(tf.test.TestCase):
 
   @classmethod
