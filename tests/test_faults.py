@@ -184,8 +184,7 @@ class ResumeTest(tf.test.TestCase):
   """Interrupted runs, restarted with the same command, end as the run that
   was never interrupted (deterministic ops, no dropout)."""
 
-  # 8 epochs: stopped after the third, the run has five to go. An epoch's
-  # time is mostly its validation and checkpoints, not its 25 steps.
+  # 8 epochs: stopped after the third, the run has five to go.
   EVAL_EVERY = 25
   STEPS = ("--train_steps=200", f"--eval_every={EVAL_EVERY}")
 
@@ -205,9 +204,7 @@ class ResumeTest(tf.test.TestCase):
       folder = os.path.join(tempfile.mkdtemp(), "killed")
       _, killed_after = self.interrupt(folder, signal.SIGKILL)
       cls.killed = (folder, killed_after)
-    copy = os.path.join(tempfile.mkdtemp(), "broken")
-    shutil.copytree(cls.killed[0], copy)
-    return copy, cls.killed[1]
+    return copy_of(cls.killed[0]), cls.killed[1]
 
   def interrupt(self, model_dir, sig, after_epochs=3):
     """Starts the run, sends `sig` once it backed up `after_epochs` epochs;
