@@ -3,7 +3,6 @@
 import atexit
 import os
 import shutil
-import sys
 import tempfile
 
 # Before any test module imports TensorFlow: on TensorFlow 2.16+ tf.keras must
@@ -18,31 +17,12 @@ import rank4class_tf  # pylint: disable=unused-import
 _SESSION_TMP = tempfile.mkdtemp(prefix="rank4class_tests_")
 tempfile.tempdir = _SESSION_TMP
 os.environ["TMPDIR"] = _SESSION_TMP
-# The folder itself goes last, at exit. TensorFlow's googletest registers
-# the removal of its own temporary folder (`tf.test.TestCase.get_temp_dir`,
-# made in this one) when a test first asks for it, later than this, so
-# atexit runs it first: removing the folder here in `pytest_unconfigure`
-# made it log "Error removing ...: not found" at the end of every run.
+# Removed at exit, last: TensorFlow's googletest registers the removal of
+# its own temporary folder (`tf.test.TestCase.get_temp_dir`, made in this
+# one) when a test first asks for it, later than this, so atexit runs it
+# first. Removed in `pytest_unconfigure`, before it, the folder made
+# googletest log "Error removing ...: not found" at the end of every run.
 atexit.register(shutil.rmtree, _SESSION_TMP, ignore_errors=True)
-
-
-def pytest_unconfigure(config):
-  """Removes what the tests left in the folder, except googletest's own
-  folder, which its exit handler removes."""
-  del config  # Unused.
-  googletest = sys.modules.get("tensorflow.python.platform.googletest")
-  keep = getattr(googletest, "_googletest_temp_dir", "")
-  for name in os.listdir(_SESSION_TMP):
-    path = os.path.join(_SESSION_TMP, name)
-    if keep and os.path.abspath(path) == os.path.abspath(keep):
-      continue
-    if os.path.isdir(path) and not os.path.islink(path):
-      shutil.rmtree(path, ignore_errors=True)
-    else:
-      try:
-        os.remove(path)
-      except OSError:
-        pass
 
 
 # The longest test classes, longest first (pytest --durations of a whole
