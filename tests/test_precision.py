@@ -99,10 +99,15 @@ class Float32LayersTest(tf.test.TestCase):
       model, (features, _) = text_model(
           float32_layers=name == "per_layer", **kwargs)
       scores[name] = model(features, training=False).numpy()
-    error = {name: np.abs(scores[name] - scores["float32"]).mean()
+    error = {name: np.abs(scores[name] - scores["float32"])
              for name in ("keras", "per_layer")}
-    self.assertGreater(error["keras"], 2 * error["per_layer"])
-    self.assertLess(error["per_layer"], 0.05)
+    # Keras' policy against the per-layer one, mean and worst score error:
+    # 2.18x and 1.96x where bfloat16 is emulated (oneDNN limited to AVX2),
+    # 1.92x and 1.84x with native bfloat16 (AMD Zen 4, avx512_bf16).
+    for reduce in (np.mean, np.max):
+      self.assertGreater(reduce(error["keras"]),
+                         1.5 * reduce(error["per_layer"]), reduce.__name__)
+    self.assertLess(error["per_layer"].mean(), 0.05)
 
   def test_unknown_group_is_named(self):
     model, _ = text_model(float32_layers=False)
