@@ -287,8 +287,10 @@ def main(argv):
                  timing.time_step(step, features, labels, FLAGS.steps)))
 
   bert_inputs = instance_inputs.encoder_input(features)
-  keras_inputs = {k: tf.keras.Input([FLAGS.max_seq_length], dtype=tf.int32,
-                                    name=k) for k in bert_inputs}
+  # The batch's own length, as the ranking models get it (the training
+  # stream trims each batch to its longest comment).
+  keras_inputs = {k: tf.keras.Input([None], dtype=tf.int32, name=k)
+                  for k in bert_inputs}
   encoder = encoders.get("bert", **encoders.config_kwargs(config.model))
   classifier = tf.keras.Model(
       keras_inputs, tf.keras.layers.Dense(data.num_classes)(
