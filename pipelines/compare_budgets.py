@@ -58,16 +58,8 @@ def main(argv):
         raise ValueError(f"--metrics: {name!r} is not recorded by both "
                          f"studies (long: {', '.join(long_metrics)}; short: "
                          f"{', '.join(short_metrics)}).")
-    rows, left_out = budgets.compare_budgets(long_cells, short_cells, names)
-    lines = [f"Long: {FLAGS.long_study}; short: {FLAGS.short_study}.", ""]
-    if left_out:
-      lines += [f"Not compared ({len(left_out)} cells with fewer than 2 "
-                f"seeds chosen in both: a study still running): "
-                f"{', '.join('.'.join(key) for key in left_out)}.", ""]
-    for name in names:
-      lines += [f"## {name}", ""] + budgets.markdown(
-          rows, "short", "long", name) + [""]
-    text = "\n".join(lines)
+    text = budgets.tables(FLAGS.long_study, FLAGS.short_study, long_cells,
+                          short_cells, names)
     if FLAGS.output:
       fileio.write_text_atomically(FLAGS.output, text)
   except (ValueError, OSError) as e:

@@ -22,13 +22,16 @@ files (no training, no report) and check what a verdict rests on:
 * issue 61's long studies, committed while they run (`LongStudyTest`): every
   run made by the one pinned commit, of the planned cells and seeds; once a
   study has ended, every cell with seeds 0, 1 and 2, every chosen run
-  converged or its exception marked, the paper's effects placed.
+  converged or its exception marked, the paper's effects placed; each
+  committed budget table (`results/long_studies/*_budgets.md`) is what
+  `pipelines.compare_budgets` makes of the summaries it names.
 
 `make check-results` checks the other half: that each committed report is
 the one the committed code makes of its runs (`--check_report`).
 """
 
 import csv
+import glob
 import json
 import os
 import re
@@ -36,6 +39,8 @@ import statistics
 
 from absl.testing import absltest
 from absl.testing import parameterized
+
+from rank4class_tf.study import budgets
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -194,6 +199,29 @@ class LongStudyTest(parameterized.TestCase):
                     "after `--extend_steps`", tables)
     self.assertIn("| paper Δ (Table 7) | against ours | sign | paper Δ "
                   "(Table 8) | against ours | sign |", tables)
+
+
+class BudgetTablesTest(absltest.TestCase):
+  """Each committed `results/long_studies/*_budgets.md` is what
+  `pipelines.compare_budgets` makes of the committed summaries it names."""
+
+  def test_budget_tables_are_the_committed_summaries(self):
+    paths = sorted(glob.glob(os.path.join(REPO, "results", "long_studies",
+                                          "*_budgets.md")))
+    if not paths:
+      self.skipTest("no budget table committed yet (the long studies run).")
+    for path in paths:
+      with open(path, encoding="utf-8") as f:
+        text = f.read()
+      long_study, short_study = re.match(r"Long: (\S+); short: (\S+)\.\n",
+                                         text).groups()
+      long_cells, _ = budgets.chosen_cells(os.path.join(REPO, long_study))
+      short_cells, _ = budgets.chosen_cells(os.path.join(REPO, short_study))
+      metrics = re.findall(r"^## (\S+)$", text, re.M)
+      self.assertNotEmpty(metrics, path)
+      self.assertEqual(text, budgets.tables(long_study, short_study,
+                                            long_cells, short_cells, metrics),
+                       path)
 
 
 def _doc(path):

@@ -21,7 +21,7 @@ These are seed-level tests on the chosen runs' test means (3 seeds: a
 difference is detected only when it is large against the seeds' spread);
 the study report's hierarchical bootstrap over instances is not repeated
 here, as a summary keeps no per-instance arrays. `pipelines.compare_budgets`
-writes the tables.
+writes the tables (`tables`).
 
 `patience_stop` replays the `--patience` rule on a run trained without it
 (where that run would have stopped, and which validation it would have
@@ -158,6 +158,25 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
     for row, p in zip(tested, adjusted):
       setattr(row, f"{name}_p_holm", float(p))
   return rows, left_out
+
+
+def tables(long_study: str, short_study: str, long_cells: Cells,
+           short_cells: Cells, metrics: Sequence[str]) -> str:
+  """What `pipelines.compare_budgets` prints and writes: the two studies
+  named, the cells left out, then one `markdown` table per metric.
+
+  Raises:
+    ValueError: as `compare_budgets`.
+  """
+  rows, left_out = compare_budgets(long_cells, short_cells, metrics)
+  lines = [f"Long: {long_study}; short: {short_study}.", ""]
+  if left_out:
+    lines += [f"Not compared ({len(left_out)} cells with fewer than 2 "
+              f"seeds chosen in both: a study still running): "
+              f"{', '.join('.'.join(key) for key in left_out)}.", ""]
+  for name in metrics:
+    lines += [f"## {name}", ""] + markdown(rows, "short", "long", name) + [""]
+  return "\n".join(lines)
 
 
 def patience_stop(values: Sequence[float], patience: int) -> Tuple[int, int]:
