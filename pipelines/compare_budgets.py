@@ -13,7 +13,8 @@ Each study chooses its own runs on its own validation metric. For every
 each budget over the seeds both have, long - short paired by seed (mean,
 95% t interval, Holm-adjusted seed t-test), and the cell's verdict against
 softmax + dot at each budget (gain / loss at Holm p < 0.05, else none
-detected), with whether it survives (`rank4class_tf/study/budgets.py`).
+detected), with whether it survives (`rank4class_tf/study/budgets.py`);
+the cells only one study has are named above the tables.
 Prints one markdown table per metric; `--output` also writes them.
 """
 

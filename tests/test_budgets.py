@@ -119,6 +119,20 @@ class BudgetsTest(tf.test.TestCase):
     self.assertEqual([r.cell for r in rows], [("softmax", "dot")])
     self.assertEqual(left_out, [("approx_ndcg", "dot")])
 
+  def test_cells_of_one_study_alone_are_named(self):
+    long_cells, _ = budgets.chosen_cells(self.long)
+    short_cells, _ = budgets.chosen_cells(self.short)
+    long_cells[("mse", "dot")] = long_cells[("approx_ndcg", "dot")]
+    del short_cells[("approx_ndcg", "dot")]
+    text = budgets.tables("L", "S", long_cells, short_cells,
+                          ["top1_accuracy"])
+    self.assertEqual(text.split("## top1_accuracy")[0], (
+        "Long: L; short: S.\n\n"
+        "Only in the long study (2 cells, no counterpart to compare): "
+        "approx_ndcg.dot, mse.dot.\n\n"))
+    self.assertNotIn("| approx_ndcg.dot |", text)
+    self.assertIn("| softmax.dot | top1_accuracy |", text)
+
   def test_binary_writes_the_tables_and_refuses_in_one_line(self):
     output = os.path.join(tempfile.mkdtemp(), "budgets.md")
     result = helpers.run_module(

@@ -160,18 +160,30 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
   return rows, left_out
 
 
+def _cells(number: int) -> str:
+  return f"{number} cell{'' if number == 1 else 's'}"
+
+
 def tables(long_study: str, short_study: str, long_cells: Cells,
            short_cells: Cells, metrics: Sequence[str]) -> str:
   """What `pipelines.compare_budgets` prints and writes: the two studies
-  named, the cells left out, then one `markdown` table per metric.
+  named, the cells only one of them has, the cells left out (too few
+  common seeds), then one `markdown` table per metric.
 
   Raises:
     ValueError: as `compare_budgets`.
   """
   rows, left_out = compare_budgets(long_cells, short_cells, metrics)
   lines = [f"Long: {long_study}; short: {short_study}.", ""]
+  for name, cells, other in (("long", long_cells, short_cells),
+                             ("short", short_cells, long_cells)):
+    alone = [key for key in cells if key not in other]
+    if alone:
+      lines += [f"Only in the {name} study ({_cells(len(alone))}, no "
+                f"counterpart to compare): "
+                f"{', '.join('.'.join(key) for key in alone)}.", ""]
   if left_out:
-    lines += [f"Not compared ({len(left_out)} cells with fewer than 2 "
+    lines += [f"Not compared ({_cells(len(left_out))} with fewer than 2 "
               f"seeds chosen in both: a study still running): "
               f"{', '.join('.'.join(key) for key in left_out)}.", ""]
   for name in metrics:
