@@ -10,10 +10,12 @@ against the 3,000-step study; both read from their committed summaries):
 
 Each study chooses its own runs on its own validation metric. For every
 (loss, interaction) chosen in both, on every metric both record: the mean at
-each budget over the seeds both have, long - short paired by seed (mean,
-95% t interval, Holm-adjusted seed t-test), and the cell's verdict against
-softmax + dot at each budget (gain / loss at Holm p < 0.05, else none
-detected), with whether it survives (`rank4class_tf/study/budgets.py`);
+each budget over the seeds both have, long - short paired by seed and
+test instance (mean, 95% t interval, the seed t-test and the hierarchical
+bootstrap, each Holm-adjusted), and the cell's verdict against softmax + dot
+at each budget by both tests (gain / loss where both give Holm p < 0.05,
+"... by the bootstrap" where one alone does, else none detected), with
+whether it survives (`rank4class_tf/study/budgets.py`);
 the cells only one study has are named above the tables.
 Prints one markdown table per metric; `--output` also writes them.
 """

@@ -78,8 +78,62 @@ class BudgetsTest(tf.test.TestCase):
       self.assertAllClose(getattr(ranking, f"{name}_effect"), d.mean())
       self.assertAllClose(getattr(ranking, f"{name}_p_holm"),
                           scipy_stats.ttest_1samp(d, 0.).pvalue)
+    # The hierarchical bootstrap, paired by seed and instance, on the hits
+    # the studies were made of (B = 10,000: a family of 2 rows, or of 1
+    # effect a budget). Short, approx_ndcg is far below softmax, and its
+    # change is far from 0: no resample reaches 0, p = 1 / 10,001.
+    made = {(name, loss): np.stack([
+        hits(rates[loss][s], salt + 10 * s + (loss == "softmax"))
+        for s in range(3)]) for name, rates, salt in (
+            ("short", SHORT, 1000), ("long", LONG, 2000)) for loss in rates}
+    floor = 1. / 10_001
+    base_p = significance.hierarchical_bootstrap(
+        made["long", "softmax"] - made["short", "softmax"], 10_000)
+    self.assertGreater(base_p, 0.05)  # 120 instances: hits of 0.61, 0.70.
+    self.assertAllClose([base.change_boot_p, ranking.change_boot_p],
+                        [base_p, floor])
+    self.assertAllClose([base.change_boot_p_holm, ranking.change_boot_p_holm],
+                        significance.holm([base_p, floor]))
+    self.assertAllClose(ranking.short_boot_p_holm, floor)
+    long_p = significance.hierarchical_bootstrap(
+        made["long", "approx_ndcg"] - made["long", "softmax"], 10_000)
+    self.assertGreater(long_p, 0.05)
+    self.assertAllClose(ranking.long_boot_p_holm, long_p)
     self.assertEqual(ranking.verdicts(), ("loss", "none detected"))
     self.assertTrue(math.isnan(base.short_effect))
+    self.assertTrue(math.isnan(base.short_boot_p_holm))
+
+  def test_verdict_names_the_tests_that_find_it(self):
+    for effect, p_t, p_boot, expected in (
+        (+0.01, 0.01, 0.02, "gain"), (-0.01, 0.049, 0.001, "loss"),
+        (-0.01, 0.2, 0.001, "loss by the bootstrap"),
+        (+0.01, 0.01, 0.06, "gain by the t-test"),
+        (+0.01, 0.05, 0.05, "none detected"),
+        (+0.01, math.nan, math.nan, "none detected")):
+      self.assertEqual(budgets.verdict(effect, p_t, p_boot), expected)
+
+  def test_other_test_instances_are_refused(self):
+    long_cells, _ = budgets.chosen_cells(self.long)
+    short_cells, _ = budgets.chosen_cells(self.short)
+    record = short_cells[("approx_ndcg", "dot")][2]
+    arrays = dict(record["test_arrays"])
+    arrays["labels"] = arrays["labels"][::-1].copy() + 1
+    short_cells[("approx_ndcg", "dot")][2] = dict(record, test_arrays=arrays)
+    with self.assertRaisesRegex(
+        ValueError, r"^the short study's approx_ndcg.dot.lr0.001.seed2 was "
+        r"tested on other instances than the long softmax.dot.lr0.001.seed0 "
+        r"\(120 against 120 labels, not the same\): the budgets compare one "
+        r"test set.$"):
+      budgets.compare_budgets(long_cells, short_cells, ["top1_accuracy"])
+
+  def test_missing_test_arrays_are_named(self):
+    folder = os.path.join(tempfile.mkdtemp(), "study")
+    shutil.copytree(self.long, folder)
+    path = os.path.join(folder, study_folder.RUNS_DIR,
+                        "softmax.dot.lr0.001.seed1", study_folder.TEST_FILE)
+    os.remove(path)
+    with self.assertRaisesRegex(ValueError, "^" + path + ": not found "):
+      budgets.chosen_cells(folder)
 
   def test_markdown_counts_the_verdicts_that_survive(self):
     long_cells, _ = budgets.chosen_cells(self.long)
@@ -89,21 +143,23 @@ class BudgetsTest(tf.test.TestCase):
     lines = budgets.markdown(rows, "3,000 steps", "converged",
                              "top1_accuracy")
     self.assertEqual(lines[0], "| cell | metric | seeds | 3,000 steps | "
-                     "converged | long - short [95% t] | p Holm | verdict, "
-                     "short | verdict, long | survives |")
+                     "converged | long - short [95% t] | t-test Holm p | "
+                     "bootstrap Holm p | verdict, short | verdict, long | "
+                     "survives |")
     self.assertEqual(lines[2].split(" | ")[-3:],
                      ["(baseline)", "(baseline)", "(baseline) |"])
-    self.assertStartsWith(lines[3].split(" | ")[7], "loss (-")
-    self.assertStartsWith(lines[3].split(" | ")[8], "none detected (")
+    self.assertStartsWith(lines[3].split(" | ")[8], "loss (-")
+    self.assertStartsWith(lines[3].split(" | ")[9], "none detected (")
     self.assertEndsWith(lines[3], " | no |")
     self.assertEqual(lines[-1], "Verdicts against softmax + dot that survive "
                      "the longer training: 0 of 1.")
     # Top-5 is 1 everywhere: no change, no effect; the verdict survives.
     top5 = budgets.markdown(rows, "s", "l", "top5_accuracy")
     self.assertIn("| approx_ndcg.dot | top5_accuracy | 0,1,2 | 1.0000 | "
-                  "1.0000 | +0.0000 [+0.0000, +0.0000] | 1.0000 | none "
-                  "detected (+0.0000, p Holm 1.0000) | none detected "
-                  "(+0.0000, p Holm 1.0000) | yes |", top5)
+                  "1.0000 | +0.0000 [+0.0000, +0.0000] | 1.0000 | 1.0000 | "
+                  "none detected (+0.0000; Holm p t-test 1.0000, bootstrap "
+                  "1.0000) | none detected (+0.0000; Holm p t-test 1.0000, "
+                  "bootstrap 1.0000) | yes |", top5)
 
   def test_a_running_study_compares_the_cells_it_has(self):
     # The long study has only seed 0 of approx_ndcg so far.

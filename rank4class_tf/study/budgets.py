@@ -10,18 +10,24 @@ metric:
 
 * each budget's mean over the seeds both studies have;
 * long - short, paired by seed (seed s's chosen run in each): its mean,
-  95% t interval and seed t-test p (`significance.seed_t_test`), Holm
-  over the whole table;
+  95% t interval and two tests, each Holm-adjusted over the whole table:
+  the seed t-test (`significance.seed_t_test`) and the hierarchical
+  bootstrap (`significance.hierarchical_bootstrap`: seeds, then test
+  instances, resampled, paired by seed and instance, as the study report
+  tests; B from `significance.samples_for_family`);
 * each budget's effect against softmax + dot (cell - baseline, paired by
-  seed), its seed t-test p Holm-adjusted within that budget's table, and
-  its verdict: `gain` or `loss` where Holm p < 0.05, else `none detected`;
-  the verdict *survives* where both budgets give the same one.
+  seed and instance), both tests Holm-adjusted within that budget's table,
+  and its verdict: `gain` / `loss` where both give Holm p < 0.05 (resolved,
+  as the study report counts), `gain` / `loss` `by the bootstrap` or `by
+  the t-test` where one alone does, else `none detected`; the verdict
+  *survives* where both budgets give the same one.
 
-These are seed-level tests on the chosen runs' test means (3 seeds: a
-difference is detected only when it is large against the seeds' spread);
-the study report's hierarchical bootstrap over instances is not repeated
-here, as a summary keeps no per-instance arrays. `pipelines.compare_budgets`
-writes the tables (`tables`).
+The bootstrap reads the chosen runs' per-instance test arrays, which a
+study folder and its summary both keep (`--summary_dir`); the two studies
+must have scored the same test instances (their labels are compared).
+With 3 seeds the t-test detects only differences large against the seeds'
+spread; the bootstrap also counts the test instances' noise.
+`pipelines.compare_budgets` writes the tables (`tables`).
 
 `patience_stop` replays the `--patience` rule on a run trained without it
 (where that run would have stopped, and which validation it would have
@@ -49,11 +55,13 @@ Cells = Dict[Tuple[str, str], Dict[int, Dict]]  # cell -> seed -> record
 
 def chosen_cells(study_dir: str) -> Tuple[Cells, Tuple[str, ...]]:
   """The chosen record of each (loss, interaction, seed) of a study (or a
-  summary), by the study's own `best_metric`, and its test metrics.
+  summary), by the study's own `best_metric`, with its per-instance test
+  arrays (`test_arrays`), and the study's test metrics.
 
   Raises:
     ValueError: naming the folder when it holds no study or no finished
-      run, or its study.json cannot be read.
+      run, or its study.json cannot be read; naming the file when a chosen
+      run's test arrays are missing or damaged.
   """
   if not fileio.exists(os.path.join(study_dir, study_folder.STUDY_FILE)):
     raise ValueError(f"{study_dir} holds no study or summary "
@@ -62,11 +70,20 @@ def chosen_cells(study_dir: str) -> Tuple[Cells, Tuple[str, ...]]:
   records = study_folder.load_records(study_dir)
   if not records:
     raise ValueError(f"{study_dir}: no finished run.")
+  metrics = tuple(shared["metrics"])
   cells: Cells = {}
   for (loss, interaction, seed), record in selection_lib.select(
       records, str(shared["best_metric"])).items():
-    cells.setdefault((loss, interaction), {})[seed] = record
-  return cells, tuple(shared["metrics"])
+    arrays = study_folder.read_test_arrays(
+        study_dir, str(record["run"]), metrics, int(record["num_test"]))
+    if arrays is None:
+      path = os.path.join(study_dir, study_folder.RUNS_DIR,
+                          str(record["run"]), study_folder.TEST_FILE)
+      raise ValueError(f"{path}: not found (the chosen run's per-instance "
+                       "test arrays).")
+    cells.setdefault((loss, interaction), {})[seed] = dict(
+        record, test_arrays=arrays)
+  return cells, metrics
 
 
 @dataclasses.dataclass
@@ -78,25 +95,39 @@ class Row:
   short: float  # Mean over `seeds`.
   long: float
   change: Tuple[float, float, float, float]  # Long - short: mean, std, 95%.
-  change_p: float
+  change_p: float  # Seed t-test.
   change_p_holm: float = math.nan
-  # Against softmax + dot at each budget (NaN for the baseline itself).
+  change_boot_p: float = math.nan  # Hierarchical bootstrap.
+  change_boot_p_holm: float = math.nan
+  # Against softmax + dot at each budget (NaN for the baseline itself):
+  # the effect, its t-test and bootstrap p (Holm-adjusted once all rows
+  # are made).
   short_effect: float = math.nan
   short_p_holm: float = math.nan
+  short_boot_p_holm: float = math.nan
   long_effect: float = math.nan
   long_p_holm: float = math.nan
+  long_boot_p_holm: float = math.nan
 
   def verdicts(self) -> Tuple[str, str]:
-    return (verdict(self.short_effect, self.short_p_holm),
-            verdict(self.long_effect, self.long_p_holm))
+    return tuple(verdict(getattr(self, f"{name}_effect"),
+                         getattr(self, f"{name}_p_holm"),
+                         getattr(self, f"{name}_boot_p_holm"))
+                 for name in ("short", "long"))
 
 
-def verdict(effect: float, p_holm: float) -> str:
-  """`gain` / `loss` where the Holm-adjusted p is below ALPHA, else `none
-  detected` (the study could not tell the cell from the baseline)."""
-  if math.isnan(p_holm) or p_holm >= ALPHA:
+def verdict(effect: float, p_holm: float, boot_p_holm: float) -> str:
+  """`gain` / `loss` where both tests' Holm-adjusted p are below ALPHA
+  (resolved), `gain by the bootstrap` (or `by the t-test`) where one alone
+  is, else `none detected` (the study could not tell the cell from the
+  baseline)."""
+  found = [name for name, p in (("the bootstrap", boot_p_holm),
+                                ("the t-test", p_holm))
+           if not math.isnan(p) and p < ALPHA]
+  if not found:
     return "none detected"
-  return "gain" if effect > 0 else "loss"
+  sign = "gain" if effect > 0 else "loss"
+  return sign if len(found) == 2 else f"{sign} by {found[0]}"
 
 
 def _p(differences: Sequence[float]) -> float:
@@ -108,6 +139,47 @@ def _test_values(cells: Cells, metric: str, key: Tuple[str, str],
                  seeds: Sequence[int]) -> np.ndarray:
   """[S] test `metric` of `key`'s chosen runs of `seeds`."""
   return np.array([cells[key][s]["test"][metric] for s in seeds], np.float64)
+
+
+def _instance_values(cells: Cells, metric: str, key: Tuple[str, str],
+                     seeds: Sequence[int]) -> np.ndarray:
+  """[S, n] per-instance test `metric` of `key`'s chosen runs of `seeds`."""
+  return np.stack([np.asarray(cells[key][s]["test_arrays"][metric],
+                              np.float64) for s in seeds])
+
+
+def _bootstrap(tests: List[Tuple[Tuple[int, ...], np.ndarray]]
+               ) -> List[float]:
+  """Hierarchical bootstrap p of each [S, n] difference (B for the family
+  of all of them), one resampling per set of seeds."""
+  samples = significance.samples_for_family(len(tests))
+  p = [math.nan] * len(tests)
+  for seeds in sorted({seeds for seeds, _ in tests}):
+    index = [i for i, (s, _) in enumerate(tests) if s == seeds]
+    found = significance.hierarchical_bootstrap(
+        np.stack([tests[i][1] for i in index]), samples)
+    for i, value in zip(index, found):
+      p[i] = float(value)
+  return p
+
+
+def _check_same_instances(long_cells: Cells, short_cells: Cells) -> None:
+  """Both studies scored the same test instances: every chosen run's
+  labels are the first one's."""
+  first = None
+  for name, cells in (("long", long_cells), ("short", short_cells)):
+    for key, runs in cells.items():
+      for seed, record in runs.items():
+        labels = np.asarray(record["test_arrays"]["labels"])
+        if first is None:
+          first = (f"{name} {record['run']}", labels)
+        elif labels.shape != first[1].shape or not np.array_equal(
+            labels, first[1]):
+          raise ValueError(
+              f"the {name} study's {record['run']} was tested on other "
+              f"instances than the {first[0]} ({labels.shape[0]} against "
+              f"{first[1].shape[0]} labels, not the same): the budgets "
+              "compare one test set.")
 
 
 def compare_budgets(long_cells: Cells, short_cells: Cells,
@@ -131,8 +203,12 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
         f"({len(seeds_of)} cell(s) in both, with "
         f"{', '.join(sorted({str(len(s)) for s in seeds_of.values()})) or 0}"
         " common seed(s)); a change needs at least 2.")
+  _check_same_instances({k: long_cells[k] for k in keys},
+                        {k: short_cells[k] for k in keys})
   base = study_grid.BASELINE
   rows = []
+  changes = []  # (seeds, [S, n] long - short) of each row.
+  effects = {"short": [], "long": []}  # (row, seeds, [S, n] cell - base).
   for key in keys:
     seeds = seeds_of[key]
     for metric in metrics:
@@ -140,6 +216,8 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
       long = _test_values(long_cells, metric, key, seeds)
       row = Row(key, metric, seeds, float(short.mean()), float(long.mean()),
                 compare.seed_interval(long - short), _p(long - short))
+      changes.append((seeds, _instance_values(long_cells, metric, key, seeds)
+                      - _instance_values(short_cells, metric, key, seeds)))
       if key != base and base in keys:
         common = tuple(s for s in seeds if s in seeds_of[base])
         if len(common) >= 2:
@@ -148,15 +226,25 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
                  _test_values(cells, metric, base, common))
             setattr(row, f"{name}_effect", float(d.mean()))
             setattr(row, f"{name}_p_holm", _p(d))  # Adjusted below.
+            effects[name].append((row, common, (
+                _instance_values(cells, metric, key, common) -
+                _instance_values(cells, metric, base, common))))
       rows.append(row)
-  for row, p in zip(rows, significance.holm([r.change_p for r in rows])):
-    row.change_p_holm = float(p)
+  for row, p in zip(rows, _bootstrap(changes)):
+    row.change_boot_p = p
+  for row, p, boot in zip(
+      rows, significance.holm([r.change_p for r in rows]),
+      significance.holm([r.change_boot_p for r in rows])):
+    row.change_p_holm, row.change_boot_p_holm = float(p), float(boot)
   for name in ("short", "long"):
-    tested = [r for r in rows if not math.isnan(getattr(r, f"{name}_p_holm"))]
+    tested = [row for row, _, _ in effects[name]]
     adjusted = significance.holm([getattr(r, f"{name}_p_holm")
                                   for r in tested])
-    for row, p in zip(tested, adjusted):
+    boot = significance.holm(_bootstrap(
+        [(seeds, d) for _, seeds, d in effects[name]]))
+    for row, p, b in zip(tested, adjusted, boot):
       setattr(row, f"{name}_p_holm", float(p))
+      setattr(row, f"{name}_boot_p_holm", float(b))
   return rows, left_out
 
 
@@ -229,8 +317,9 @@ def markdown(rows: Sequence[Row], short_name: str, long_name: str,
   the verdicts that survive."""
   rows = [r for r in rows if metric is None or r.metric == metric]
   lines = [f"| cell | metric | seeds | {short_name} | {long_name} | "
-           "long - short [95% t] | p Holm | verdict, short | verdict, long | "
-           "survives |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "long - short [95% t] | t-test Holm p | bootstrap Holm p | "
+           "verdict, short | verdict, long | survives |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
   survived = judged = 0
   for row in rows:
     mean, _, low, high = row.change
@@ -243,14 +332,16 @@ def markdown(rows: Sequence[Row], short_name: str, long_name: str,
       judged += 1
       survived += verdicts[0] == verdicts[1]
       short_v, long_v = (
-          f"{v} ({effect:+.4f}, p Holm {p:.4f})" for v, effect, p in zip(
-              verdicts, (row.short_effect, row.long_effect),
-              (row.short_p_holm, row.long_p_holm)))
+          f"{v} ({getattr(row, f'{name}_effect'):+.4f}; Holm p t-test "
+          f"{getattr(row, f'{name}_p_holm'):.4f}, bootstrap "
+          f"{getattr(row, f'{name}_boot_p_holm'):.4f})"
+          for v, name in zip(verdicts, ("short", "long")))
     lines.append(
         f"| {'.'.join(row.cell)} | {row.metric} | "
         f"{','.join(map(str, row.seeds))} | {row.short:.4f} | "
         f"{row.long:.4f} | {mean:+.4f}{interval} | "
-        f"{row.change_p_holm:.4f} | {short_v} | {long_v} | {same} |")
+        f"{row.change_p_holm:.4f} | {row.change_boot_p_holm:.4f} | "
+        f"{short_v} | {long_v} | {same} |")
   lines += ["", f"Verdicts against softmax + dot that survive the longer "
             f"training: {survived} of {judged}."]
   return lines
