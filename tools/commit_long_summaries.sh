@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Commits issue 61's long studies as they run: each summary the pinned
+# checkout's tools/long_studies.sh has refreshed (PINNED_CHECKOUT/results/
+# <study>) is copied here, under the study's lock, and its report is written
+# again by this checkout's code (`pipelines.study --report_only`), the code
+# `make check-results` compares it with; the runs stay the pinned commit's.
+#
+#   bash tools/commit_long_summaries.sh PINNED_CHECKOUT
+#
+# A study the pinned checkout has not started is left out; nothing to commit
+# is not an error.
+set -euo pipefail
+PINNED=$(cd "${1:?usage: bash tools/commit_long_summaries.sh PINNED_CHECKOUT}" && pwd)
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+for study in study_goemotions_frozen_long study_goemotions_finetuned_long; do
+  src=$PINNED/results/$study
+  [ -f "$src/study.json" ] || continue
+  flock "$src" sh -c "rm -rf 'results/$study' && cp -r '$src' 'results/$study'"
+  nice -n 19 .venv/bin/python -m pipelines.study --report_only \
+    --study_dir="results/$study" > /dev/null 2>&1 || {
+      echo "commit_long_summaries: results/$study: --report_only failed" \
+        "(run it by hand to see why)" >&2
+      exit 1
+    }
+  git add -A "results/$study"
+done
+if git diff --cached --quiet; then
+  echo "commit_long_summaries: nothing new to commit."
+  exit 0
+fi
+git commit -qm "Issue 61: the converged studies so far (runs by $(git -C "$PINNED" rev-parse --short=7 HEAD), reports by this code; they go on with --from_summary)"
+git log --oneline -1
