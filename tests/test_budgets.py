@@ -182,12 +182,51 @@ class BudgetsTest(tf.test.TestCase):
     del short_cells[("approx_ndcg", "dot")]
     text = budgets.tables("L", "S", long_cells, short_cells,
                           ["top1_accuracy"])
-    self.assertEqual(text.split("## top1_accuracy")[0], (
+    self.assertEqual(text.split("## What each budget chose")[0], (
         "Long: L; short: S.\n\n"
         "Only in the long study (2 cells, no counterpart to compare): "
         "approx_ndcg.dot, mse.dot.\n\n"))
-    self.assertNotIn("| approx_ndcg.dot |", text)
-    self.assertIn("| softmax.dot | top1_accuracy |", text)
+    compared = text.split("## top1_accuracy")[1]
+    self.assertNotIn("| approx_ndcg.dot |", compared)
+    self.assertIn("| softmax.dot | top1_accuracy |", compared)
+    # The choices name every cell, with dashes for the budget without it.
+    self.assertIn("| approx_ndcg.dot | — | — | — | 0.001 |", text)
+
+  def test_choices_name_each_budget_s_rate_steps_and_convergence(self):
+    def long_record(run):  # Seed s: best at 5,000 + 1,000 s, of 10,000 + ...
+      return {"best_step": 1000 * (run.seed + 5),
+              "converged": (run.loss, run.seed) != ("approx_ndcg", 2),
+              "validation_curve": {"top1_accuracy": [
+                  [1000, 0.1], [1000 * (run.seed + 10), 0.9]]}}
+
+    def long_validation(run):  # ApproxNDCG's seed 1 chooses 1e-2.
+      high = (run.loss, run.seed) == ("approx_ndcg", 1)
+      return 0.9 if (run.learning_rate == 1e-2) == high else 0.5
+
+    long = make_study(lambda run: hits(0.7, run.seed),
+                      interactions=("dot", "lc_mlp"), val_of=long_validation,
+                      record_of=long_record)
+    lines = budgets.choices_lines(budgets.chosen_cells(long)[0],
+                                  budgets.chosen_cells(self.short)[0])
+    self.assertEqual(lines[0], "## What each budget chose")
+    self.assertEqual(lines[4:], [
+        "| cell | short: choice | short: best / last step, by seed | "
+        "short: converged | long: choice | long: best / last step, by seed "
+        "| long: converged |",
+        "|---|---|---|---|---|---|---|",
+        # The short study: make_study's runs (best at 10 of 10), no patience.
+        "| softmax.dot | 0.001 | 0: 10 / 10; 1: 10 / 10; 2: 10 / 10 | — | "
+        "0.001 | 0: 5,000 / 10,000; 1: 6,000 / 11,000; 2: 7,000 / 12,000 | "
+        "3 of 3 |",
+        "| softmax.lc_mlp | — | — | — | 0.001, 8 wide | 0: 5,000 / 10,000; "
+        "1: 6,000 / 11,000; 2: 7,000 / 12,000 | 3 of 3 |",
+        "| approx_ndcg.dot | 0.001 | 0: 10 / 10; 1: 10 / 10; 2: 10 / 10 | — "
+        "| 0: 0.001; 1: 0.01; 2: 0.001 | 0: 5,000 / 10,000; 1: 6,000 / "
+        "11,000; 2: 7,000 / 12,000 | 2 of 3 |",
+        "| approx_ndcg.lc_mlp | — | — | — | 0: 0.001, 8 wide; 1: 0.01, 8 "
+        "wide; 2: 0.001, 8 wide | 0: 5,000 / 10,000; 1: 6,000 / 11,000; "
+        "2: 7,000 / 12,000 | 2 of 3 |",
+        ""])
 
   def test_binary_writes_the_tables_and_refuses_in_one_line(self):
     output = os.path.join(tempfile.mkdtemp(), "budgets.md")
@@ -216,10 +255,6 @@ class BudgetsTest(tf.test.TestCase):
                                check=False)
       self.assertEqual(bad.returncode, 1)
       self.assertEqual(bad.stderr.strip().splitlines()[-1], line)
-
-
-if __name__ == "__main__":
-  tf.test.main()
 
 
 def keras_stop(values, patience):
@@ -273,3 +308,7 @@ class PatienceStopTest(tf.test.TestCase):
                                     ([0.1, math.nan], 3, "all finite")):
       with self.assertRaisesRegex(ValueError, match):
         budgets.patience_stop(values, patience)
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -22,6 +22,10 @@ metric:
   the t-test` where one alone does, else `none detected`; the verdict
   *survives* where both budgets give the same one.
 
+Beside them, `choices_lines` gives what each budget chose for each cell:
+its learning rate (and width), each seed's best and last validation step,
+and how many of its runs converged under `--patience`.
+
 The bootstrap reads the chosen runs' per-instance test arrays, which a
 study folder and its summary both keep (`--summary_dir`); the two studies
 must have scored the same test instances (their labels are compared).
@@ -252,11 +256,62 @@ def _cells(number: int) -> str:
   return f"{number} cell{'' if number == 1 else 's'}"
 
 
+def _choice(record: Dict) -> str:
+  rate = f"{record['learning_rate']:g}"
+  units = record.get("mlp_units")
+  return rate if units is None else f"{rate}, {units} wide"
+
+
+def _budget_text(runs: Optional[Dict[int, Dict]]) -> Tuple[str, str, str]:
+  """(choice, best / last step by seed, converged) of a cell's chosen runs
+  at one budget; dashes where the study has no such cell."""
+  if not runs:
+    return "—", "—", "—"
+  seeds = sorted(runs)
+  choices = [_choice(runs[s]) for s in seeds]
+  choice = (choices[0] if len(set(choices)) == 1 else
+            "; ".join(f"{s}: {c}" for s, c in zip(seeds, choices)))
+  steps = []
+  for seed in seeds:
+    curves = runs[seed].get("validation_curve") or {}
+    last = max((int(step) for curve in curves.values() for step, _ in curve),
+               default=None)
+    steps.append(f"{seed}: {int(runs[seed]['best_step']):,} / "
+                 f"{'—' if last is None else f'{last:,}'}")
+  ruled = [runs[s]["converged"] for s in seeds
+           if runs[s].get("converged") is not None]
+  converged = f"{sum(map(bool, ruled))} of {len(ruled)}" if ruled else "—"
+  return choice, "; ".join(steps), converged
+
+
+def choices_lines(long_cells: Cells, short_cells: Cells) -> List[str]:
+  """What each budget chose for each cell (the long study's cells, then the
+  short study's own): learning rate and width, each seed's best and last
+  validation step, and how many of its runs converged under `--patience`:
+  whether a loss got the rate and the length it needed."""
+  keys = list(long_cells) + [k for k in short_cells if k not in long_cells]
+  lines = ["## What each budget chose", "",
+           "Each cell's chosen runs: learning rate (and MLP width); each "
+           "seed's best validation step / its last validation (where the run "
+           "stopped); converged: under `--patience`, the best followed by at "
+           "least that many validations (— for a study without it).", "",
+           "| cell | short: choice | short: best / last step, by seed | "
+           "short: converged | long: choice | long: best / last step, by "
+           "seed | long: converged |",
+           "|---|---|---|---|---|---|---|"]
+  for key in keys:
+    texts = (_budget_text(short_cells.get(key)) +
+             _budget_text(long_cells.get(key)))
+    lines.append(f"| {'.'.join(key)} | {' | '.join(texts)} |")
+  return lines + [""]
+
+
 def tables(long_study: str, short_study: str, long_cells: Cells,
            short_cells: Cells, metrics: Sequence[str]) -> str:
   """What `pipelines.compare_budgets` prints and writes: the two studies
   named, the cells only one of them has, the cells left out (too few
-  common seeds), then one `markdown` table per metric.
+  common seeds), what each budget chose (`choices_lines`), then one
+  `markdown` table per metric.
 
   Raises:
     ValueError: as `compare_budgets`.
@@ -274,6 +329,7 @@ def tables(long_study: str, short_study: str, long_cells: Cells,
     lines += [f"Not compared ({_cells(len(left_out))} with fewer than 2 "
               f"seeds chosen in both: a study still running): "
               f"{', '.join('.'.join(key) for key in left_out)}.", ""]
+  lines += choices_lines(long_cells, short_cells)
   for name in metrics:
     lines += [f"## {name}", ""] + markdown(rows, "short", "long", name) + [""]
   return "\n".join(lines)
