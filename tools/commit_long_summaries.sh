@@ -7,26 +7,32 @@
 #
 #   bash tools/commit_long_summaries.sh PINNED_CHECKOUT
 #
-# A study the pinned checkout has not started is left out; nothing to commit
-# is not an error.
+# A study the pinned checkout has not started is left out; nothing new to
+# commit is not an error. Only the studies' folders are committed (other
+# staged changes stay staged). A report that cannot be written is named in
+# one line (exit 1) and its folder put back as committed.
 set -euo pipefail
 PINNED=$(cd "${1:?usage: bash tools/commit_long_summaries.sh PINNED_CHECKOUT}" && pwd)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+paths=()
 for study in study_goemotions_frozen_long study_goemotions_finetuned_long; do
   src=$PINNED/results/$study
   [ -f "$src/study.json" ] || continue
   flock "$src" sh -c "rm -rf 'results/$study' && cp -r '$src' 'results/$study'"
-  nice -n 19 .venv/bin/python -m pipelines.study --report_only \
-    --study_dir="results/$study" > /dev/null 2>&1 || {
-      echo "commit_long_summaries: results/$study: --report_only failed" \
-        "(run it by hand to see why)" >&2
-      exit 1
-    }
+  if ! out=$(nice -n 19 .venv/bin/python -m pipelines.study --report_only \
+      --study_dir="results/$study" 2>&1); then
+    rm -rf "results/$study"
+    git checkout -q HEAD -- "results/$study" 2> /dev/null || true
+    echo "commit_long_summaries: results/$study: --report_only failed:" \
+      "$(printf '%s\n' "$out" | tail -n 1)" >&2
+    exit 1
+  fi
   git add -A "results/$study"
+  paths+=("results/$study")
 done
-if git diff --cached --quiet; then
+if [ ${#paths[@]} -eq 0 ] || git diff --cached --quiet -- "${paths[@]}"; then
   echo "commit_long_summaries: nothing new to commit."
   exit 0
 fi
-git commit -qm "Issue 61: the converged studies so far (runs by $(git -C "$PINNED" rev-parse --short=7 HEAD), reports by this code; they go on with --from_summary)"
+git commit -qm "Issue 61: the converged studies so far (runs by $(git -C "$PINNED" rev-parse --short=7 HEAD), reports by this code; they go on with --from_summary)" -- "${paths[@]}"
 git log --oneline -1
