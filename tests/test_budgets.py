@@ -152,7 +152,8 @@ class BudgetsTest(tf.test.TestCase):
     self.assertStartsWith(lines[3].split(" | ")[9], "none detected (")
     self.assertEndsWith(lines[3], " | no |")
     self.assertEqual(lines[-1], "Verdicts against softmax + dot that survive "
-                     "the longer training: 0 of 1.")
+                     "the longer training: 0 of 1. The others, short -> "
+                     "long: loss -> none detected (1).")
     # Top-5 is 1 everywhere: no change, no effect; the verdict survives.
     top5 = budgets.markdown(rows, "s", "l", "top5_accuracy")
     self.assertIn("| approx_ndcg.dot | top5_accuracy | 0,1,2 | 1.0000 | "
@@ -160,6 +161,28 @@ class BudgetsTest(tf.test.TestCase):
                   "none detected (+0.0000; Holm p t-test 1.0000, bootstrap "
                   "1.0000) | none detected (+0.0000; Holm p t-test 1.0000, "
                   "bootstrap 1.0000) | yes |", top5)
+
+  def test_markdown_counts_each_change_most_frequent_first(self):
+    def row(name, short, long_):
+      # (effect, t-test Holm p, bootstrap Holm p) at each budget.
+      return budgets.Row(
+          cell=(name, "dot"), metric="top1_accuracy", seeds=(0, 1, 2),
+          short=0.5, long=0.5, change=(0.0, 0.0, 0.0, 0.0), change_p=1.0,
+          change_p_holm=1.0, change_boot_p_holm=1.0,
+          short_effect=short[0], short_p_holm=short[1],
+          short_boot_p_holm=short[2], long_effect=long_[0],
+          long_p_holm=long_[1], long_boot_p_holm=long_[2])
+    boot_loss, none, loss = (-0.02, 0.3, 0.01), (-0.01, 1.0, 0.2), (
+        -0.03, 0.02, 0.01)
+    rows = [row("a", boot_loss, none), row("b", boot_loss, loss),
+            row("c", boot_loss, none), row("d", none, none),
+            row("e", loss, boot_loss)]
+    self.assertEqual(
+        budgets.markdown(rows, "s", "l")[-1],
+        "Verdicts against softmax + dot that survive the longer training: 1 "
+        "of 5. The others, short -> long: loss by the bootstrap -> none "
+        "detected (2); loss -> loss by the bootstrap (1); loss by the "
+        "bootstrap -> loss (1).")
 
   def test_a_running_study_compares_the_cells_it_has(self):
     # The long study has only seed 0 of approx_ndcg so far.
@@ -239,7 +262,7 @@ class BudgetsTest(tf.test.TestCase):
       text = f.read()
     self.assertIn(text, result.stdout)
     self.assertIn("## top1_accuracy", text)
-    self.assertIn("survive the longer training: 0 of 1.", text)
+    self.assertIn("survive the longer training: 0 of 1. The others", text)
     empty = tempfile.mkdtemp()
     for argv, line in (
         ([f"--long_study={self.long}"], "compare_budgets: --short_study must "

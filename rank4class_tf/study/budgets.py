@@ -20,7 +20,8 @@ metric:
   and its verdict: `gain` / `loss` where both give Holm p < 0.05 (resolved,
   as the study report counts), `gain` / `loss` `by the bootstrap` or `by
   the t-test` where one alone does, else `none detected`; the verdict
-  *survives* where both budgets give the same one.
+  *survives* where both budgets give the same one (`markdown` counts
+  those and how the others changed).
 
 Beside them, `choices_lines` gives what each budget chose for each cell:
 its learning rate (and width), each seed's best and last validation step,
@@ -370,13 +371,15 @@ def patience_stop(values: Sequence[float], patience: int) -> Tuple[int, int]:
 def markdown(rows: Sequence[Row], short_name: str, long_name: str,
              metric: Optional[str] = None) -> List[str]:
   """The table of `rows` (of one `metric`, or all), then one line counting
-  the verdicts that survive."""
+  the verdicts that survive and how the others changed (short -> long,
+  most frequent first)."""
   rows = [r for r in rows if metric is None or r.metric == metric]
   lines = [f"| cell | metric | seeds | {short_name} | {long_name} | "
            "long - short [95% t] | t-test Holm p | bootstrap Holm p | "
            "verdict, short | verdict, long | survives |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
   survived = judged = 0
+  changed: Dict[Tuple[str, str], int] = {}
   for row in rows:
     mean, _, low, high = row.change
     interval = "" if math.isnan(low) else f" [{low:+.4f}, {high:+.4f}]"
@@ -387,6 +390,8 @@ def markdown(rows: Sequence[Row], short_name: str, long_name: str,
       same = "yes" if verdicts[0] == verdicts[1] else "no"
       judged += 1
       survived += verdicts[0] == verdicts[1]
+      if verdicts[0] != verdicts[1]:
+        changed[verdicts] = changed.get(verdicts, 0) + 1
       short_v, long_v = (
           f"{v} ({getattr(row, f'{name}_effect'):+.4f}; Holm p t-test "
           f"{getattr(row, f'{name}_p_holm'):.4f}, bootstrap "
@@ -400,4 +405,8 @@ def markdown(rows: Sequence[Row], short_name: str, long_name: str,
         f"{short_v} | {long_v} | {same} |")
   lines += ["", f"Verdicts against softmax + dot that survive the longer "
             f"training: {survived} of {judged}."]
+  if changed:
+    lines[-1] += " The others, short -> long: " + "; ".join(
+        f"{short} -> {long_} ({count})" for (short, long_), count in
+        sorted(changed.items(), key=lambda item: (-item[1], item[0]))) + "."
   return lines
