@@ -17,7 +17,11 @@ files (no training, no report) and check what a verdict rests on:
   expected phrase is built here from the report (or from results.csv's
   unrounded values, for a difference of two means) and must appear in the
   doc, so a regenerated report whose numbers move fails until the docs
-  follow; and every table row the docs copy from a report is in it.
+  follow; and every table row the docs copy from a report is in it. The
+  frozen study trained to convergence is the claims tables' "converged"
+  column, and what the docs say of its budget table
+  (`results/long_studies/frozen_budgets.md`: verdicts that survive, how the
+  others changed, the rates chosen) is read from that table.
 
 * issue 61's long studies, committed while they run (`LongStudyTest`): every
   run made by the one pinned commit, of the planned cells and seeds; once a
@@ -318,6 +322,16 @@ class Report:
     """The first match of a regular expression in the report."""
     return re.search(pattern, self.text)
 
+  def within_run(self):
+    """Bruch's claim: (softmax runs, median ρ with MRR, with NDCG@5, runs
+    negative on MRR, every run's ρ with MRR, with NDCG)."""
+    rows = {r[0]: r for r in _rows(self.text, "| metric | median ρ")}
+    every = next(r for r in _rows(self.text, "| runs | number") if
+                 r[0] == "all")
+    runs = int(rows["MRR"][2]) + int(rows["MRR"][3])
+    return (runs, float(rows["MRR"][1]), float(rows["NDCG@5"][1]),
+            int(rows["MRR"][2]), every[1], float(every[2]), float(every[3]))
+
 
 def _base_means(study):
   """Unrounded means over seeds of softmax + dot's chosen runs."""
@@ -336,6 +350,7 @@ class DocNumbersTest(absltest.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.frozen = Report("study_goemotions_frozen")
+    cls.converged = Report("study_goemotions_frozen_long")
     cls.tuned = Report("study_goemotions_finetuned")
     cls.sodeep = Report("study_goemotions_sodeep")
     cls.digits = Report("study_digits")
@@ -348,8 +363,8 @@ class DocNumbersTest(absltest.TestCase):
     number, better, worse = report.contrasts("ranking loss")
     top5 = {t: report.placements("Top-5", t) for t in ("Table 7", "Table 8")}
     ndcg = {t: report.placements("NDCG@5", t) for t in ("Table 7", "Table 8")}
-    lead = ("none better at Holm p < 0.05 by either test" if
-            report is self.frozen else "none better by either test")
+    lead = ("none better by either test" if report is self.tuned else
+            "none better at Holm p < 0.05 by either test")
     loss = (f"{lead}; {worse[0]} worse by the bootstrap, {worse[2]} "
             "resolved. The paper's Top-5 / NDCG@5 gains lie above our "
             "intervals in "
@@ -367,7 +382,8 @@ class DocNumbersTest(absltest.TestCase):
     return number, loss, claims
 
   def test_claims_tables(self):
-    for report, regime in ((self.frozen, "frozen"), (self.tuned, "tuned")):
+    for report, regime in ((self.frozen, "frozen"), (self.tuned, "tuned"),
+                           (self.converged, "converged")):
       number, loss, claims = self.claims_row(report)
       for doc in (self.readme, self.text):
         self.assertIn(f"of {number}" if regime == "tuned" else
@@ -395,6 +411,124 @@ class DocNumbersTest(absltest.TestCase):
     number, better, worse = self.tuned.contrasts("interaction")
     self.assertIn(f"of {number} none better by either test; {worse[0]} worse "
                   f"by the bootstrap, {worse[2]} resolved", self.readme)
+
+  def test_converged_claims(self):
+    # The converged column: the 3 resolved loss contrasts are MSE + Dot's;
+    # the interactions better by the bootstrap are all MSE's, none
+    # resolved.
+    resolved = [c[:3] for c in self.converged.contrast_effects()
+                if c[3] < 0.05 and c[4] < 0.05]
+    self.assertEqual(resolved, [
+        ("MSE + Dot vs Softmax CE + Dot", "Top-5", "-0.0327"),
+        ("MSE + Dot vs Softmax CE + Dot", "NDCG@5", "-0.0371"),
+        ("MSE + Dot vs Softmax CE + Dot", "MRR", "-0.0358")])
+    for doc in (self.readme, self.text):
+      self.assertIn("The 3 resolved: MSE + `dot`", doc)
+    self.assertIn("3 resolved, all MSE + `dot` (Top-5 −0.0327, NDCG@5 "
+                  "−0.0371, MRR −0.0358)", self.text)
+    number, better, worse = self.converged.contrasts("interaction")
+    self.assertEqual(better, ("6", "0", "0"))
+    found = {c[0]: c[2] for c in self.converged.contrast_effects()
+             if c[3] < 0.05 and c[2].startswith("+") and c[1] == "Top-1"}
+    self.assertEqual(found, {"MSE + LC+MLP vs MSE + Dot": "+0.0299",
+                             "MSE + Concat+MLP vs MSE + Dot": "+0.0497"})
+    self.assertTrue(all(
+        c[0].startswith("MSE + ") for c in self.converged.contrast_effects()
+        if c[3] < 0.05 and c[2].startswith("+")))
+    for doc in (self.readme, self.text):
+      self.assertIn(f"of {number} interaction contrasts {better[0]} better "
+                    "by the bootstrap, all under MSE (+0.0299 / +0.0497 "
+                    f"Top-1), {better[2]} resolved", doc)
+    self.assertIn(f"{better[2]} resolved; {worse[0]} worse by the bootstrap, "
+                  f"{worse[2]} resolved", self.readme)
+    mrr = next(c for c in self.converged.contrast_effects() if c[:2] == (
+        "MSE + Concat+MLP vs MSE + Dot", "MRR"))
+    self.assertIn(f"is {mrr[2]} here, t-test Holm p {mrr[4]:.4f}", self.text)
+    power = [self.converged.power(m)[0] for m in ("Top-1", "Top-5",
+                                                   "NDCG@5")]
+    self.assertIn(f"effects of about {power[0]} Top-1, {power[1]} Top-5 and "
+                  f"{power[2]} NDCG@5", self.text)
+    fairness = self.converged.line(
+        r"\*\*(\d+) of (\d+) chosen runs are on an edge.*\n\*\*(\d+) of "
+        r"\d+ chosen runs did not converge")
+    self.assertEqual(fairness.groups(), ("0", "45", "0"))
+    self.assertIn("0 of 45 chosen runs on an edge or not converged",
+                  self.readme)
+    self.assertIn("0 of its 45 chosen runs sit on an edge of the rates or "
+                  "widths tried, and 0 of 45 did not converge", self.text)
+
+  def test_bruch_in_every_regime(self):
+    for report in (self.frozen, self.tuned, self.converged):
+      runs, mrr, ndcg, negative, every, every_mrr, every_ndcg = (
+          report.within_run())
+      self.assertIn(f"median within-run ρ = {_minus(f'{mrr:.2f}')} "
+                    f"({negative} of {runs} softmax runs)", self.readme)
+      rho = (f"{mrr:.2f}" if f"{mrr:.2f}" == f"{ndcg:.2f}" else
+             f"{mrr:.2f} / {ndcg:.2f}").replace("-", "\u2212")
+      self.assertIn(
+          f"within each of the {runs} softmax runs, validation CE against "
+          f"MRR and NDCG@5 median ρ = {rho} ({negative} of {runs} negative); "
+          f"across all {every} runs ρ = {_minus(f'{every_mrr:.2f}')} / "
+          f"{_minus(f'{every_ndcg:.2f}')}", self.text)
+
+  def test_the_converged_budget_table(self):
+    # What docs/text.md and the README say of the frozen budgets, from
+    # results/long_studies/frozen_budgets.md.
+    with open(os.path.join(REPO, "results", "long_studies",
+                           "frozen_budgets.md"), encoding="utf-8") as f:
+      table = f.read()
+    survived = judged = 0
+    changes = {}
+    for found in re.finditer(r"^Verdicts against softmax \+ dot that survive "
+                             r"the longer training: (\d+) of (\d+)\.(.*)$",
+                             table, re.M):
+      survived += int(found.group(1))
+      judged += int(found.group(2))
+      for change, count in re.findall(r"([a-z ]+ -> [a-z ]+) \((\d+)\)",
+                                      found.group(3)):
+        changes[change.strip()] = changes.get(change.strip(), 0) + int(count)
+    self.assertEqual((survived, judged), (38, 56))
+    self.assertEqual(changes, {
+        "loss by the bootstrap -> none detected": 12,
+        "loss by the bootstrap -> loss": 4,
+        "loss -> loss by the bootstrap": 1,
+        "none detected -> loss by the bootstrap": 1})
+    rows = [r for r in _rows(table, "| cell | metric | seeds")]
+    for metric in ("top5_accuracy", "ndcg@5", "mrr"):
+      rows += _rows(table.split(f"## {metric}\n", 1)[1], "| cell | metric")
+    self.assertLen(rows, 60)
+    self.assertFalse([r for r in rows if "gain" in r[8] + r[9]])
+    self.assertIn(f"of {judged} verdicts against softmax + `dot`, none a gain "
+                  f"at either budget, {survived} the same, "
+                  f"{changes['loss by the bootstrap -> none detected']} losses "
+                  "by the bootstrap no longer detected", self.readme)
+    self.assertIn(
+        f"none is better by either test at either budget. {survived} of the "
+        f"{judged} are the same at both. "
+        f"{changes['loss by the bootstrap -> none detected']} losses the "
+        "bootstrap found at 3,000 steps are not detected converged", self.text)
+    self.assertIn(f"{changes['loss by the bootstrap -> loss']} become "
+                  "resolved losses", self.text)
+    t_min = min(float(r[6]) for r in rows)
+    boot_min = min(float(r[7]) for r in rows)
+    self.assertIn(f"none of the {len(rows)} long − short changes is resolved "
+                  f"after Holm by either test (smallest Holm p: t-test "
+                  f"{t_min:.4f}, bootstrap {boot_min:.4f})", self.text)
+    self.assertGreater(min(t_min, boot_min), 0.05)
+    change = {(r[0], r[1]): r[5] for r in rows}
+    self.assertIn(
+        f"long − short {_minus(change[('approx_ndcg.dot', 'top1_accuracy')])} "
+        f"Top-1 against softmax + `dot`'s "
+        f"{_minus(change[('softmax.dot', 'top1_accuracy')])}", self.text)
+    # The learning rates each budget chose.
+    moved = {"lower": 0, "same": 0, "higher": 0}
+    for row in _rows(table, "| cell | short: choice"):
+      short, long_ = (float(row[i].split(",")[0]) for i in (1, 4))
+      moved["lower" if long_ < short else "higher" if long_ > short else
+            "same"] += 1
+    self.assertEqual(moved, {"lower": 12, "same": 2, "higher": 1})
+    self.assertIn("a lower learning rate in 12 of the 15 cells, the same in "
+                  "2", self.text)
 
   def test_the_losses_the_bootstrap_finds(self):
     # docs/text.md names every loss contrast worse by the bootstrap, with

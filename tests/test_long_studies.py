@@ -240,14 +240,6 @@ class PatienceProbeTest(absltest.TestCase):
       self.assertEqual(rows[(label, "top1_accuracy")][2], "1.0000")
     self.assertIn("bash tools/patience_probe.sh runs/patience_probe",
                   self.doc)
-    # The README's line on the probe: the 30,000-step ApproxNDCG - softmax
-    # CE intervals and the Top-5 Holm p.
-    with open(os.path.join(helpers.REPO, "README.md"), encoding="utf-8") as f:
-      readme = " ".join(f.read().replace("\u2212", "-").split())
-    full = [rows[("approx_ndcg - softmax, full", m)]
-            for m in ("top1_accuracy", "top5_accuracy")]
-    self.assertIn(f"ApproxNDCG - softmax CE is {full[0][0]} Top-1, "
-                  f"{full[1][0]} Top-5 (Holm p {full[1][2]})", readme)
 
 
 if __name__ == "__main__":
