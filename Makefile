@@ -93,8 +93,7 @@ test: $(STAMP)
 RESULTS ?= results/study_digits results/study_digits_sodeep \
   results/study_goemotions_frozen results/study_goemotions_sodeep \
   results/study_goemotions_finetuned \
-  $(wildcard results/study_goemotions_frozen_long \
-    results/study_goemotions_finetuned_long)
+  $(wildcard results/study_goemotions_*_long)
 check-results: $(STAMP)
 	@status=0; for study in $(RESULTS); do \
 	  $(PY) -m pipelines.study --check_report --study_dir=$$study || status=1; \

@@ -40,6 +40,7 @@ import json
 import os
 import re
 import statistics
+import subprocess
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -162,6 +163,24 @@ class LongStudyTest(parameterized.TestCase):
   """The long studies' summaries: made by the one pinned commit, of the
   planned cells; once a study has ended (no run without a result), what
   `CommittedStudyTest` checks of the others plus convergence."""
+
+  def test_the_planned_studies_are_the_script_s(self):
+    # LONG_STUDIES is what tools/long_studies.sh runs (the studies it
+    # prints, each with its --cells or, without, every loss x interaction),
+    # and tools/commit_long_summaries.sh commits the same studies.
+    printed = subprocess.run(
+        ["bash", os.path.join(REPO, "tools", "long_studies.sh"), "--print"],
+        check=True, capture_output=True, text=True).stdout.splitlines()
+    planned = {}
+    for line in printed:
+      study = re.search(r"--study_dir=runs/(\S+)", line).group(1)
+      cells = re.search(r"--cells=(\S+)", line)
+      planned[study] = (cells.group(1).split(",") if cells else
+                        STUDIES["study_goemotions_frozen"])
+    self.assertEqual(planned, LONG_STUDIES)
+    with open(os.path.join(REPO, "tools", "commit_long_summaries.sh"),
+              encoding="utf-8") as f:
+      self.assertIn("bash tools/long_studies.sh --print", f.read())
 
   def _tables(self, study):
     if not os.path.exists(os.path.join(REPO, "results", study, "tables.md")):

@@ -10,6 +10,8 @@ converged GoEmotions studies, as docs/text.md describes them.
   committed records.
 * A checkout at another commit is refused with one line in its log, and no
   study is started.
+* tools/commit_long_summaries.sh commits a summary with new runs, leaves
+  one without, and refuses a report that fails in one line.
 * The patience probe's committed tables are what tools/patience_probe.py
   makes of its committed CSV files, and docs/text.md quotes them.
 
@@ -134,6 +136,99 @@ class LongStudiesTest(absltest.TestCase):
         "the pinned 5d93f13ff88bb8a3ca11d32db8e470d4800f54db: stopped.")
     self.assertEqual(sorted(os.listdir(os.path.join(root, "runs"))),
                      ["long_studies.log"])
+
+
+COMMIT_TOOL = os.path.join(helpers.REPO, "tools", "commit_long_summaries.sh")
+
+# Stands in for `.venv/bin/python -m pipelines.study --report_only
+# --study_dir=DIR`: writes DIR/tables.md from the runs it finds and a new
+# hparams event file (its name, like the real one's, holds a time); fails
+# with a last line of its own where DIR/runs/bad exists.
+_FAKE_STUDY = """#!/usr/bin/env bash
+dir=${4#--study_dir=}
+if [ -e "$dir/runs/bad" ]; then echo "a traceback"; echo "ValueError: bad run"; exit 1; fi
+ls "$dir/runs" > "$dir/tables.md"
+rm -f "$dir"/*.study_hparams
+touch "$dir/events.out.tfevents.$(date +%s%N).study_hparams"
+"""
+
+
+class CommitLongSummariesTest(absltest.TestCase):
+  """tools/commit_long_summaries.sh in a scratch repository: a fake
+  `pipelines.study --report_only` writes the reports."""
+
+  def setUp(self):
+    super().setUp()
+    self.repo = tempfile.mkdtemp()
+    self.git = ["git", "-C", self.repo, "-c", "user.name=t", "-c",
+                "user.email=t@t"]
+    os.makedirs(os.path.join(self.repo, "tools"))
+    for tool in (SCRIPT, COMMIT_TOOL):
+      shutil.copy(tool, os.path.join(self.repo, "tools"))
+    python = os.path.join(self.repo, ".venv", "bin", "python")
+    os.makedirs(os.path.dirname(python))
+    with open(python, "w") as f:
+      f.write(_FAKE_STUDY)
+    os.chmod(python, 0o755)
+    with open(os.path.join(self.repo, ".gitignore"), "w") as f:
+      f.write(".venv/\n")
+    self._git("init", "-q")
+    self._git("add", "-A")
+    self._git("commit", "-qm", "tools")
+    self.pinned = tempfile.mkdtemp()
+    self.summary = os.path.join(self.pinned, "results",
+                                "study_goemotions_frozen_long")
+    self._run_in_pinned("softmax.dot.seed0")
+
+  def _git(self, *args):
+    return subprocess.run(self.git + list(args), check=True,
+                          capture_output=True, text=True).stdout
+
+  def _run_in_pinned(self, run):
+    os.makedirs(os.path.join(self.summary, "runs", run))
+    with open(os.path.join(self.summary, "study.json"), "w") as f:
+      f.write("{}")
+
+  def _commit(self):
+    return subprocess.run(
+        ["bash", os.path.join(self.repo, "tools", "commit_long_summaries.sh"),
+         self.pinned], capture_output=True, text=True)
+
+  def _committed(self):
+    return self._git("log", "--format=%s").splitlines()
+
+  def test_commits_new_runs_only_and_refuses_a_failed_report(self):
+    proc = self._commit()
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    self.assertLen(self._committed(), 2)
+    self.assertStartsWith(self._committed()[0], "Issue 61: the converged "
+                          "studies so far")
+    tables = os.path.join(self.repo, "results",
+                          "study_goemotions_frozen_long", "tables.md")
+    with open(tables) as f:
+      self.assertEqual(f.read(), "softmax.dot.seed0\n")
+    # The same runs again: the report differs only in its event file's
+    # name, so nothing is committed and the tree is as committed.
+    proc = self._commit()
+    self.assertEqual((proc.returncode, proc.stdout),
+                     (0, "commit_long_summaries: nothing new to commit.\n"))
+    self.assertLen(self._committed(), 2)
+    self.assertEqual(self._git("status", "--porcelain"), "")
+    # A new run is committed.
+    self._run_in_pinned("softmax.dot.seed1")
+    self.assertEqual(self._commit().returncode, 0)
+    self.assertLen(self._committed(), 3)
+    with open(tables) as f:
+      self.assertEqual(f.read(), "softmax.dot.seed0\nsoftmax.dot.seed1\n")
+    # A report that fails: one line, exit 1, the folder as committed.
+    self._run_in_pinned("bad")
+    proc = self._commit()
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr, "commit_long_summaries: results/"
+                     "study_goemotions_frozen_long: --report_only failed: "
+                     "ValueError: bad run\n")
+    self.assertLen(self._committed(), 3)
+    self.assertEqual(self._git("status", "--porcelain"), "")
 
 
 def _csv(name):

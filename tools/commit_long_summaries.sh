@@ -7,15 +7,22 @@
 #
 #   bash tools/commit_long_summaries.sh PINNED_CHECKOUT
 #
-# A study the pinned checkout has not started is left out; nothing new to
-# commit is not an error. Only the studies' folders are committed (other
+# A study the pinned checkout has not started is left out, and so is one
+# with no new run (its report written again differs only in the names of
+# its hparams event files); nothing new to commit is not an error. Only the studies' folders are committed (other
 # staged changes stay staged). A report that cannot be written is named in
 # one line (exit 1) and its folder put back as committed.
 set -euo pipefail
 PINNED=$(cd "${1:?usage: bash tools/commit_long_summaries.sh PINNED_CHECKOUT}" && pwd)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+mkdir -p results
 paths=()
-for study in study_goemotions_frozen_long study_goemotions_finetuned_long; do
+# The studies tools/long_studies.sh runs, from the commands it prints.
+studies=$(bash tools/long_studies.sh --print |
+  sed -n 's|.*--study_dir=runs/\([^ ]*\).*|\1|p')
+[ -n "$studies" ] || { echo "commit_long_summaries: tools/long_studies.sh" \
+  "--print named no study." >&2; exit 1; }
+for study in $studies; do
   src=$PINNED/results/$study
   [ -f "$src/study.json" ] || continue
   flock "$src" sh -c "rm -rf 'results/$study' && cp -r '$src' 'results/$study'"
@@ -28,6 +35,15 @@ for study in study_goemotions_frozen_long study_goemotions_finetuned_long; do
     exit 1
   fi
   git add -A "results/$study"
+  # A report written again from the same runs differs only in its hparams
+  # event files' names (a time in each): nothing to commit.
+  if ! git diff --cached --name-only --no-renames -- "results/$study" |
+      grep -qv '\.study_hparams$'; then
+    git reset -q -- "results/$study"
+    rm -rf "results/$study"
+    git checkout -q HEAD -- "results/$study"
+    continue
+  fi
   paths+=("results/$study")
 done
 if [ ${#paths[@]} -eq 0 ] || git diff --cached --quiet -- "${paths[@]}"; then
