@@ -23,6 +23,8 @@ files (no training, no report) and check what a verdict rests on:
   (`results/long_studies/frozen_budgets.md`: verdicts that survive, how the
   others changed, the rates chosen) is read from that table.
 
+* each chosen run's test metrics (which the seed t-test reads) are the
+  means of its per-instance test arrays (which the bootstrap reads);
 * issue 61's long studies, committed while they run (`LongStudyTest`): every
   run made by the one pinned commit, of the planned cells and seeds; once a
   study has ended, every cell with seeds 0, 1 and 2, every chosen run
@@ -44,6 +46,7 @@ import subprocess
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 
 from rank4class_tf.study import budgets
 
@@ -139,6 +142,32 @@ class CommittedStudyTest(parameterized.TestCase):
     self.assertIn("| paper Δ (Table 7) | against ours | sign | paper Δ "
                   "(Table 8) | against ours | sign |", header)
     self.assertIn("| t-test Holm p | detectable | single run ± |", header)
+
+
+class RecordsAndArraysTest(parameterized.TestCase):
+  """The seed t-test reads each chosen run's test metric from its record,
+  the bootstrap the run's per-instance test arrays: in every committed
+  GoEmotions study they are the same numbers (the record's metric is its
+  array's mean), so the two tests test one difference."""
+
+  @parameterized.named_parameters(
+      (s, s) for s in ("study_goemotions_frozen", "study_goemotions_finetuned",
+                       "study_goemotions_frozen_long",
+                       "study_goemotions_finetuned_long"))
+  def test_record_metrics_are_the_arrays_means(self, study):
+    folder = os.path.join(REPO, "results", study)
+    if not os.path.exists(os.path.join(folder, "study.json")):
+      self.skipTest(f"results/{study}: not committed yet.")
+    cells, _ = budgets.chosen_cells(folder)
+    compared = 0
+    for runs in cells.values():
+      for record in runs.values():
+        for metric in ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr"):
+          self.assertAlmostEqual(
+              float(np.mean(record["test_arrays"][metric])),
+              record["test"][metric], places=9, msg=(record["run"], metric))
+          compared += 1
+    self.assertGreater(compared, 0)
 
 
 # Issue 61's long studies (tools/long_studies.sh), committed as they run:
