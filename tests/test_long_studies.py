@@ -118,6 +118,37 @@ class LongStudiesTest(absltest.TestCase):
     self.assertIn("frozen, seed 0 grid at 30000 steps: 225 runs, 18.8 h",
                   printed)
 
+  def test_a_summary_refresh_that_fails_logs_its_reason(self):
+    # The script's refresh_summaries and say, run on their own with a
+    # stand-in study binary that refuses, then one that succeeds; each
+    # stopped once it has logged its first line.
+    with open(SCRIPT) as f:
+      script = f.read()
+    functions = re.search(r"^say\(\) \{.*?\}$", script, re.M).group(0) + (
+        "\n" + re.search(r"^refresh_summaries\(\) \{.*?^\}$", script,
+                         re.M | re.S).group(0))
+    for body, expected in (
+        ('echo "a warning"; echo "study: no finished run yet."; exit 1',
+         "summary results/s not refreshed (exit 1): study: no finished run "
+         "yet."),
+        ("echo fine", "summary results/s refreshed (exit 0)")):
+      root = tempfile.mkdtemp()
+      os.makedirs(os.path.join(root, "runs"))
+      python = os.path.join(root, ".venv", "bin", "python")
+      os.makedirs(os.path.dirname(python))
+      with open(python, "w") as f:
+        f.write(f"#!/bin/sh\n{body}\n")
+      os.chmod(python, 0o755)
+      subprocess.run(
+          ["bash", "-c", functions + "\nrefresh_summaries s & pid=$!\n"
+           "for _ in $(seq 300); do [ -s \"$LOG\" ] && break; sleep 0.1; "
+           "done\nkill $pid"], cwd=root, check=True, timeout=60,
+          env=dict(os.environ, LOG="runs/long_studies.log",
+                   SUMMARY_EVERY="0.1"))
+      with open(os.path.join(root, "runs", "long_studies.log")) as f:
+        first = f.read().splitlines()[0]
+      self.assertEndsWith(first, " long_studies: " + expected)
+
   def test_a_checkout_at_another_commit_is_refused(self):
     root = tempfile.mkdtemp()
     git = ["git", "-C", root, "-c", "user.name=t", "-c", "user.email=t@t"]

@@ -104,14 +104,21 @@ say "start in $ROOT at $head (pid $$)"
 mkdir -p results
 
 # Every SUMMARY_EVERY seconds, the running study's summary, rewritten from
-# its finished runs (TensorFlow's lines in runs/long_studies.summary.log).
+# its finished runs (TensorFlow's lines in runs/long_studies.summary.log);
+# where that fails, the log line ends with the study's one-line reason.
 refresh_summaries() {
-  local study=$1
+  local study=$1 status
   while sleep "$SUMMARY_EVERY"; do
     nice -n 19 .venv/bin/python -m pipelines.study --study_dir="runs/$study" \
       --report_only --summary_dir="results/$study" \
       >> runs/long_studies.summary.log 2>&1
-    say "summary results/$study refreshed (exit $?)"
+    status=$?
+    if [ "$status" -eq 0 ]; then
+      say "summary results/$study refreshed (exit 0)"
+    else
+      say "summary results/$study not refreshed (exit $status):" \
+        "$(tail -n 1 runs/long_studies.summary.log)"
+    fi
   done
 }
 
