@@ -177,7 +177,9 @@ COMMIT_TOOL = os.path.join(helpers.REPO, "tools", "commit_long_summaries.sh")
 # with a last line of its own where DIR/runs/bad exists.
 _FAKE_STUDY = """#!/usr/bin/env bash
 dir=${4#--study_dir=}
-if [ -e "$dir/runs/bad" ]; then echo "a traceback"; echo "ValueError: bad run"; exit 1; fi
+if [ -e "$dir/runs/bad" ]; then
+  echo "a traceback"; echo "ValueError: bad run"; exit 1
+fi
 ls "$dir/runs" > "$dir/tables.md"
 rm -f "$dir"/*.study_hparams
 touch "$dir/events.out.tfevents.$(date +%s%N).study_hparams"

@@ -9,9 +9,10 @@
 #
 # A study the pinned checkout has not started is left out, and so is one
 # with no new run (its report written again differs only in the names of
-# its hparams event files); nothing new to commit is not an error. Only the studies' folders are committed (other
-# staged changes stay staged). A report that cannot be written is named in
-# one line (exit 1) and its folder put back as committed.
+# its hparams event files); nothing new to commit is not an error. Only the
+# studies' folders are committed (other staged changes stay staged). A
+# report that cannot be written is named in one line (exit 1) and its
+# folder put back as committed.
 set -euo pipefail
 PINNED=$(cd "${1:?usage: bash tools/commit_long_summaries.sh PINNED_CHECKOUT}" && pwd)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
