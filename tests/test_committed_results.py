@@ -577,6 +577,67 @@ class DocNumbersTest(absltest.TestCase):
     self.assertEqual(moved, {"lower": 12, "same": 2, "higher": 1})
     self.assertIn("a lower learning rate in 12 of the 15 cells, the same in "
                   "2", self.text)
+    # The changed verdicts docs/text.md names, with both budgets' effects;
+    # each loss no longer detected is smaller converged.
+    changed = {}
+    for r in rows:
+      if r[10] == "no":
+        (short_kind, short_effect), (long_kind, long_effect) = (
+            re.match(r"(.+?) \(([+-]\d\.\d{4});", v).groups()
+            for v in (r[8], r[9]))
+        changed[(r[0], r[1])] = (short_kind, long_kind, short_effect,
+                                 long_effect, r[9])
+        if (short_kind, long_kind) == ("loss by the bootstrap",
+                                       "none detected"):
+          self.assertLess(abs(float(long_effect)), abs(float(short_effect)),
+                          r[:2])
+    for cell, metric, kinds, phrase in (
+        ("approx_ndcg.lc_mlp", "top1_accuracy", ("loss by the bootstrap",
+         "none detected"), "ApproxNDCG + LC+MLP, Top-1 {s} at 3,000 steps, "
+         "{l} converged"),
+        ("approx_ndcg.concat_mlp", "top5_accuracy", ("loss by the bootstrap",
+         "loss"), "ApproxNDCG + Concat+MLP on Top-5, {l}, t-test Holm p {t}"),
+        ("approx_ndcg.lc_mlp", "ndcg@5", ("loss", "loss by the bootstrap"),
+         "ApproxNDCG + LC+MLP, NDCG@5 {s} to {l}"),
+        ("pairwise_logistic.concat_mlp", "mrr", ("none detected",
+         "loss by the bootstrap"), "pairwise logistic + Concat+MLP, MRR {s} "
+         "to {l}")):
+      short_kind, long_kind, short_effect, long_effect, verdict = changed[
+          (cell, metric)]
+      self.assertEqual((short_kind, long_kind), kinds)
+      t = re.search(r"Holm p t-test (\d\.\d{4})", verdict).group(1)
+      self.assertIn(phrase.format(s=_minus(short_effect),
+                                  l=_minus(long_effect), t=t), self.text)
+    self.assertEqual(sorted(k for k, v in changed.items()
+                            if v[:2] == ("loss by the bootstrap", "loss")),
+                     [("approx_ndcg.concat_mlp", "top5_accuracy")] + [
+                         ("mse.dot", m) for m in ("mrr", "ndcg@5",
+                                                  "top5_accuracy")])
+    # ApproxNDCG + Dot against softmax + Dot, converged (the report).
+    effect = {}
+    for metric in ("Top-1", "Top-5"):
+      section = self.converged.text.split(f"**{metric}**\n", 1)[1]
+      effect[metric] = next(r for r in _rows(section, "| cell | ours")
+                            if r[0] == "ApproxNDCG + Dot")
+    self.assertIn(
+        f"is {_minus(effect['Top-1'][1])} Top-1 (Holm p {effect['Top-1'][3]}), "
+        f"{_minus(effect['Top-5'][1])} Top-5 (bootstrap Holm p "
+        f"{effect['Top-5'][3]})", self.text)
+    # Where the chosen runs peaked, from "What each budget chose".
+    bests = [int(best.replace(",", "")) for row in
+             _rows(table, "| cell | short: choice")
+             for best in re.findall(r"\d: ([\d,]+) / ", row[5])]
+    self.assertLen(bests, 45)
+    self.assertIn(f"best, which came at {min(bests):,} to {max(bests):,} "
+                  "steps", self.text)
+    # The test CE of the Gumbel-ApproxNDCG cells against softmax + dot's.
+    ce = {r[0]: r[1] for r in _rows(self.converged.text,
+                                    "| cell | softmax CE |")}
+    gumbel = sorted(float(v) for k, v in ce.items()
+                    if k.startswith("Gumbel-ApproxNDCG + "))
+    self.assertIn(f"mean test CE of {gumbel[0]:.2f} to {gumbel[-1]:.2f}, "
+                  f"against softmax + `dot`'s "
+                  f"{float(ce['Softmax CE + Dot']):.2f}", self.text)
 
   def test_the_losses_the_bootstrap_finds(self):
     # docs/text.md names every loss contrast worse by the bootstrap, with
