@@ -15,9 +15,11 @@ test instance (mean, 95% t interval, the seed t-test and the hierarchical
 bootstrap, each Holm-adjusted), and the cell's verdict against softmax + dot
 at each budget by both tests (gain / loss where both give Holm p < 0.05,
 "... by the bootstrap" where one alone does, else none detected), with
-whether it survives (`rank4class_tf/study/budgets.py`);
-the cells only one study has are named above the tables.
-Prints one markdown table per metric; `--output` also writes them.
+whether it survives, and the change of that effect, long - short (paired
+by seed and test instance, both tests: did the longer training move the
+cell against softmax + dot?) (`rank4class_tf/study/budgets.py`); the cells
+only one study has are named above the tables.
+Prints two markdown tables per metric; `--output` also writes them.
 """
 
 import sys

@@ -102,6 +102,39 @@ class BudgetsTest(tf.test.TestCase):
     self.assertEqual(ranking.verdicts(), ("loss", "none detected"))
     self.assertTrue(math.isnan(base.short_effect))
     self.assertTrue(math.isnan(base.short_boot_p_holm))
+    # The effect's change (difference in differences): seed level by scipy,
+    # instance level by the bootstrap on the hits (one test: Holm keeps p).
+    gap = ((top1(self.long, "approx_ndcg") - top1(self.long, "softmax")) -
+           (top1(self.short, "approx_ndcg") - top1(self.short, "softmax")))
+    low, high = scipy_stats.t.interval(
+        0.95, 2, loc=gap.mean(), scale=gap.std(ddof=1) / math.sqrt(3))
+    self.assertAllClose(ranking.gap_change, (gap.mean(), gap.std(ddof=1),
+                                             low, high))
+    self.assertAllClose(ranking.gap_change[0],
+                        ranking.long_effect - ranking.short_effect)
+    self.assertAllClose(ranking.gap_p_holm,
+                        scipy_stats.ttest_1samp(gap, 0.).pvalue)
+    gap_p = significance.hierarchical_bootstrap(
+        (made["long", "approx_ndcg"] - made["long", "softmax"]) -
+        (made["short", "approx_ndcg"] - made["short", "softmax"]), 10_000)
+    self.assertLess(gap_p, 0.05)  # approx_ndcg caught up: a real change.
+    self.assertAllClose(ranking.gap_boot_p_holm, gap_p)
+    self.assertTrue(math.isnan(base.gap_p_holm))
+    lines = budgets.gap_lines(rows, "top1_accuracy")
+    self.assertEqual(lines[2], "| cell | metric | seeds | effect, short | "
+                     "effect, long | change [95% t] | t-test Holm p | "
+                     "bootstrap Holm p | the longer budget, for the cell |")
+    self.assertEqual(
+        lines[4],
+        f"| approx_ndcg.dot | top1_accuracy | 0,1,2 | "
+        f"{ranking.short_effect:+.4f} | {ranking.long_effect:+.4f} | "
+        f"{gap.mean():+.4f} [{low:+.4f}, {high:+.4f}] | "
+        f"{ranking.gap_p_holm:.4f} | {gap_p:.4f} | "
+        f"{budgets.verdict(gap.mean(), ranking.gap_p_holm, gap_p)} |")
+    self.assertLen(lines, 7)
+    self.assertStartsWith(lines[-1], "Effects the longer training changed, "
+                          "of 1: ")
+    self.assertEqual(budgets.gap_lines(rows, "top5_accuracy"), [])
 
   def test_verdict_names_the_tests_that_find_it(self):
     for effect, p_t, p_boot, expected in (

@@ -21,7 +21,11 @@ metric:
   as the study report counts), `gain` / `loss` `by the bootstrap` or `by
   the t-test` where one alone does, else `none detected`; the verdict
   *survives* where both budgets give the same one (`markdown` counts
-  those and how the others changed).
+  those and how the others changed);
+* the change of that effect, long - short (difference in differences,
+  paired by seed and instance): did the longer training move the cell
+  against softmax + dot? Its 95% t interval and both tests, Holm-adjusted
+  over the whole table (`gap_lines`).
 
 Beside them, `choices_lines` gives what each budget chose for each cell:
 its learning rate (and width), each seed's best and last validation step,
@@ -113,6 +117,11 @@ class Row:
   long_effect: float = math.nan
   long_p_holm: float = math.nan
   long_boot_p_holm: float = math.nan
+  # The effect's change, long_effect - short_effect (paired by seed and
+  # instance): mean, std, 95% t interval; both tests, Holm-adjusted.
+  gap_change: Tuple[float, float, float, float] = (math.nan,) * 4
+  gap_p_holm: float = math.nan
+  gap_boot_p_holm: float = math.nan
 
   def verdicts(self) -> Tuple[str, str]:
     return tuple(verdict(getattr(self, f"{name}_effect"),
@@ -214,6 +223,7 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
   rows = []
   changes = []  # (seeds, [S, n] long - short) of each row.
   effects = {"short": [], "long": []}  # (row, seeds, [S, n] cell - base).
+  gaps = []  # (row, seeds, [S, n] long effect - short effect).
   for key in keys:
     seeds = seeds_of[key]
     for metric in metrics:
@@ -226,14 +236,20 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
       if key != base and base in keys:
         common = tuple(s for s in seeds if s in seeds_of[base])
         if len(common) >= 2:
+          seed_level, instance = {}, {}
           for name, cells in (("short", short_cells), ("long", long_cells)):
-            d = (_test_values(cells, metric, key, common) -
-                 _test_values(cells, metric, base, common))
+            d = seed_level[name] = (
+                _test_values(cells, metric, key, common) -
+                _test_values(cells, metric, base, common))
             setattr(row, f"{name}_effect", float(d.mean()))
             setattr(row, f"{name}_p_holm", _p(d))  # Adjusted below.
-            effects[name].append((row, common, (
-                _instance_values(cells, metric, key, common) -
-                _instance_values(cells, metric, base, common))))
+            instance[name] = (_instance_values(cells, metric, key, common) -
+                              _instance_values(cells, metric, base, common))
+            effects[name].append((row, common, instance[name]))
+          gap = seed_level["long"] - seed_level["short"]
+          row.gap_change = compare.seed_interval(gap)
+          row.gap_p_holm = _p(gap)  # Adjusted below.
+          gaps.append((row, common, instance["long"] - instance["short"]))
       rows.append(row)
   for row, p in zip(rows, _bootstrap(changes)):
     row.change_boot_p = p
@@ -241,12 +257,13 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
       rows, significance.holm([r.change_p for r in rows]),
       significance.holm([r.change_boot_p for r in rows])):
     row.change_p_holm, row.change_boot_p_holm = float(p), float(boot)
-  for name in ("short", "long"):
-    tested = [row for row, _, _ in effects[name]]
+  for name, family in (("short", effects["short"]),
+                       ("long", effects["long"]), ("gap", gaps)):
+    tested = [row for row, _, _ in family]
     adjusted = significance.holm([getattr(r, f"{name}_p_holm")
                                   for r in tested])
     boot = significance.holm(_bootstrap(
-        [(seeds, d) for _, seeds, d in effects[name]]))
+        [(seeds, d) for _, seeds, d in family]))
     for row, p, b in zip(tested, adjusted, boot):
       setattr(row, f"{name}_p_holm", float(p))
       setattr(row, f"{name}_boot_p_holm", float(b))
@@ -311,8 +328,8 @@ def tables(long_study: str, short_study: str, long_cells: Cells,
            short_cells: Cells, metrics: Sequence[str]) -> str:
   """What `pipelines.compare_budgets` prints and writes: the two studies
   named, the cells only one of them has, the cells left out (too few
-  common seeds), what each budget chose (`choices_lines`), then one
-  `markdown` table per metric.
+  common seeds), what each budget chose (`choices_lines`), then per metric
+  its `markdown` table and the effects' change (`gap_lines`).
 
   Raises:
     ValueError: as `compare_budgets`.
@@ -333,7 +350,41 @@ def tables(long_study: str, short_study: str, long_cells: Cells,
   lines += choices_lines(long_cells, short_cells)
   for name in metrics:
     lines += [f"## {name}", ""] + markdown(rows, "short", "long", name) + [""]
+    gap = gap_lines(rows, name)
+    if gap:
+      lines += [f"### {name}: the effects' change", ""] + gap + [""]
   return "\n".join(lines)
+
+
+def gap_lines(rows: Sequence[Row], metric: str) -> List[str]:
+  """Each cell's effect against softmax + dot at both budgets and its
+  change (long - short), the objection's own test: a loss the short budget
+  under-trained gains on the baseline when trained longer."""
+  rows = [r for r in rows if r.metric == metric and
+          not math.isnan(r.gap_p_holm)]
+  if not rows:
+    return []
+  lines = ["Each cell's effect against softmax + dot at both budgets, and "
+           "its change (long - short, paired by seed and test instance; "
+           "95% t interval over the seeds; both tests Holm-adjusted over "
+           "every cell and metric of these tables): `gain` where the longer "
+           "training moved the cell up against softmax + dot.", "",
+           "| cell | metric | seeds | effect, short | effect, long | change "
+           "[95% t] | t-test Holm p | bootstrap Holm p | the longer budget, "
+           "for the cell |", "|---|---|---|---|---|---|---|---|---|"]
+  found = {}
+  for row in rows:
+    mean, _, low, high = row.gap_change
+    moved = verdict(mean, row.gap_p_holm, row.gap_boot_p_holm)
+    found[moved] = found.get(moved, 0) + 1
+    lines.append(
+        f"| {'.'.join(row.cell)} | {row.metric} | "
+        f"{','.join(map(str, row.seeds))} | {row.short_effect:+.4f} | "
+        f"{row.long_effect:+.4f} | {mean:+.4f} [{low:+.4f}, {high:+.4f}] | "
+        f"{row.gap_p_holm:.4f} | {row.gap_boot_p_holm:.4f} | {moved} |")
+  return lines + ["", f"Effects the longer training changed, of {len(rows)}: "
+                  + "; ".join(f"{name} {count}" for name, count in
+                              sorted(found.items())) + "."]
 
 
 def patience_stop(values: Sequence[float], patience: int) -> Tuple[int, int]:
