@@ -119,17 +119,28 @@ class BudgetsTest(tf.test.TestCase):
         (made["short", "approx_ndcg"] - made["short", "softmax"]), 10_000)
     self.assertLess(gap_p, 0.05)  # approx_ndcg caught up: a real change.
     self.assertAllClose(ranking.gap_boot_p_holm, gap_p)
+    # Detectable: (z(1 - 0.05 / 2) + z(0.8)) x the bootstrap's standard
+    # error (a family of 1).
+    se = significance.hierarchical_means(
+        ((made["long", "approx_ndcg"] - made["long", "softmax"]) -
+         (made["short", "approx_ndcg"] - made["short", "softmax"]))[None],
+        10_000).std()
+    self.assertAllClose(ranking.gap_detectable,
+                        (scipy_stats.norm.ppf(0.975) +
+                         scipy_stats.norm.ppf(0.8)) * se)
     self.assertTrue(math.isnan(base.gap_p_holm))
     lines = budgets.gap_lines(rows, "top1_accuracy")
     self.assertEqual(lines[2], "| cell | metric | seeds | effect, short | "
                      "effect, long | change [95% t] | t-test Holm p | "
-                     "bootstrap Holm p | the longer budget, for the cell |")
+                     "bootstrap Holm p | detectable | the longer budget, for "
+                     "the cell |")
     self.assertEqual(
         lines[4],
         f"| approx_ndcg.dot | top1_accuracy | 0,1,2 | "
         f"{ranking.short_effect:+.4f} | {ranking.long_effect:+.4f} | "
         f"{gap.mean():+.4f} [{low:+.4f}, {high:+.4f}] | "
         f"{ranking.gap_p_holm:.4f} | {gap_p:.4f} | "
+        f"{ranking.gap_detectable:.4f} | "
         f"{budgets.verdict(gap.mean(), ranking.gap_p_holm, gap_p)} |")
     self.assertLen(lines, 7)
     self.assertStartsWith(lines[-1], "Effects the longer training changed, "

@@ -570,7 +570,15 @@ class DocNumbersTest(absltest.TestCase):
       gaps += _rows(table.split(f"### {metric}: the effects' change\n", 1)[1],
                     "| cell | metric | seeds | effect, short")
     self.assertLen(gaps, 56)
-    self.assertEqual({r[8] for r in gaps}, {"none detected"})
+    self.assertEqual({r[9] for r in gaps}, {"none detected"})
+    detectable = {
+        m: f"{statistics.median(float(r[8]) for r in gaps if r[1] == m):.4f}"
+        for m in ("top1_accuracy", "top5_accuracy", "ndcg@5")}
+    self.assertIn(f"a change of about {detectable['top1_accuracy']} Top-1, "
+                  f"{detectable['top5_accuracy']} Top-5 and "
+                  f"{detectable['ndcg@5']} NDCG@5", self.text)
+    self.assertGreater(float(detectable["top1_accuracy"]), max(
+        float(r[5].split()[0]) for r in gaps if r[1] == "top1_accuracy"))
     self.assertIn(f"none of the {len(gaps)} effects' changes resolved",
                   self.readme)
     self.assertIn(

@@ -122,6 +122,7 @@ class Row:
   gap_change: Tuple[float, float, float, float] = (math.nan,) * 4
   gap_p_holm: float = math.nan
   gap_boot_p_holm: float = math.nan
+  gap_detectable: float = math.nan  # |change| the bootstrap finds, 80%.
 
   def verdicts(self) -> Tuple[str, str]:
     return tuple(verdict(getattr(self, f"{name}_effect"),
@@ -163,18 +164,21 @@ def _instance_values(cells: Cells, metric: str, key: Tuple[str, str],
 
 
 def _bootstrap(tests: List[Tuple[Tuple[int, ...], np.ndarray]]
-               ) -> List[float]:
+               ) -> Tuple[List[float], List[float]]:
   """Hierarchical bootstrap p of each [S, n] difference (B for the family
-  of all of them), one resampling per set of seeds."""
+  of all of them), one resampling per set of seeds, and its standard error
+  (the resampled means' standard deviation; `hierarchical_bootstrap`'s
+  draws)."""
   samples = significance.samples_for_family(len(tests))
-  p = [math.nan] * len(tests)
+  p, se = [math.nan] * len(tests), [math.nan] * len(tests)
   for seeds in sorted({seeds for seeds, _ in tests}):
     index = [i for i, (s, _) in enumerate(tests) if s == seeds]
-    found = significance.hierarchical_bootstrap(
-        np.stack([tests[i][1] for i in index]), samples)
-    for i, value in zip(index, found):
-      p[i] = float(value)
-  return p
+    stacked = np.stack([tests[i][1] for i in index]).astype(np.float64)
+    means = significance.hierarchical_means(stacked, samples)
+    found = significance.two_sided_p(means, stacked.mean(axis=(1, 2)))
+    for i, value, spread in zip(index, found, means.std(axis=0)):
+      p[i], se[i] = float(value), float(spread)
+  return p, se
 
 
 def _check_same_instances(long_cells: Cells, short_cells: Cells) -> None:
@@ -251,7 +255,7 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
           row.gap_p_holm = _p(gap)  # Adjusted below.
           gaps.append((row, common, instance["long"] - instance["short"]))
       rows.append(row)
-  for row, p in zip(rows, _bootstrap(changes)):
+  for row, p in zip(rows, _bootstrap(changes)[0]):
     row.change_boot_p = p
   for row, p, boot in zip(
       rows, significance.holm([r.change_p for r in rows]),
@@ -262,11 +266,14 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
     tested = [row for row, _, _ in family]
     adjusted = significance.holm([getattr(r, f"{name}_p_holm")
                                   for r in tested])
-    boot = significance.holm(_bootstrap(
-        [(seeds, d) for _, seeds, d in family]))
-    for row, p, b in zip(tested, adjusted, boot):
+    boot, se = _bootstrap([(seeds, d) for _, seeds, d in family])
+    for row, p, b, spread in zip(tested, adjusted, significance.holm(boot),
+                                 se):
       setattr(row, f"{name}_p_holm", float(p))
       setattr(row, f"{name}_boot_p_holm", float(b))
+      if name == "gap":  # What the family would detect (80% power).
+        row.gap_detectable = significance.detectable_effect(
+            spread, len(family), ALPHA)
   return rows, left_out
 
 
@@ -368,10 +375,14 @@ def gap_lines(rows: Sequence[Row], metric: str) -> List[str]:
            "its change (long - short, paired by seed and test instance; "
            "95% t interval over the seeds; both tests Holm-adjusted over "
            "every cell and metric of these tables): `gain` where the longer "
-           "training moved the cell up against softmax + dot.", "",
+           "training moved the cell up against softmax + dot. Detectable: "
+           "the |change| the bootstrap finds with 80% power at the Holm "
+           "level of the family's smallest p (normal approximation, its "
+           "standard error).", "",
            "| cell | metric | seeds | effect, short | effect, long | change "
-           "[95% t] | t-test Holm p | bootstrap Holm p | the longer budget, "
-           "for the cell |", "|---|---|---|---|---|---|---|---|---|"]
+           "[95% t] | t-test Holm p | bootstrap Holm p | detectable | the "
+           "longer budget, for the cell |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
   found = {}
   for row in rows:
     mean, _, low, high = row.gap_change
@@ -381,7 +392,8 @@ def gap_lines(rows: Sequence[Row], metric: str) -> List[str]:
         f"| {'.'.join(row.cell)} | {row.metric} | "
         f"{','.join(map(str, row.seeds))} | {row.short_effect:+.4f} | "
         f"{row.long_effect:+.4f} | {mean:+.4f} [{low:+.4f}, {high:+.4f}] | "
-        f"{row.gap_p_holm:.4f} | {row.gap_boot_p_holm:.4f} | {moved} |")
+        f"{row.gap_p_holm:.4f} | {row.gap_boot_p_holm:.4f} | "
+        f"{row.gap_detectable:.4f} | {moved} |")
   return lines + ["", f"Effects the longer training changed, of {len(rows)}: "
                   + "; ".join(f"{name} {count}" for name, count in
                               sorted(found.items())) + "."]
