@@ -149,7 +149,30 @@ class LongStudiesTest(absltest.TestCase):
         first = f.read().splitlines()[0]
       self.assertEndsWith(first, " long_studies: " + expected)
 
-  def test_a_checkout_at_another_commit_is_refused(self):
+  def test_the_measured_pace_is_the_first_fine_tuned_run_s(self):
+    pattern = os.path.join(helpers.REPO, "results",
+                           "study_goemotions_finetuned_long", "runs",
+                           "softmax.dot.lr1e-05.seed0", "study_result.json")
+    if not os.path.exists(pattern):
+      self.skipTest("the first fine-tuned long run is not committed.")
+    with open(pattern, encoding="utf-8") as f:
+      record = json.load(f)
+    sys.path.insert(0, os.path.dirname(PRICE))
+    try:
+      import price_long_studies  # pylint: disable=g-import-not-at-top
+    finally:
+      sys.path.pop(0)
+    last = max(step for curve in record["validation_curve"].values()
+               for step, _ in curve)
+    doc = " ".join(_section().split())
+    self.assertIn(
+        f"best at {record['best_step']:,} steps, stopped by `--patience` at "
+        f"{last:,}): {price_long_studies.seconds_a_step(record):.2f} s a step "
+        f"over the {last - record['resumed_at_step']:,} steps it trained",
+        doc)
+    self.assertTrue(record["converged"])
+
+
     root = tempfile.mkdtemp()
     git = ["git", "-C", root, "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(git + ["init", "-q"], check=True)
