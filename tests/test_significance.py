@@ -144,6 +144,25 @@ class HierarchicalBootstrapTest(tf.test.TestCase):
     self.assertGreater(significance.hierarchical_bootstrap(split, num_samples=999),
                        0.2)
 
+  def test_standard_error_is_the_resampled_means_spread(self):
+    # Constant instances, seed means +0.3, -0.05, -0.05: a resample's mean
+    # is the mean of 3 seeds drawn with replacement, whose standard
+    # deviation is sqrt(population variance / 3) = sqrt(0.0816667 / 3 / 3).
+    split = np.stack([np.full(100, 0.3), np.full(100, -0.05),
+                      np.full(100, -0.05)])
+    p, se = significance.hierarchical_bootstrap_se(split, num_samples=20_000)
+    self.assertEqual(p, significance.hierarchical_bootstrap(
+        split, num_samples=20_000))
+    self.assertAllClose(se, np.sqrt(0.245 / 3 / 3 / 3), rtol=0.03)
+    # One seed: the plain bootstrap's standard error of a mean,
+    # sigma / sqrt(n) (population sigma), for each of two series at once.
+    d = np.random.default_rng(9).normal(0., [[1.], [3.]], size=(2, 400))
+    p, se = significance.hierarchical_bootstrap_se(d[:, None, :],
+                                                   num_samples=20_000)
+    self.assertAllEqual(p, significance.hierarchical_bootstrap(
+        d[:, None, :], num_samples=20_000))
+    self.assertAllClose(se, d.std(axis=1) / np.sqrt(400), rtol=0.03)
+
   def test_bad_shape(self):
     with self.assertRaisesRegex(ValueError, r"\[k, S, n\]"):
       significance.hierarchical_means(np.zeros((2, 3)))

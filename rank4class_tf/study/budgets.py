@@ -44,6 +44,7 @@ kept), so one run to the ceiling shows what any patience would have
 given (`tools/patience_probe.py`).
 """
 
+import collections
 import dataclasses
 import math
 import os
@@ -165,19 +166,17 @@ def _instance_values(cells: Cells, metric: str, key: Tuple[str, str],
 
 def _bootstrap(tests: List[Tuple[Tuple[int, ...], np.ndarray]]
                ) -> Tuple[List[float], List[float]]:
-  """Hierarchical bootstrap p of each [S, n] difference (B for the family
-  of all of them), one resampling per set of seeds, and its standard error
-  (the resampled means' standard deviation; `hierarchical_bootstrap`'s
-  draws)."""
+  """Hierarchical bootstrap p and standard error of each [S, n] difference
+  (`significance.hierarchical_bootstrap_se`; B for the family of all of
+  them), one resampling per set of seeds."""
   samples = significance.samples_for_family(len(tests))
   p, se = [math.nan] * len(tests), [math.nan] * len(tests)
   for seeds in sorted({seeds for seeds, _ in tests}):
     index = [i for i, (s, _) in enumerate(tests) if s == seeds]
-    stacked = np.stack([tests[i][1] for i in index]).astype(np.float64)
-    means = significance.hierarchical_means(stacked, samples)
-    found = significance.two_sided_p(means, stacked.mean(axis=(1, 2)))
-    for i, value, spread in zip(index, found, means.std(axis=0)):
-      p[i], se[i] = float(value), float(spread)
+    found, spread = significance.hierarchical_bootstrap_se(
+        np.stack([tests[i][1] for i in index]), samples)
+    for i, value, error in zip(index, found, spread):
+      p[i], se[i] = float(value), float(error)
   return p, se
 
 
@@ -383,11 +382,11 @@ def gap_lines(rows: Sequence[Row], metric: str) -> List[str]:
            "[95% t] | t-test Holm p | bootstrap Holm p | detectable | the "
            "longer budget, for the cell |",
            "|---|---|---|---|---|---|---|---|---|---|"]
-  found = {}
+  found = collections.Counter()
   for row in rows:
     mean, _, low, high = row.gap_change
     moved = verdict(mean, row.gap_p_holm, row.gap_boot_p_holm)
-    found[moved] = found.get(moved, 0) + 1
+    found[moved] += 1
     lines.append(
         f"| {'.'.join(row.cell)} | {row.metric} | "
         f"{','.join(map(str, row.seeds))} | {row.short_effect:+.4f} | "
@@ -442,7 +441,7 @@ def markdown(rows: Sequence[Row], short_name: str, long_name: str,
            "verdict, short | verdict, long | survives |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
   survived = judged = 0
-  changed: Dict[Tuple[str, str], int] = {}
+  changed = collections.Counter()
   for row in rows:
     mean, _, low, high = row.change
     interval = "" if math.isnan(low) else f" [{low:+.4f}, {high:+.4f}]"
@@ -454,7 +453,7 @@ def markdown(rows: Sequence[Row], short_name: str, long_name: str,
       judged += 1
       survived += verdicts[0] == verdicts[1]
       if verdicts[0] != verdicts[1]:
-        changed[verdicts] = changed.get(verdicts, 0) + 1
+        changed[verdicts] += 1
       short_v, long_v = (
           f"{v} ({getattr(row, f'{name}_effect'):+.4f}; Holm p t-test "
           f"{getattr(row, f'{name}_p_holm'):.4f}, bootstrap "

@@ -35,7 +35,8 @@ draws, so cells stay paired by seed and by instance.
   values are identical, they equal `resampled_means` exactly (the instance
   draws come from the same stream).
 * `hierarchical_bootstrap` / `hierarchical_interval`: the p-value and the
-  percentile interval from them.
+  percentile interval from them; `hierarchical_bootstrap_se` adds the
+  standard error from the same draws.
 * `holm`: Holm's step-down adjustment of a family of p-values (Holm 1979),
   which keeps the family-wise error rate at alpha without Bonferroni's loss
   of power.
@@ -232,14 +233,33 @@ def hierarchical_bootstrap(differences: np.ndarray,
   Returns:
     [k] p-values (a scalar for a [S, n] input).
   """
+  return hierarchical_bootstrap_se(differences, num_samples, seed)[0]
+
+
+def hierarchical_bootstrap_se(differences: np.ndarray,
+                              num_samples: int = DEFAULT_SAMPLES,
+                              seed: int = DEFAULT_SEED
+                              ) -> Tuple[np.ndarray, np.ndarray]:
+  """`hierarchical_bootstrap`'s p-values and, from the same draws, each
+  mean difference's standard error (the resampled means' standard
+  deviation: the input of `detectable_effect`).
+
+  Args:
+    differences: [k, S, n] (or [S, n]), as `hierarchical_bootstrap`'s.
+    num_samples: resamples B.
+    seed: seed of the resampling streams.
+
+  Returns:
+    ([k] p-values, [k] standard errors); scalars for a [S, n] input.
+  """
   differences = np.asarray(differences, np.float64)
   single = differences.ndim == 2
   if single:
     differences = differences[None]
-  observed = differences.mean(axis=(1, 2))
-  p = two_sided_p(hierarchical_means(differences, num_samples, seed),
-                   observed)
-  return p[0] if single else p
+  means = hierarchical_means(differences, num_samples, seed)
+  p = two_sided_p(means, differences.mean(axis=(1, 2)))
+  se = means.std(axis=0)
+  return (p[0], se[0]) if single else (p, se)
 
 
 def hierarchical_interval(values: np.ndarray, level: float = 0.95,
