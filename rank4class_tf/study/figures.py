@@ -3,6 +3,7 @@ with their intervals, the paper's effects beside ours, and the chosen runs'
 validation curves."""
 
 import os
+import textwrap
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -111,6 +112,26 @@ def _save(fig, plt, path: str, dpi: int) -> None:
     plt.close(fig)
 
 
+# The mean width of a character of matplotlib's default font (DejaVu Sans),
+# in ems, with a margin: what a figure's width holds of its title.
+EM_PER_CHARACTER = 0.6
+
+
+def wrapped_suptitle(fig, text: str, fontsize: int, top: float) -> float:
+  """Sets the figure's title, each line wrapped to the figure's width, and
+  returns the top of the panels' area (for `tight_layout`'s rect): `top`,
+  lowered by a line for each line the wrapping added. A study of one or two
+  cells (or a report of one or two metrics) draws narrow figures, which
+  would otherwise cut a long title at both edges; a wide figure's title
+  and layout are as they were."""
+  width = int(fig.get_figwidth() * 72 / (EM_PER_CHARACTER * fontsize))
+  lines = text.split("\n")
+  wrapped = [part for line in lines for part in textwrap.wrap(line, width)]
+  fig.suptitle("\n".join(wrapped), fontsize=fontsize)
+  added = len(wrapped) - len(lines)
+  return top - added * 1.4 * fontsize / 72 / fig.get_figheight()
+
+
 # One colour per interaction and one marker per loss in every figure of
 # every study, so that the figures of two reports read alike.
 INTERACTION_ORDER = ("dot", "lc_mlp", "concat_mlp")
@@ -181,13 +202,14 @@ def _effects_figure(folder, plt, cells, metric_names, statistics) -> str:
   handles = _style_legend(plt, others)
   fig.legend(handles=handles, loc="lower center", ncol=min(8, len(handles)),
              fontsize=7)
-  fig.suptitle("Each cell minus softmax + dot: 95% hierarchical intervals "
-               "(seeds and test instances resampled);\nfilled: resolved "
-               f"(Holm p < {selection_lib.ALPHA} in the bootstrap and the "
-               "seed-level t-test)", fontsize=9)
+  top = wrapped_suptitle(
+      fig, "Each cell minus softmax + dot: 95% hierarchical intervals (seeds "
+      "and test instances resampled);\nfilled: resolved (Holm p < "
+      f"{selection_lib.ALPHA} in the bootstrap and the seed-level t-test)",
+      9, 0.93)
   rows = -(-len(handles) // 8)
   fig.tight_layout(rect=(0, 0.25 * rows / (1.6 + 0.32 * len(others)), 1,
-                         0.93))
+                         top))
   path = os.path.join(folder, "effects.png")
   _save(fig, plt, path, dpi=110)
   return path
@@ -244,11 +266,12 @@ def _paper_figure(folder, plt, cells, metric_names, statistics,
               for name, table, face in zip(names, tables, TABLE_FACES)]
   fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)),
              fontsize=7)
-  fig.suptitle("Effects against softmax + dot: ours against the paper's "
-               f"{' and '.join(names[:len(TABLE_FACES)])}; same sign in the "
-               "upper-right and lower-left quadrants", fontsize=9)
+  top = wrapped_suptitle(
+      fig, "Effects against softmax + dot: ours against the paper's "
+      f"{' and '.join(names[:len(TABLE_FACES)])}; same sign in the "
+      "upper-right and lower-left quadrants", 9, 0.93)
   rows = -(-len(handles) // 6)
-  fig.tight_layout(rect=(0, 0.06 * rows, 1, 0.93))
+  fig.tight_layout(rect=(0, 0.06 * rows, 1, top))
   path = os.path.join(folder, "paper_effects.png")
   _save(fig, plt, path, dpi=110)
   return path
@@ -306,11 +329,12 @@ def _curves_figure(folder, plt, records, chosen, cells,
                          label=f"width {units}") for units in widths]
   fig.legend(handles=handles, loc="lower center", ncol=min(8, len(handles)),
              fontsize=7)
-  fig.suptitle("Validation curves of every run (bold: the chosen run of "
-               "each seed; each panel its own y-range; colour: learning "
-               "rate, line: MLP width)", fontsize=9)
+  top = wrapped_suptitle(
+      fig, "Validation curves of every run (bold: the chosen run of each "
+      "seed; each panel its own y-range; colour: learning rate, line: MLP "
+      "width)", 9, 0.96)
   legend_rows = -(-len(handles) // 8)
-  fig.tight_layout(rect=(0, 0.03 + 0.1 * legend_rows / rows, 1, 0.96))
+  fig.tight_layout(rect=(0, 0.03 + 0.1 * legend_rows / rows, 1, top))
   path = os.path.join(folder, "validation_curves.png")
   _save(fig, plt, path, dpi=100)
   return path
