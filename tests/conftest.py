@@ -3,20 +3,27 @@
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 # Before any test module imports TensorFlow: on TensorFlow 2.16+ tf.keras must
 # be Keras 2 and TF-Ranking needs the Estimator stand-in (rank4class_tf/compat.py).
 import rank4class_tf  # pylint: disable=unused-import
 
+import pytest
+
+from tests import warm_python
+
 # Every temporary folder of the run (the tests' tempfile.mkdtemp() run folders,
 # with their checkpoints, and those of the binaries they start, which inherit
 # TMPDIR) goes under one folder per pytest process, removed when it ends, so
 # that a suite run leaves nothing behind in /tmp (a text run's folder holds
-# about 1 GB of MiniLM checkpoints).
+# about 1 GB of MiniLM checkpoints); and each test class's, under a folder of
+# its own, removed when the class ends (`_class_tmp`).
 _SESSION_TMP = tempfile.mkdtemp(prefix="rank4class_tests_")
 tempfile.tempdir = _SESSION_TMP
 os.environ["TMPDIR"] = _SESSION_TMP
+os.environ[warm_python.PROCESS_TMP_VARIABLE] = _SESSION_TMP
 # Removed at exit, last: TensorFlow's googletest registers the removal of
 # its own temporary folder (`tf.test.TestCase.get_temp_dir`, made in this
 # one) when a test first asks for it, later than this, so atexit runs it
@@ -64,3 +71,31 @@ def pytest_collection_modifyitems(session, config, items):
     return rank.get("::".join(scope[:2]), len(rank))
 
   items.sort(key=key)
+
+
+@pytest.fixture(scope="class", autouse=True)
+def _class_tmp():
+  """Points tempfile and TMPDIR at a new folder for the test class (a module's
+  functions outside a class share one), removed when the class ends.
+
+  Kept to the end of the process, the classes' folders added up to 5.3 GB
+  in a `make test` (docs/testing.md), and a CI machine with less free disk
+  failed 30 tests on "No space left on device"; removed as each class ends,
+  the suite's temporary folders peaked at 0.84 GB. What several classes of
+  a process share (a cached run, the warm interpreter's socket, TensorFlow's
+  `get_temp_dir` root) is made in the process's folder instead
+  (`helpers.process_tempdir`).
+  """
+  if "tensorflow" in sys.modules:
+    # tf.test.TestCase.get_temp_dir's root, made once per process on first
+    # use: made here, in the process's folder, it outlives this class.
+    # pylint: disable-next=g-import-not-at-top
+    from tensorflow.python.platform import googletest
+    googletest.GetTempDir()
+  folder = tempfile.mkdtemp(prefix="class_", dir=_SESSION_TMP)
+  tempfile.tempdir = folder
+  os.environ["TMPDIR"] = folder
+  yield folder
+  tempfile.tempdir = _SESSION_TMP
+  os.environ["TMPDIR"] = _SESSION_TMP
+  shutil.rmtree(folder, ignore_errors=True)

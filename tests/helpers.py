@@ -9,6 +9,7 @@ flags), forked from a warm interpreter where it behaves as a cold start
 import os
 import subprocess
 import sys
+import tempfile
 from typing import Optional, Sequence
 
 from rank4class_tf.serving import exported_ranker
@@ -16,6 +17,13 @@ from rank4class_tf.training import builders
 from tests import warm_python
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def process_tempdir() -> str:
+  """A new temporary folder that lasts as long as the pytest process, for
+  what a process builds once and several test classes read (a class's own
+  temporary folders are removed when it ends: conftest.py)."""
+  return tempfile.mkdtemp(dir=os.environ.get(warm_python.PROCESS_TMP_VARIABLE))
 
 
 def run_command(cmd: Sequence[str], check: bool = True,

@@ -243,7 +243,7 @@ def shared_cache_dir():
   """One feature cache folder per process for the runs of `run_config`:
   runs of one frozen encoder on the same data read one cache (its key is
   their content; test_feature_cache tests the cache), built by the first."""
-  return tempfile.mkdtemp()
+  return helpers.process_tempdir()
 
 
 def run_config(name, root, data_dir, **kwargs):

@@ -168,7 +168,7 @@ def finished_run():
   """A finished run of `train_cmd(..., *STEPS_20)` (softmax, dot), trained
   once per pytest process for the classes that start from one; read only:
   a test that changes it works on a copy."""
-  model_dir = os.path.join(tempfile.mkdtemp(), "finished")
+  model_dir = os.path.join(helpers.process_tempdir(), "finished")
   run(train_cmd(model_dir, *STEPS_20))
   return model_dir
 

@@ -15,8 +15,9 @@ What differs from a cold start, and how `run` keeps it out of the tests:
 
 * the imports happen before the command's environment is set, so a
   command given an environment of its own (`env=`) runs cold, and when
-  `os.environ` has changed (pytest's per-test `PYTEST_CURRENT_TEST` aside)
-  the warm interpreter is started again in it;
+  `os.environ` has changed (pytest's per-test `PYTEST_CURRENT_TEST` and
+  the per-class `TMPDIR` aside, which no preloaded import reads) the warm
+  interpreter is started again in it;
 * what importing TensorFlow prints goes to the warm interpreter's stderr,
   not the command's: a test of a binary's start-up output passes
   `cold=True`;
@@ -39,8 +40,13 @@ from typing import Optional, Sequence
 PRELOAD = ("tensorflow", "tensorflow_ranking", "tensorflow_text",
            "tensorflow_hub", "official.nlp.modeling", "scipy.stats", "pandas")
 COLD_VARIABLE = "R4C_COLD_BINARIES"
-# Set by pytest for each test; read by no import.
-_PER_TEST = ("PYTEST_CURRENT_TEST",)
+# Set by pytest for each test, and by conftest.py for each test class (its
+# temporary folder); read by no preloaded import (a child reads TMPDIR anew:
+# `_child`).
+_PER_TEST = ("PYTEST_CURRENT_TEST", "TMPDIR")
+# The folder of what lasts as long as the pytest process (conftest.py sets
+# it): the warm interpreter's socket outlives the test class that started it.
+PROCESS_TMP_VARIABLE = "R4C_TESTS_PROCESS_TMP"
 
 _server = None  # (Popen, socket path, environment) of this process's.
 
@@ -54,7 +60,9 @@ def _start(repo: str):
     _server[0].kill()
     _server[0].wait()
   if (_server is None or _server[0].poll() is not None):
-    path = os.path.join(tempfile.mkdtemp(prefix="warm_python_"), "socket")
+    path = os.path.join(tempfile.mkdtemp(
+        prefix="warm_python_", dir=os.environ.get(PROCESS_TMP_VARIABLE)),
+                        "socket")
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__),
                              repo, path, str(os.getpid())], cwd=repo,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -125,6 +133,9 @@ def _child(request) -> None:
   exit unwinds the warm interpreter's stack in this child)."""
   os.environ.clear()
   os.environ.update(request["env"])
+  # tempfile's folder is read from TMPDIR again, as a new interpreter does
+  # (the warm one may have cached that of the test class that started it).
+  tempfile.tempdir = None
   os.chdir(request["cwd"])
   for fd, name, mode in ((0, "in", os.O_RDONLY),
                          (1, "out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
