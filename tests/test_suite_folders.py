@@ -16,6 +16,7 @@ import tempfile
 from absl.testing import absltest
 
 import helpers
+from tests import warm_python
 
 SUITE = '''
 import os
@@ -23,7 +24,7 @@ import tempfile
 
 import tensorflow as tf
 
-PROCESS = os.environ["R4C_TESTS_PROCESS_TMP"]
+PROCESS = os.environ[{variable!r}]
 RECORD = os.path.join(PROCESS, "record.txt")
 
 
@@ -62,7 +63,7 @@ class SecondTest(tf.test.TestCase):
     assert os.path.isdir(os.path.dirname(tf_dir)), tf_dir
     assert os.path.dirname(os.path.dirname(tf_dir)) == PROCESS, tf_dir
     assert os.path.isdir(self.get_temp_dir())
-'''
+'''.format(variable=warm_python.PROCESS_TMP_VARIABLE)
 
 
 class ClassFoldersTest(absltest.TestCase):
@@ -78,7 +79,7 @@ class ClassFoldersTest(absltest.TestCase):
     tmp = os.path.join(root, "tmp")
     os.mkdir(tmp)
     env = dict(os.environ, TMPDIR=tmp, PYTHONPATH=helpers.REPO)
-    env.pop("R4C_TESTS_PROCESS_TMP", None)
+    env.pop(warm_python.PROCESS_TMP_VARIABLE, None)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          "-p", "no:xdist", "tests"],
