@@ -3,6 +3,7 @@
 import atexit
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -73,13 +74,28 @@ def pytest_collection_modifyitems(session, config, items):
   items.sort(key=key)
 
 
+def pytest_addoption(parser):
+  parser.addoption(
+      "--class_sizes", default=None, metavar="FILE",
+      help="Append a line to FILE as each test class ends: its node id, a "
+      "tab, the bytes its temporary folder holds (benchmarks/suite_disk.py).")
+
+
+def _du_bytes(folder: str) -> int:
+  """`du -sb folder`: the bytes of its files and folders."""
+  out = subprocess.run(["du", "-sb", folder], capture_output=True, text=True,
+                       check=False).stdout
+  return int(out.split()[0])
+
+
 @pytest.fixture(scope="class", autouse=True)
-def _class_tmp():
+def _class_tmp(request):
   """Points tempfile and TMPDIR at a new folder for the test class (a module's
   functions outside a class share one), removed when the class ends.
 
   Kept to the end of the process, the classes' folders added up to 5.3 GB
-  in a `make test` (docs/testing.md), and a CI machine with less free disk
+  in a `make test` (docs/testing.md; `benchmarks/suite_disk.py` measures
+  it, with `--class_sizes`), and a CI machine with less free disk
   failed 30 tests on "No space left on device"; removed as each class ends,
   the suite's temporary folders peaked at 0.84 GB. What several classes of
   a process share (a cached run, the warm interpreter's socket, TensorFlow's
@@ -98,4 +114,10 @@ def _class_tmp():
   yield folder
   tempfile.tempdir = _SESSION_TMP
   os.environ["TMPDIR"] = _SESSION_TMP
+  sizes = request.config.getoption("class_sizes")
+  if sizes:
+    # One short line per write, in append mode: whole under pytest-xdist's
+    # two processes appending to the same file.
+    with open(sizes, "a", encoding="utf-8") as f:
+      f.write(f"{request.node.nodeid}\t{_du_bytes(folder)}\n")
   shutil.rmtree(folder, ignore_errors=True)

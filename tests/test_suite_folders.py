@@ -4,7 +4,8 @@ tests/conftest.py points tempfile and TMPDIR at a folder of each test class,
 under a folder of each pytest process; what several classes of a process
 share is made in the process's folder (`helpers.process_tempdir`). This
 runs a small suite with that conftest in a subprocess and checks, from its
-second class, what its first one left.
+second class, what its first one left; and what conftest's `--class_sizes`
+logs of each class's folder (benchmarks/suite_disk.py reads it).
 """
 
 import os
@@ -80,14 +81,24 @@ class ClassFoldersTest(absltest.TestCase):
     os.mkdir(tmp)
     env = dict(os.environ, TMPDIR=tmp, PYTHONPATH=helpers.REPO)
     env.pop(warm_python.PROCESS_TMP_VARIABLE, None)
+    sizes = os.path.join(root, "sizes.tsv")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "-p", "no:xdist", "tests"],
+         "-p", "no:xdist", "tests", f"--class_sizes={sizes}"],
         cwd=root, env=env, capture_output=True, text=True, timeout=300)
     self.assertEqual(proc.returncode, 0, proc.stdout[-3000:] + proc.stderr)
     self.assertIn("2 passed", proc.stdout)
     # The process's folder, with what it kept, is removed at its end.
     self.assertEqual(os.listdir(tmp), [])
+    # --class_sizes (benchmarks/suite_disk.py): a line per class as it ended,
+    # `du -sb` of its folder; the first class's held its 1,000-byte file.
+    with open(sizes) as f:
+      lines = [line.rstrip("\n").split("\t") for line in f]
+    self.assertEqual([node for node, _ in lines],
+                     ["tests/test_two_classes.py::FirstTest",
+                      "tests/test_two_classes.py::SecondTest"])
+    first, second = (int(size) for _, size in lines)
+    self.assertGreaterEqual(first - second, 1000)
 
 
 if __name__ == "__main__":
