@@ -101,5 +101,40 @@ class WarmEqualsColdTest(absltest.TestCase):
     self.assert_same(warm, cold, 0)
 
 
+LONG_FOLDER_SCRIPT = """
+import sys
+from tests import warm_python
+proc = warm_python.run([sys.executable, "-m", "json.tool"], sys.argv[1],
+                       stdin='{"a": 1}')
+print(repr((proc.returncode, proc.stdout, proc.stderr)))
+print(warm_python._server[1])
+"""
+
+
+class LongProcessFolderTest(absltest.TestCase):
+
+  def test_a_socket_path_too_long_goes_to_a_folder_of_tmp(self):
+    # Under pytest-xdist with TMPDIR=/tmp/suite_disk_tmp_XXXXXXXX
+    # (benchmarks/suite_disk.py), a worker's process folder sits in the
+    # controller's and the socket path came to 107 bytes: "AF_UNIX path too
+    # long", and every test of a binary failed.
+    process = os.path.join(tempfile.mkdtemp(), "p" * 60, "q" * 30)
+    os.makedirs(process)
+    self.assertGreater(len(os.path.join(process, "warm_python_12345678",
+                                        "socket")), 107)
+    env = dict(os.environ, **{warm_python.PROCESS_TMP_VARIABLE: process})
+    env.pop(warm_python.COLD_VARIABLE, None)
+    proc = subprocess.run([sys.executable, "-c", LONG_FOLDER_SCRIPT, REPO],
+                          cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    result, socket_path = proc.stdout.splitlines()
+    self.assertEqual(result, repr((0, '{\n    "a": 1\n}\n', "")))
+    self.assertRegex(socket_path, r"^/tmp/warm_python_\w+/socket$")
+    # Its folder went with the process; none was left in the process folder.
+    self.assertFalse(os.path.exists(os.path.dirname(socket_path)))
+    self.assertEqual(os.listdir(process), [])
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -27,9 +27,11 @@ What differs from a cold start, and how `run` keeps it out of the tests:
 `R4C_COLD_BINARIES=1` starts every binary cold, as a user's shell does.
 """
 
+import atexit
 import json
 import os
 import runpy
+import shutil
 import socket
 import subprocess
 import sys
@@ -48,6 +50,10 @@ _PER_TEST = ("PYTEST_CURRENT_TEST", "TMPDIR")
 # it): the warm interpreter's socket outlives the test class that started it.
 PROCESS_TMP_VARIABLE = "R4C_TESTS_PROCESS_TMP"
 
+# The longest path a Unix socket binds to: sockaddr_un's sun_path holds 108
+# bytes on Linux, 104 on macOS, a closing NUL included.
+_SOCKET_PATH_MAX = 103
+
 _server = None  # (Popen, socket path, environment) of this process's.
 
 
@@ -60,9 +66,7 @@ def _start(repo: str):
     _server[0].kill()
     _server[0].wait()
   if (_server is None or _server[0].poll() is not None):
-    path = os.path.join(tempfile.mkdtemp(
-        prefix="warm_python_", dir=os.environ.get(PROCESS_TMP_VARIABLE)),
-                        "socket")
+    path = _socket_path()
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__),
                              repo, path, str(os.getpid())], cwd=repo,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -72,6 +76,22 @@ def _start(repo: str):
                          f"(exit {proc.wait()})")
     _server = (proc, path, _imported_with(os.environ))
   return _server
+
+
+def _socket_path() -> str:
+  """A new path for the warm interpreter's socket: in the pytest process's
+  folder, or, where that path is too long for a socket (under a long TMPDIR,
+  and pytest-xdist's workers make their folders inside the controller's),
+  in a new folder of /tmp, removed when this process ends."""
+  path = os.path.join(tempfile.mkdtemp(
+      prefix="warm_python_", dir=os.environ.get(PROCESS_TMP_VARIABLE)),
+                      "socket")
+  if len(os.fsencode(path)) <= _SOCKET_PATH_MAX:
+    return path
+  os.rmdir(os.path.dirname(path))
+  folder = tempfile.mkdtemp(prefix="warm_python_", dir="/tmp")
+  atexit.register(shutil.rmtree, folder, ignore_errors=True)
+  return os.path.join(folder, "socket")
 
 
 def module_of(cmd: Sequence[str]) -> Optional[str]:
