@@ -3,9 +3,9 @@ r"""Suite disk: what the test suite's temporary folders hold on disk.
 Runs a test command (`make test` by default) with `TMPDIR` pointed at a new,
 empty folder (every pytest process makes its folder there,
 tests/conftest.py) and `PYTEST_ADDOPTS=--class_sizes=FILE` (each test
-class's folder logs its bytes as the class ends, before it is removed), adds
-up the files under that folder every `--every` seconds while the command
-runs (`du -sb`), and prints a markdown table: the peak held at once (what the machine
+class's folder logs its bytes as the class ends, before it is removed),
+measures that folder (`du -sb`) every `--every` seconds while the command
+runs, and prints a markdown table: the peak held at once (what the machine
 needs free), the sum of the class folders at their ends (what the suite
 would hold at its end if no class folder were removed, as before c1763518),
 the largest classes, what is left in the folder at the end, and the load.

@@ -93,11 +93,11 @@ def _class_tmp(request):
   """Points tempfile and TMPDIR at a new folder for the test class (a module's
   functions outside a class share one), removed when the class ends.
 
-  Kept to the end of the process, the classes' folders added up to 5.3 GB
-  in a `make test` (docs/testing.md; `benchmarks/suite_disk.py` measures
-  it, with `--class_sizes`), and a CI machine with less free disk
-  failed 30 tests on "No space left on device"; removed as each class ends,
-  the suite's temporary folders peaked at 0.84 GB. What several classes of
+  Kept to the end of the process, the classes' folders add up to 5.44 GB
+  in a `make test`, and a CI machine with less free disk failed 30 tests on
+  "No space left on device"; removed as each class ends, the suite's
+  temporary folders peaked at 0.77 GB (`benchmarks/suite_disk.py`, with
+  `--class_sizes`; results/suite_disk/benchmark.md). What several classes of
   a process share (a cached run, the warm interpreter's socket, TensorFlow's
   `get_temp_dir` root) is made in the process's folder instead
   (`helpers.process_tempdir`).

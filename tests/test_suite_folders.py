@@ -9,6 +9,7 @@ logs of each class's folder (benchmarks/suite_disk.py reads it).
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,6 +100,32 @@ class ClassFoldersTest(absltest.TestCase):
                       "tests/test_two_classes.py::SecondTest"])
     first, second = (int(size) for _, size in lines)
     self.assertGreaterEqual(first - second, 1000)
+
+
+class SuiteDiskNumbersTest(absltest.TestCase):
+
+  def test_docs_quote_the_committed_benchmark(self):
+    # results/suite_disk/benchmark.md: `benchmarks/suite_disk.py`'s table.
+    with open(os.path.join(helpers.REPO, "results", "suite_disk",
+                           "benchmark.md"), encoding="utf-8") as f:
+      table = f.read()
+    row = re.search(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| \d+ \| nothing \|$",
+                    table, re.M)
+    self.assertIsNotNone(row, "no table row in results/suite_disk/benchmark.md")
+    classes, total, peak = row.groups()
+    docs = {}
+    for name in ("docs/testing.md", "docs/benchmarks.md",
+                 "tests/conftest.py"):
+      with open(os.path.join(helpers.REPO, name), encoding="utf-8") as f:
+        docs[name] = " ".join(f.read().split())
+    self.assertIn(f"add up to {total} GB in one `make test` ({classes} "
+                  "classes", docs["docs/testing.md"])
+    self.assertIn(f"peaked at {peak} GB", docs["docs/testing.md"])
+    self.assertIn(f"{classes} classes whose folders add up to {total} GB",
+                  docs["docs/benchmarks.md"])
+    self.assertIn(f"a peak of {peak} GB", docs["docs/benchmarks.md"])
+    self.assertIn(f"add up to {total} GB", docs["tests/conftest.py"])
+    self.assertIn(f"peaked at {peak} GB", docs["tests/conftest.py"])
 
 
 if __name__ == "__main__":
