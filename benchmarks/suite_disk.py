@@ -20,6 +20,7 @@ by the sum, which each class logs itself).
 import collections
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,27 +66,32 @@ def read_sizes(path: str) -> "collections.OrderedDict[str, int]":
 
 def run(command: list[str], every: float):
   """(exit status, wall seconds, samples, peak bytes, peak second,
-  {class: bytes}, names left in it) of `command` under a new TMPDIR."""
+  {class: bytes}, names left in it) of `command` under a new TMPDIR (removed
+  after, with the class sizes' log)."""
   root = tempfile.mkdtemp(prefix="suite_disk_tmp_")
   log = os.path.join(tempfile.mkdtemp(prefix="suite_disk_log_"), "sizes.tsv")
   addopts = " ".join(filter(None, [os.environ.get("PYTEST_ADDOPTS"),
                                    f"--class_sizes={log}"]))
   env = dict(os.environ, TMPDIR=root, PYTEST_ADDOPTS=addopts)
-  start = time.time()
-  proc = subprocess.Popen(command, cwd=timing.REPO, env=env)
-  samples, peak, peak_at = 0, 0, 0.0
-  while proc.poll() is None:
-    held = du_bytes(root)
-    samples += 1
-    if held > peak:
-      peak, peak_at = held, time.time() - start
-    try:
-      proc.wait(timeout=every)
-    except subprocess.TimeoutExpired:
-      pass
-  wall = time.time() - start
-  return (proc.returncode, wall, samples, peak, peak_at, read_sizes(log),
-          sorted(os.listdir(root)))
+  try:
+    start = time.time()
+    proc = subprocess.Popen(command, cwd=timing.REPO, env=env)
+    samples, peak, peak_at = 0, 0, 0.0
+    while proc.poll() is None:
+      held = du_bytes(root)
+      samples += 1
+      if held > peak:
+        peak, peak_at = held, time.time() - start
+      try:
+        proc.wait(timeout=every)
+      except subprocess.TimeoutExpired:
+        pass
+    wall = time.time() - start
+    return (proc.returncode, wall, samples, peak, peak_at, read_sizes(log),
+            sorted(os.listdir(root)))
+  finally:
+    for folder in (root, os.path.dirname(log)):
+      shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv):
