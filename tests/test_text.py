@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from rank4class_tf import config as config_lib
 from rank4class_tf.data import contract
+from rank4class_tf.data import inputs
 from rank4class_tf.data import text
 from rank4class_tf.modeling import pretrained
 from rank4class_tf import run_dir as run_dir_lib
@@ -96,6 +97,31 @@ class TextPreprocessorTest(tf.test.TestCase):
     self.assertEqual(big[text.WORD_IDS][0, 0], 70002)
     self.assertEqual(text.token_ids(pre, np.array([], object))[
         text.WORD_IDS].shape, (0, 8))
+
+  def test_text_inputs_trace_the_tokenizer_once_for_every_split(self):
+
+    class Counted(text.TextPreprocessor):
+      """Counts the runs of its Python `call`: one per trace."""
+
+      def call(self, texts):
+        self.calls += 1
+        return super().call(texts)
+
+    pre = Counted(tiny_vocab(), seq_length=8)
+    pre.calls = 0
+    text_inputs = inputs.TextInputs("text", (), pre)
+    one = text_inputs.token_ids(np.array(["hello world", "a"], object))
+    two = text_inputs.token_ids(np.array(["b", "world a", ""], object))
+    lengths = text_inputs.token_lengths(np.array(["a b"], object))
+    self.assertEqual(pre.calls, 1)
+    self.assertAllEqual(one[text.WORD_IDS],
+                        [[2, 5, 6, 3, 0, 0, 0, 0], [2, 11, 3, 0, 0, 0, 0, 0]])
+    self.assertAllEqual(two[text.LENGTH], [3, 4, 2])
+    self.assertAllEqual(lengths, [4])
+    # Given the layer itself, each call traces it anew.
+    text.token_ids(pre, np.array(["a"], object))
+    text.token_ids(pre, np.array(["b"], object))
+    self.assertEqual(pre.calls, 3)
 
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, "/nonexistent/vocab.txt: "

@@ -110,6 +110,8 @@ class TextInputs:
     # id(instances) -> (instances, their token ids): the array is kept so
     # that its id is not reused.
     self._token_ids: Dict[int, Tuple[np.ndarray, Dict[str, np.ndarray]]] = {}
+    # The preprocessor as one tf.function for every split (`text.traced`).
+    self._pack = text.traced(self.preprocessor, self.shape)
 
   def token_ids(self, instances: np.ndarray
                ) -> Optional[Dict[str, np.ndarray]]:
@@ -124,7 +126,7 @@ class TextInputs:
                      "tokenizing them in tf.data instead.", len(instances),
                      size / 1e9)
         return None
-      self._token_ids[key] = (instances, text.token_ids(self.preprocessor,
+      self._token_ids[key] = (instances, text.token_ids(self._pack,
                                                         instances))
     return self._token_ids[key][1]
 
@@ -157,8 +159,8 @@ class TextInputs:
       return ids[text.LENGTH]
     chunk = 1 << 20  # Too many to keep: their lengths, a chunk at a time.
     return np.concatenate([np.zeros([0], np.int32)] + [
-        text.token_ids(self.preprocessor,
-                       instances[begin:begin + chunk])[text.LENGTH]
+        text.token_ids(self._pack, instances[begin:begin + chunk])[
+            text.LENGTH]
         for begin in range(0, len(instances), chunk)])
 
   def serving_assets(self) -> Dict[str, Any]:

@@ -23,7 +23,7 @@ gives back exactly what `TextPreprocessor` packed: `{WORD_IDS, MASK,
 TYPE_IDS}` int32 [batch, seq_length].
 """
 
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -60,6 +60,16 @@ def length_bucket(length: tf.Tensor,
   return tf.cast((length + quantum - 1) // quantum, tf.int64)
 
 
+def traced(pack: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
+           shape: Tuple[int, ...] = ()
+           ) -> tf.types.experimental.PolymorphicFunction:
+  """`pack` as a tf.function of [batch, *shape] raw strings, traced on its
+  first call only: `token_ids` given it tokenizes every split with one
+  trace instead of one trace a split."""
+  return tf.function(pack, input_signature=[
+      tf.TensorSpec([None, *shape], tf.string)])
+
+
 def token_ids(pack: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
               instances: np.ndarray,
               chunk: int = TOKENIZE_CHUNK) -> Dict[str, np.ndarray]:
@@ -67,7 +77,8 @@ def token_ids(pack: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
 
   Args:
     pack: raw strings [batch] or [batch, num_segments] -> packed inputs
-      (`TextPreprocessor`).
+      (`TextPreprocessor`), or `traced(pack, shape)` to trace it once for
+      several calls.
     instances: [n] or [n, num_segments] strings.
     chunk: texts per call of `pack`.
 
@@ -82,8 +93,9 @@ def token_ids(pack: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
   (array([[ 101, 7592, 2088,  102,    0,    0],
          [ 101, 1037,  102,    0,    0,    0]], dtype=uint16), array([4, 3], dtype=int32))
   """
-  spec = tf.TensorSpec([None, *np.shape(instances)[1:]], tf.string)
-  pack = tf.function(pack, input_signature=[spec])
+  if not isinstance(pack, tf.types.experimental.PolymorphicFunction):
+    pack = traced(pack, np.shape(instances)[1:])
+  spec = pack.input_signature[0]
   parts = [pack(tf.constant(np.asarray(instances[begin:begin + chunk],
                                        object).tolist(), tf.string))
            for begin in range(0, len(instances), chunk)]
