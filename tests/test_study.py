@@ -147,6 +147,37 @@ class GridTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(union.seeds, (2, 0))
 
 
+class TimeLeftTest(tf.test.TestCase):
+  """The progress line's estimate counts whole runs only: a run resumed
+  from its backup took this worker only its end (issue 61's study, resumed
+  at step 12,000 of 14,000, once printed "about 2 h 02 min left" for some
+  10 hours of runs)."""
+
+  def test_only_runs_trained_from_their_first_step_are_timed(self):
+    whole = study._whole_run_seconds
+    self.assertEqual(whole({"resumed_at_step": 0, "train_seconds": 100.0},
+                           130.0), 130.0)
+    # Trained before, only evaluated here: its recorded training time.
+    self.assertEqual(whole({"resumed_at_step": 0, "train_seconds": 4000.0},
+                           12.0), 4000.0)
+    self.assertIsNone(whole({"resumed_at_step": 12000,
+                             "train_seconds": 875.4}, 921.0))
+    # Trained, its earlier record gone: no training time to go by.
+    self.assertIsNone(whole({"resumed_at_step": 0, "train_seconds": None},
+                            15.0))
+
+  def test_estimate(self):
+    self.assertEqual(study._time_left([3600.0, 4200.0], 8),
+                     "about 8 h 40 min left for 8 planned run(s)")
+    self.assertEqual(study._time_left([90.0], 1),
+                     "about 1 min 30 s left for 1 planned run(s)")
+    self.assertEqual(study._time_left([], 0),
+                     "about 0 s left for 0 planned run(s)")
+    self.assertEqual(study._time_left([], 3),
+                     "3 planned run(s) left, their time unknown until this "
+                     "worker trains one from its first step")
+
+
 class OpenStudyTest(tf.test.TestCase):
 
   def setUp(self):

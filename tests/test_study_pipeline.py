@@ -81,7 +81,7 @@ class StudyTest(tf.test.TestCase):
                      r"\(worker [^)]+\): "
                      r"validation top1_accuracy 0\.\d{4}; test top1_accuracy "
                      r"0\.\d{4} top5_accuracy .* mrr 0\.\d{4}; \d+ s; about .* "
-                     r"left$")
+                     r"left for 3 planned run\(s\)$")
     self.assertEqual(lines[-1], f"Wrote {self.dir}/results.csv, "
                      f"{self.dir}/tables.md and {self.dir}/figures/.")
     # No TensorFlow INFO wall on the console; the details are in the logs.

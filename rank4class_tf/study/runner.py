@@ -432,10 +432,12 @@ class _Work:
       self.progress(str(e))
       return False
     self.records[run.name] = record
-    self.durations.append(time.time() - start)
+    elapsed = time.time() - start
+    whole = _whole_run_seconds(record, elapsed)
+    if whole is not None:
+      self.durations.append(whole)
     finished = sum(study_schedule.is_done(r, self.records, plan.all_steps)
                    for r in plan.runs)
-    left = np.mean(self.durations) * max(free - 1, 0)
     select = self.base.trainer.best_metric
     test = " ".join(f"{name} {record['test'][name]:.4f}"
                     for name in self.base.trainer.metrics)
@@ -446,9 +448,32 @@ class _Work:
     self.progress(f"[{finished}/{len(plan.runs)}] {run.name}{note} "
                   f"(worker {self.worker.label}): validation {select} "
                   f"{record['validation'][select]:.4f}; test {test}; "
-                  f"{self.durations[-1]:.0f} s; about {_duration(left)} "
-                  "left")
+                  f"{elapsed:.0f} s; "
+                  f"{_time_left(self.durations, max(free - 1, 0))}")
     return True
+
+
+def _whole_run_seconds(record: Dict[str, object],
+                       elapsed: float) -> Optional[float]:
+  """The seconds `record`'s run takes from its first step (`elapsed`:
+  this worker's time on it, evaluation included), or None where this worker
+  saw only its end (resumed from a backup): such a time would shorten the
+  estimate of the runs left."""
+  if record["resumed_at_step"] or record["train_seconds"] is None:
+    return None
+  # Trained before and only evaluated here: its training time is recorded.
+  return max(elapsed, float(record["train_seconds"]))
+
+
+def _time_left(durations: List[float], runs_left: int) -> str:
+  """The progress line's estimate: the mean of `durations` (whole runs
+  timed by this worker) per planned run left; runs the study adds later
+  (`--extend_grid`, `--extend_steps`) are not planned yet."""
+  if not durations and runs_left:
+    return (f"{runs_left} planned run(s) left, their time unknown until "
+            "this worker trains one from its first step")
+  return (f"about {_duration(np.mean(durations or [0.0]) * runs_left)} left "
+          f"for {runs_left} planned run(s)")
 
 
 def _duration(seconds: float) -> str:
