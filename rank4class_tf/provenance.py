@@ -8,7 +8,15 @@ every study records `collect()`:
    "git_commit": "15b474a...",         HEAD of the checkout the code ran from,
    "git_dirty": false,                 uncommitted changes to tracked files,
    "tensorflow": "2.15.1", "tensorflow_ranking": "0.5.5",
-   "python": "3.11.7"}
+   "python": "3.11.7",
+   "machine": {"cpu": "AMD EPYC (family 25, model 1)", "cpu_count": 2,
+               "cpu_features": ["avx2"]}}
+
+`machine` is recorded, not compared, like `python`: a run's speed is its
+machine's, and oneDNN picks its kernels by the CPU's instruction sets
+(`CPU_FEATURES`, the ones it dispatches on), so `--deterministic` runs on two
+kinds of CPU may differ in their last bits. `describe_machine` says it in one
+line; records made before it was recorded have none.
 
 `git_commit` is "not a git checkout" (and `git_dirty` None) for an installed
 package or a copy without `.git`. `describe` turns a record into one line for
@@ -31,6 +39,9 @@ NOT_A_CHECKOUT = "not a git checkout"
 CODE_FIELDS = ("package", "git_commit", "git_dirty", "tensorflow",
                "tensorflow_ranking")
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The instruction sets oneDNN's CPU kernels dispatch on, as /proc/cpuinfo
+# names them, in that order (the others do not change TensorFlow's kernels).
+CPU_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
 
 
 def _version(distribution: str) -> Optional[str]:
@@ -47,6 +58,38 @@ def _git(*args: str) -> Optional[str]:
   except (OSError, subprocess.SubprocessError):
     return None
   return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def machine(cpuinfo: str = "/proc/cpuinfo") -> Dict[str, Any]:
+  """The CPU running now: its model name, core count and `CPU_FEATURES`
+  (Linux's `cpuinfo`; elsewhere `platform`'s processor and no features)."""
+  first = {}  # Each key's value for the first processor.
+  try:
+    with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        first.setdefault(key.strip(), value.strip())
+  except OSError:
+    pass
+  model = first.get("model name")
+  if model and first.get("cpu family") and first.get("model"):
+    # A VM may name only the make ("AMD EPYC"); these tell its generations.
+    model += f" (family {first['cpu family']}, model {first['model']})"
+  flags = set(first.get("flags", "").split())
+  return {"cpu": model or platform.processor() or platform.machine() or None,
+          "cpu_count": os.cpu_count(),
+          "cpu_features": [f for f in CPU_FEATURES if f in flags]}
+
+
+def describe_machine(record: Optional[Dict[str, Any]]) -> str:
+  """One line: `AMD EPYC (family 25, model 1), 2 cores, avx2`; "unrecorded" for a record
+  made before the machine was recorded."""
+  found = (record or {}).get("machine")
+  if not found:
+    return "unrecorded"
+  features = ", ".join(found.get("cpu_features") or []) or "no AVX2"
+  return (f"{found.get('cpu') or 'unknown CPU'}, {found.get('cpu_count')} "
+          f"cores, {features}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,6 +111,7 @@ def collect() -> Dict[str, Any]:
       "tensorflow": _version("tensorflow") or _version("tensorflow-cpu"),
       "tensorflow_ranking": _version("tensorflow-ranking"),
       "python": platform.python_version(),
+      "machine": machine(),
   }
 
 

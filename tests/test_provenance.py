@@ -1,6 +1,7 @@
 """Tests of rank4class_tf.provenance."""
 
 import os
+import platform
 import re
 import subprocess
 import tempfile
@@ -23,7 +24,10 @@ class CollectTest(tf.test.TestCase):
 
   def test_fields_of_this_process(self):
     got = provenance.collect()
-    self.assertEqual(set(got), set(provenance.CODE_FIELDS) | {"python"})
+    self.assertEqual(set(got),
+                     set(provenance.CODE_FIELDS) | {"python", "machine"})
+    self.assertEqual(got["machine"], provenance.machine())
+    self.assertEqual(got["machine"]["cpu_count"], os.cpu_count())
     self.assertEqual(got["tensorflow"], tf.__version__)
     import rank4class_tf  # pylint: disable=g-import-not-at-top
     self.assertEqual(got["package"], rank4class_tf.__version__)
@@ -63,6 +67,75 @@ class CollectTest(tf.test.TestCase):
          "print('tensorflow' in sys.modules)"],
         capture_output=True, text=True, check=True)
     self.assertEqual(proc.stdout.strip(), "False")
+
+
+# The first processor of two /proc/cpuinfo files, cut short: a VM that names
+# only the make, and a Sapphire Rapids Xeon.
+EPYC_VM = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 1
+model name\t: AMD EPYC
+flags\t\t: fpu sse sse2 avx avx2 fma bmi2 sha_ni
+
+processor\t: 1
+model name\t: another name
+flags\t\t: avx512f
+"""
+XEON = """processor\t: 0
+cpu family\t: 6
+model\t\t: 143
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+flags\t\t: avx avx2 avx512f avx512dq avx512_bf16 avx512_vnni amx_bf16 amx_tile
+"""
+
+
+class MachineTest(tf.test.TestCase):
+
+  def cpuinfo(self, text):
+    path = os.path.join(self.get_temp_dir(), "cpuinfo")
+    with open(path, "w") as f:
+      f.write(text)
+    return path
+
+  def test_first_processor_and_the_features_onednn_dispatches_on(self):
+    self.assertEqual(provenance.machine(self.cpuinfo(EPYC_VM)),
+                     {"cpu": "AMD EPYC (family 25, model 1)",
+                      "cpu_count": os.cpu_count(),
+                      "cpu_features": ["avx2"]})
+    xeon = provenance.machine(self.cpuinfo(XEON))
+    self.assertEqual(xeon["cpu"], "Intel(R) Xeon(R) Platinum 8481C CPU @ "
+                     "2.70GHz (family 6, model 143)")
+    # In CPU_FEATURES' order; avx512dq and amx_tile are not among them.
+    self.assertEqual(xeon["cpu_features"],
+                     ["avx2", "avx512f", "avx512_vnni", "avx512_bf16",
+                      "amx_bf16"])
+
+  def test_without_cpuinfo(self):
+    got = provenance.machine(os.path.join(self.get_temp_dir(), "absent"))
+    self.assertEqual(got["cpu_features"], [])
+    self.assertEqual(got["cpu"], platform.processor() or platform.machine())
+
+  def test_describe_machine(self):
+    self.assertEqual(
+        provenance.describe_machine(
+            dict(record(), machine=provenance.machine(self.cpuinfo(XEON)))),
+        "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz (family 6, model "
+        f"143), {os.cpu_count()} cores, avx2, avx512f, avx512_vnni, "
+        "avx512_bf16, amx_bf16")
+    self.assertEqual(provenance.describe_machine(
+        dict(record(), machine={"cpu": "arm", "cpu_count": 8,
+                                "cpu_features": []})),
+                     "arm, 8 cores, no AVX2")
+    self.assertEqual(provenance.describe_machine(record()), "unrecorded")
+    self.assertEqual(provenance.describe_machine(None), "unrecorded")
+
+  def test_the_machine_is_not_the_code(self):
+    on_epyc = dict(record(), machine=provenance.machine(self.cpuinfo(EPYC_VM)))
+    on_xeon = dict(record(), machine=provenance.machine(self.cpuinfo(XEON)))
+    self.assertFalse(provenance.code_differs([on_epyc, on_xeon]))
+    self.assertEqual(provenance.describe(on_epyc),
+                     provenance.describe(on_xeon))
 
 
 class DescribeTest(tf.test.TestCase):

@@ -239,6 +239,30 @@ class ProvenanceTest(tf.test.TestCase):
                   tables)
     # The study.json of a study created now names this code.
     self.assertIn("- the study was created by rank4class_tf", tables)
+    # These records name no machine: nothing is said of machines.
+    self.assertNotIn("finished on", tables)
+
+  def test_machines_are_counted_and_two_kinds_are_flagged(self):
+    def made_on(run):
+      machine = ({"cpu": "Intel Xeon (family 6, model 143)", "cpu_count": 2,
+                  "cpu_features": ["avx2", "avx512f", "avx512_bf16"]}
+                 if run.seed == 2 else
+                 {"cpu": "AMD EPYC (family 25, model 1)", "cpu_count": 2,
+                  "cpu_features": ["avx2"]})
+      return {"provenance": dict(self.made_by("a" * 40), machine=machine)}
+    _, tables = report(make_study(lambda run: hits(0.5, run.seed),
+                                  record_of=made_on))
+    self.assertIn(
+        "- 8 run(s) finished on: AMD EPYC (family 25, model 1), 2 cores, "
+        "avx2\n- 4 run(s) finished on: Intel Xeon (family 6, model 143), 2 "
+        "cores, avx2, avx512f, avx512_bf16\n- more than one kind of machine "
+        "finished these runs: their training times are not comparable, and "
+        "`--deterministic` runs may differ in their last bits (oneDNN picks "
+        "its kernels by the CPU).", tables)
+    # The machine is not the code: one version, no warning.
+    self.assertIn("- 12 run(s): rank4class_tf 0.1.0, commit aaaaaaaaaaaa",
+                  tables)
+    self.assertNotIn("Warning", tables)
 
 
 class PaperEffectsTest(tf.test.TestCase):

@@ -4,6 +4,7 @@ fairness of the tuning, provenance, robustness to the selection metric and
 the per-class view (the paper's effects beside ours, the tests and the
 power: `verdicts`). Each returns markdown lines."""
 
+import collections
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -237,6 +238,22 @@ def provenance_lines(records: Sequence[Dict],
   if study and study.get("provenance"):
     lines.append(f"- the study was created by "
                  f"{provenance.describe(study['provenance'])}")
+  return lines + _machine_lines(made)
+
+
+def _machine_lines(made: Sequence[Optional[Dict]]) -> List[str]:
+  """Which machines finished the runs, when their records say (runs made
+  before machines were recorded name none, and then nothing is said)."""
+  machines = [provenance.describe_machine(m) for m in made]
+  if all(m == "unrecorded" for m in machines):
+    return []
+  counts = collections.Counter(machines)
+  lines = [f"- {counts[m]} run(s) finished on: {m}" for m in counts]
+  if len(counts) > 1:
+    lines.append("- more than one kind of machine finished these runs: "
+                 "their training times are not comparable, and "
+                 "`--deterministic` runs may differ in their last bits "
+                 "(oneDNN picks its kernels by the CPU).")
   return lines
 
 
