@@ -18,6 +18,7 @@ from rank4class_tf import config as config_lib
 from rank4class_tf.data import classes as classes_lib
 from rank4class_tf import distribute
 from rank4class_tf import lookup
+from rank4class_tf import provenance
 from rank4class_tf.modeling import class_encoders
 from rank4class_tf.modeling import encoders
 from rank4class_tf.modeling import interactions
@@ -104,21 +105,18 @@ def check_data_kind(encoder: str, dataset: str, kind: str) -> None:
                      f"vectors of `dataset`={dataset}; use `encoder`=mlp.")
 
 
-CPUINFO = "/proc/cpuinfo"
+CPUINFO = provenance.CPUINFO
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 def cpu_has_bfloat16(cpuinfo: Optional[str] = None) -> Optional[bool]:
   """Whether the CPU has bfloat16 instructions (AVX512-BF16 or AMX-BF16,
-  by the `flags` of /proc/cpuinfo); None where that file cannot be read."""
-  try:
-    with open(cpuinfo or CPUINFO) as f:
-      for line in f:
-        if line.startswith("flags"):
-          return any(flag in line.split() for flag in BFLOAT16_CPU_FLAGS)
-  except OSError:
+  by the `flags` of /proc/cpuinfo); None where that file cannot be read
+  or names no flags."""
+  fields = provenance.cpuinfo_fields(cpuinfo or CPUINFO)
+  if not fields or "flags" not in fields:
     return None
-  return None
+  return any(flag in fields["flags"].split() for flag in BFLOAT16_CPU_FLAGS)
 
 
 def native_bfloat16(strategy: str = "") -> Optional[str]:

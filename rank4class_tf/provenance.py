@@ -39,6 +39,7 @@ NOT_A_CHECKOUT = "not a git checkout"
 CODE_FIELDS = ("package", "git_commit", "git_dirty", "tensorflow",
                "tensorflow_ranking")
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CPUINFO = "/proc/cpuinfo"
 # The instruction sets oneDNN's CPU kernels dispatch on, as /proc/cpuinfo
 # names them, in that order (the others do not change TensorFlow's kernels).
 CPU_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
@@ -60,17 +61,24 @@ def _git(*args: str) -> Optional[str]:
   return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def machine(cpuinfo: str = "/proc/cpuinfo") -> Dict[str, Any]:
-  """The CPU running now: its model name, core count and `CPU_FEATURES`
-  (Linux's `cpuinfo`; elsewhere `platform`'s processor and no features)."""
-  first = {}  # Each key's value for the first processor.
+def cpuinfo_fields(cpuinfo: str = CPUINFO) -> Optional[Dict[str, str]]:
+  """The first processor's fields in Linux's `cpuinfo` (`flags`: its
+  instruction sets, space-separated); None where it cannot be read."""
+  first = {}
   try:
     with open(cpuinfo, encoding="utf-8", errors="replace") as f:
       for line in f:
         key, _, value = line.partition(":")
         first.setdefault(key.strip(), value.strip())
   except OSError:
-    pass
+    return None
+  return first
+
+
+def machine(cpuinfo: str = CPUINFO) -> Dict[str, Any]:
+  """The CPU running now: its model name, core count and `CPU_FEATURES`
+  (Linux's `cpuinfo`; elsewhere `platform`'s processor and no features)."""
+  first = cpuinfo_fields(cpuinfo) or {}
   model = first.get("model name")
   if model and first.get("cpu family") and first.get("model"):
     # A VM may name only the make ("AMD EPYC"); these tell its generations.
