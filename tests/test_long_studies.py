@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -148,6 +149,84 @@ class LongStudiesTest(absltest.TestCase):
       with open(os.path.join(root, "runs", "long_studies.log")) as f:
         first = f.read().splitlines()[0]
       self.assertEndsWith(first, " long_studies: " + expected)
+
+  def _run_workers(self, workers, exit_code=0):
+    """The script's run_workers on its own, with WORKERS=`workers` and
+    THREADS=1, starting a stand-in command that logs its TensorFlow
+    threads, niceness and arguments, then exits `exit_code`: (its status,
+    {log file: its lines})."""
+    with open(SCRIPT) as f:
+      function = re.search(r"^run_workers\(\) \{.*?^\}$", f.read(),
+                           re.M | re.S).group(0)
+    root = tempfile.mkdtemp()
+    os.makedirs(os.path.join(root, "runs"))
+    with open(os.path.join(root, "worker"), "w") as f:
+      f.write('#!/bin/sh\necho "threads=${TF_NUM_INTRAOP_THREADS:-unset},'
+              '${TF_NUM_INTEROP_THREADS:-unset} nice=$(nice) args=$*"\n'
+              f"exit {exit_code}\n")
+    os.chmod(os.path.join(root, "worker"), 0o755)
+    proc = subprocess.run(
+        ["bash", "-c", function + "\nrun_workers ./worker --a=1 b; "
+         "echo status=$?"], cwd=root, capture_output=True, text=True,
+        check=True, timeout=60,
+        env=dict(os.environ, LOG="runs/long_studies.log",
+                 WORKERS=str(workers), THREADS="1"))
+    logs = {}
+    for name in sorted(os.listdir(os.path.join(root, "runs"))):
+      with open(os.path.join(root, "runs", name)) as f:
+        logs[name] = f.read().splitlines()
+    return proc.stdout.strip(), logs
+
+  def test_workers_share_the_cores_each_with_its_log(self):
+    nice = int(subprocess.run(["nice"], capture_output=True, text=True,
+                              check=True).stdout)
+    line = f"nice={min(19, nice + 19)} args=--a=1 b"
+    self.assertEqual(self._run_workers(2), ("status=0", {
+        "long_studies.log": ["threads=1,1 " + line],
+        "long_studies.worker2.log": ["threads=1,1 " + line]}))
+    # One worker: TensorFlow's own threads (every core), the one log.
+    self.assertEqual(self._run_workers(1), ("status=0", {
+        "long_studies.log": ["threads=unset,unset " + line]}))
+    status, logs = self._run_workers(3, exit_code=3)
+    self.assertEqual(status, "status=3")
+    self.assertEqual(sorted(logs), ["long_studies.log",
+                                    "long_studies.worker2.log",
+                                    "long_studies.worker3.log"])
+
+  def test_bad_workers_or_threads_are_one_line(self):
+    for name, value, line in (
+        ("WORKERS", "0", "long_studies: WORKERS=0 is not a whole number of 1 "
+         "or more."),
+        ("WORKERS", "two", "long_studies: WORKERS=two is not a whole number "
+         "of 1 or more."),
+        ("THREADS", "-1", "long_studies: THREADS=-1 is not a whole number.")):
+      root = tempfile.mkdtemp()
+      proc = subprocess.run(["bash", SCRIPT, root], capture_output=True,
+                            text=True, env=dict(os.environ, **{name: value}))
+      self.assertEqual((proc.returncode, proc.stderr), (1, line + "\n"))
+      self.assertEqual(os.listdir(root), [])
+
+  def test_the_workers_ratio_is_the_benchmark_s(self):
+    path = os.path.join(helpers.REPO, "results", "text_workers",
+                        "benchmark.md")
+    with open(path, encoding="utf-8") as f:
+      rows = {cells[0]: cells for cells in (
+          [c.strip() for c in line.strip("|\n").split("|")]
+          for line in f if re.match(r"^\| \d+ \|", line))}
+    one, two = rows["1"], rows["2"]
+    self.assertEqual(two[1], "1")  # One TensorFlow thread each.
+    # The machine's steps a second: the sum over its processes' rates.
+    for row in (one, two):
+      rounds = [[float(ms) for ms in r.split(",")] for r in row[2].split(";")]
+      self.assertAlmostEqual(float(row[3]), statistics.median(
+          sum(1e3 / ms for ms in r) for r in rounds), delta=0.01)
+    ratio = f"{float(two[3]) / float(one[3]):.2f}"
+    self.assertEqual(two[4], ratio)
+    with open(SCRIPT, encoding="utf-8") as f:
+      self.assertIn(f"train {ratio}x the steps a second", " ".join(
+          line.lstrip("# ").strip() for line in f))
+    self.assertIn(f"two processes of one thread trained {ratio}x the steps "
+                  "a second of one process", " ".join(_section().split()))
 
   def test_the_measured_pace_is_the_first_fine_tuned_run_s(self):
     # docs/text.md quotes this record: its absence fails, not skips.

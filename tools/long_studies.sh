@@ -30,6 +30,16 @@
 #
 # prints the two study commands (as docs/text.md shows them) and exits.
 #
+#   WORKERS=2 setsid nohup bash tools/long_studies.sh PINNED_CHECKOUT ...
+#
+# starts each study command WORKERS times (default 1), the workers sharing
+# its runs (docs/study.md, "Many workers"), each with an equal share of the
+# cores as TensorFlow threads (THREADS, default cores / WORKERS:
+# TF_NUM_INTRAOP_THREADS and TF_NUM_INTEROP_THREADS); worker k > 1 logs to
+# runs/long_studies.worker<k>.log. On 2 cores, two fine-tuning workers of
+# one thread train 1.25x the steps a second of one worker on both
+# (benchmarks/text_workers.py, results/text_workers/benchmark.md).
+#
 # The body is one block read whole before it runs, so that editing or
 # replacing this file (a checkout moving on) never changes a running study.
 {
@@ -75,6 +85,18 @@ if [ "${1:-}" = --print ]; then
   done
   exit 0
 fi
+
+WORKERS=${WORKERS:-1}
+if ! [[ "$WORKERS" =~ ^[1-9][0-9]*$ ]]; then
+  echo "long_studies: WORKERS=$WORKERS is not a whole number of 1 or more." >&2
+  exit 1
+fi
+THREADS=${THREADS:-$(( $(nproc) / WORKERS ))}
+if ! [[ "$THREADS" =~ ^[0-9]+$ ]]; then
+  echo "long_studies: THREADS=$THREADS is not a whole number." >&2
+  exit 1
+fi
+[ "$THREADS" -ge 1 ] || THREADS=1
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SUMMARIES=${SUMMARIES:-$HERE/results}
@@ -122,6 +144,36 @@ refresh_summaries() {
   done
 }
 
+# The command "$@" started WORKERS times under `nice -n 19` (with more than
+# one, THREADS TensorFlow threads each; worker k > 1 logs to
+# runs/long_studies.worker<k>.log); returns the first non-zero exit of a
+# worker, in the order they were started, or 0.
+run_workers() {
+  local w log code status=0
+  local pids=()
+  for ((w = 1; w <= WORKERS; w++)); do
+    log=$LOG
+    if [ "$w" -gt 1 ]; then
+      log=runs/long_studies.worker$w.log
+    fi
+    if [ "$WORKERS" -gt 1 ]; then
+      TF_NUM_INTRAOP_THREADS=$THREADS TF_NUM_INTEROP_THREADS=$THREADS \
+        nice -n 19 "$@" >> "$log" 2>&1 &
+    else
+      nice -n 19 "$@" >> "$log" 2>&1 &
+    fi
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid"
+    code=$?
+    if [ "$status" -eq 0 ]; then
+      status=$code
+    fi
+  done
+  return "$status"
+}
+
 for study in "${STUDIES[@]}"; do
   if [ ! -e "runs/$study/study.json" ] && [ ! -e "results/$study/study.json" ] \
       && [ -f "$SUMMARIES/$study/study.json" ]; then
@@ -134,11 +186,16 @@ for study in "${STUDIES[@]}"; do
     from=from
   fi
   command=$(study_command "$study" $from)
-  say "$study: nice -n 19 $command"
+  if [ "$WORKERS" -gt 1 ]; then
+    say "$study: $WORKERS workers, $THREADS TensorFlow thread(s) each:" \
+      "nice -n 19 $command"
+  else
+    say "$study: nice -n 19 $command"
+  fi
   refresh_summaries "$study" &
   refresher=$!
   # shellcheck disable=SC2086  # the flags are words.
-  nice -n 19 $command >> "$LOG" 2>&1
+  run_workers $command
   status=$?
   kill "$refresher" 2> /dev/null
   wait "$refresher" 2> /dev/null
