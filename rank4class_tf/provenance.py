@@ -90,8 +90,8 @@ def machine(cpuinfo: str = CPUINFO) -> Dict[str, Any]:
 
 
 def describe_machine(record: Optional[Dict[str, Any]]) -> str:
-  """One line: `AMD EPYC (family 25, model 1), 2 cores, avx2`; "unrecorded" for a record
-  made before the machine was recorded."""
+  """One line: `AMD EPYC (family 25, model 1), 2 cores, avx2`;
+  "unrecorded" for a record made before the machine was recorded."""
   found = (record or {}).get("machine")
   if not found:
     return "unrecorded"
