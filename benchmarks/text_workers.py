@@ -68,11 +68,17 @@ def time_here() -> float:
   return timing.time_step(step, features, labels, FLAGS.steps)
 
 
+def threads_each(processes: int) -> int:
+  """TensorFlow threads of each of `processes` (> 1) processes: the cores
+  shared out, as tools/long_studies.sh shares them."""
+  return max(1, (os.cpu_count() or 1) // processes)
+
+
 def run_layout(processes: int):
   """ms per step of each of `processes` children started together."""
   env = dict(os.environ)
   if processes > 1:
-    threads = str(max(1, (os.cpu_count() or 1) // processes))
+    threads = str(threads_each(processes))
     env.update(TF_NUM_INTRAOP_THREADS=threads, TF_NUM_INTEROP_THREADS=threads)
   cmd = [sys.executable, "-m", "benchmarks.text_workers", "--child",
          f"--steps={FLAGS.steps}", f"--loss={FLAGS.loss}",
@@ -117,7 +123,7 @@ def main(argv):
            for p, rounds in layouts.items()}
   for processes, rounds in layouts.items():
     threads = ("default (every core)" if processes == 1 else
-               str(max(1, (cores or 1) // processes)))
+               str(threads_each(processes)))
     each = "; ".join(", ".join(f"{ms:.0f}" for ms in r) for r in rounds)
     print(f"| {processes} | {threads} | {each} | {rates[processes]:.2f} | "
           f"{rates[processes] / rates[1]:.2f} |")

@@ -166,7 +166,7 @@ class LongStudiesTest(absltest.TestCase):
               f"exit {exit_code}\n")
     os.chmod(os.path.join(root, "worker"), 0o755)
     proc = subprocess.run(
-        ["bash", "-c", function + "\nrun_workers ./worker --a=1 b; "
+        ["bash", "-c", "set -u\n" + function + "\nrun_workers ./worker --a=1 b; "
          "echo status=$?"], cwd=root, capture_output=True, text=True,
         check=True, timeout=60,
         env=dict(os.environ, LOG="runs/long_studies.log",
@@ -199,7 +199,10 @@ class LongStudiesTest(absltest.TestCase):
          "or more."),
         ("WORKERS", "two", "long_studies: WORKERS=two is not a whole number "
          "of 1 or more."),
-        ("THREADS", "-1", "long_studies: THREADS=-1 is not a whole number.")):
+        ("THREADS", "-1", "long_studies: THREADS=-1 is not a whole number "
+         "of 1 or more."),
+        ("THREADS", "0", "long_studies: THREADS=0 is not a whole number "
+         "of 1 or more.")):
       root = tempfile.mkdtemp()
       proc = subprocess.run(["bash", SCRIPT, root], capture_output=True,
                             text=True, env=dict(os.environ, **{name: value}))

@@ -91,12 +91,13 @@ if ! [[ "$WORKERS" =~ ^[1-9][0-9]*$ ]]; then
   echo "long_studies: WORKERS=$WORKERS is not a whole number of 1 or more." >&2
   exit 1
 fi
-THREADS=${THREADS:-$(( $(nproc) / WORKERS ))}
-if ! [[ "$THREADS" =~ ^[0-9]+$ ]]; then
-  echo "long_studies: THREADS=$THREADS is not a whole number." >&2
+if [ -z "${THREADS:-}" ]; then
+  THREADS=$(( $(nproc) / WORKERS ))
+  [ "$THREADS" -ge 1 ] || THREADS=1  # More workers than cores.
+elif ! [[ "$THREADS" =~ ^[1-9][0-9]*$ ]]; then
+  echo "long_studies: THREADS=$THREADS is not a whole number of 1 or more." >&2
   exit 1
 fi
-[ "$THREADS" -ge 1 ] || THREADS=1
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SUMMARIES=${SUMMARIES:-$HERE/results}
@@ -150,18 +151,17 @@ refresh_summaries() {
 # worker, in the order they were started, or 0.
 run_workers() {
   local w log code status=0
-  local pids=()
+  local pids=() threads=()
+  if [ "$WORKERS" -gt 1 ]; then
+    threads=(env "TF_NUM_INTRAOP_THREADS=$THREADS"
+             "TF_NUM_INTEROP_THREADS=$THREADS")
+  fi
   for ((w = 1; w <= WORKERS; w++)); do
     log=$LOG
     if [ "$w" -gt 1 ]; then
       log=runs/long_studies.worker$w.log
     fi
-    if [ "$WORKERS" -gt 1 ]; then
-      TF_NUM_INTRAOP_THREADS=$THREADS TF_NUM_INTEROP_THREADS=$THREADS \
-        nice -n 19 "$@" >> "$log" 2>&1 &
-    else
-      nice -n 19 "$@" >> "$log" 2>&1 &
-    fi
+    "${threads[@]}" nice -n 19 "$@" >> "$log" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do
