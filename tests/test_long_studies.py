@@ -166,8 +166,8 @@ class LongStudiesTest(absltest.TestCase):
               f"exit {exit_code}\n")
     os.chmod(os.path.join(root, "worker"), 0o755)
     proc = subprocess.run(
-        ["bash", "-c", "set -u\n" + function + "\nrun_workers ./worker --a=1 b; "
-         "echo status=$?"], cwd=root, capture_output=True, text=True,
+        ["bash", "-c", "set -u\n" + function +
+         "\nrun_workers ./worker --a=1 b; echo status=$?"], cwd=root, capture_output=True, text=True,
         check=True, timeout=60,
         env=dict(os.environ, LOG="runs/long_studies.log",
                  WORKERS=str(workers), THREADS="1"))
