@@ -168,6 +168,20 @@ class FormatsTest(tf.test.TestCase):
     self.assertNotAllEqual(other.splits["test"][0], data.splits["test"][0])
 
 
+class CheckColumnsTest(tf.test.TestCase):
+  """The one place that words a missing column (rows, tables, streams)."""
+
+  def test_first_missing_column_and_its_flag(self):
+    user_files.check_columns("a.csv:3", [("text", "text_column")],
+                             ["text", "label"])
+    with self.assertRaisesRegex(ValueError, r"^a\.csv:3: no column 'y' "
+                                r"\(columns: text, 7\); name it with "
+                                r"`label_column`\.$"):
+      user_files.check_columns(
+          "a.csv:3", [("text", "text_column"), ("y", "label_column"),
+                      ("z", "feature_columns")], {"text": "a", 7: "b"})
+
+
 class BadFilesTest(tf.test.TestCase):
   """One line naming the file, line and column; nothing guessed."""
 

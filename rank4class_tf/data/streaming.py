@@ -121,15 +121,11 @@ def source(path: str, options: user_files.Options) -> Source:
   if not header:
     raise ValueError(f"{path}: empty file (a header row is needed).")
   user_files.check_header(path, header)
-  indices = {}
-  for column, flag in ((options.text, "text_column"),
-                       (options.label, "label_column")):
-    if column not in header:
-      raise ValueError(f"{path}:1: no column {column!r} (columns: "
-                       f"{', '.join(header)}); name it with `{flag}`.")
-    indices[flag] = header.index(column)
-  return Source(path, delimiter, indices["text_column"],
-                indices["label_column"])
+  user_files.check_columns(f"{path}:1", ((options.text, "text_column"),
+                                         (options.label, "label_column")),
+                           header)
+  return Source(path, delimiter, header.index(options.text),
+                header.index(options.label))
 
 
 # A JSONL row's label that carries the reason the row is bad (code 6).

@@ -269,6 +269,19 @@ def check_header(path: str, header: Sequence[str]) -> None:
     first[name] = number
 
 
+def check_columns(place: str, wanted: Iterable[Tuple[str, str]],
+                  columns: Iterable[str]) -> None:
+  """Refuses, naming `place` (`file:line`), the first `(column, flag)` of
+  `wanted` whose column is not among `columns` (a header, or a row's
+  record), and the flag that names another."""
+  columns = list(columns)
+  for column, flag in wanted:
+    if column not in columns:
+      raise ValueError(f"{place}: no column {column!r} (columns: "
+                       f"{', '.join(map(str, columns))}); name it with "
+                       f"`{flag}`.")
+
+
 @contextlib.contextmanager
 def no_field_limit():
   """Lifts `csv.field_size_limit` (128 KiB by default) to `FIELD_SIZE_LIMIT`
@@ -451,12 +464,9 @@ def read_rows(path: str, options: Options) -> Rows:
   texts, labels, places, skipped = [], [], [], []
   for number, record, bad in _good_records(path, options, skipped):
     try:
-      for column in (options.text, options.label):
-        if column not in record:
-          flag = "text_column" if column == options.text else "label_column"
-          raise ValueError(f"{path}:{number}: no column {column!r} (columns: "
-                           f"{', '.join(map(str, record))}); name it with "
-                           f"`{flag}`.")
+      check_columns(f"{path}:{number}", ((options.text, "text_column"),
+                                         (options.label, "label_column")),
+                    record)
       text = record[options.text]
       problem = text_problem(text, options.text)
       if problem:
@@ -497,13 +507,9 @@ def read_table(path: str, options: Options) -> Tuple[Tuple[str, ...], Rows]:
         raise ValueError(f"{path}: no feature column besides "
                          f"{options.label!r}.")
     try:
-      for column in names + (options.label,):
-        if column not in record:
-          flag = ("label_column" if column == options.label else
-                  "feature_columns")
-          raise ValueError(f"{path}:{number}: no column {column!r} (columns: "
-                           f"{', '.join(map(str, record))}); name it with "
-                           f"`{flag}`.")
+      check_columns(f"{path}:{number}", [
+          (c, "label_column" if c == options.label else "feature_columns")
+          for c in names + (options.label,)], record)
       vector = []
       for column in names:
         value = str(record[column]).strip()
