@@ -265,24 +265,17 @@ def main(argv):
     padding_and_precision_table(datasets.get("goemotions"))
     return
   tf.keras.utils.set_random_seed(0)
-  config = config_lib.TrainConfig.create(
-      dataset="goemotions", encoder="bert", encoder_size="minilm_l6",
-      max_seq_length=FLAGS.max_seq_length, batch_size=FLAGS.batch_size,
-      mlp_units=FLAGS.mlp_units, model_dir="unused")
-  data = datasets.get("goemotions")
-  instance_inputs = builders.build_inputs(config, data)
-  features, labels = next(iter(datasets.ranking_dataset(
-      data, "train", FLAGS.batch_size, training=True,
-      instance_inputs=instance_inputs)))
+  batch = timing.TextBatch.create(FLAGS.batch_size, FLAGS.max_seq_length,
+                                  FLAGS.mlp_units)
+  config, data, instance_inputs = (batch.config, batch.data,
+                                   batch.instance_inputs)
+  features, labels = batch.features, batch.labels
 
   rows = []
   for interaction in ("dot", "lc_mlp", "concat_mlp"):
-    ranker = model_lib.build_model_builder(
-        data, dataclasses.replace(config.model, interaction=interaction,
-                                  mlp_units=FLAGS.mlp_units),
-        instance_inputs=instance_inputs).build()
+    ranker = batch.ranker(interaction)
     step = timing.make_step(ranker, losses.get("softmax"),
-                               tf.keras.optimizers.Adam(1e-5))
+                            tf.keras.optimizers.Adam(1e-5))
     rows.append((f"ranking model, {interaction}",
                  timing.time_step(step, features, labels, FLAGS.steps)))
 

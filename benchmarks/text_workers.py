@@ -19,7 +19,6 @@ its processes) and its ratio to one process, with the load before and after.
       --rounds=2
 """
 
-import dataclasses
 import os
 import statistics
 import subprocess
@@ -30,11 +29,7 @@ from absl import flags
 import tensorflow as tf
 
 from benchmarks import timing
-from rank4class_tf import config as config_lib
-from rank4class_tf.data import datasets
-from rank4class_tf.modeling import model as model_lib
 from rank4class_tf.ranking import losses
-from rank4class_tf.training import builders
 
 flags.DEFINE_integer("workers", 2, "Processes sharing the cores.")
 flags.DEFINE_integer("steps", 40, "Timed training steps per process.")
@@ -51,21 +46,11 @@ def time_here() -> float:
   """ms per training step in this process, on its own threads."""
   tf.keras.utils.set_random_seed(0)
   tf.config.experimental.enable_op_determinism()
-  config = config_lib.TrainConfig.create(
-      dataset="goemotions", encoder="bert", encoder_size="minilm_l6",
-      max_seq_length=32, batch_size=32, mlp_units=FLAGS.mlp_units,
-      model_dir="unused")
-  data = datasets.get("goemotions")
-  instance_inputs = builders.build_inputs(config, data)
-  features, labels = next(iter(datasets.ranking_dataset(
-      data, "train", 32, training=True, instance_inputs=instance_inputs)))
-  ranker = model_lib.build_model_builder(
-      data, dataclasses.replace(config.model, interaction=FLAGS.interaction,
-                                mlp_units=FLAGS.mlp_units),
-      instance_inputs=instance_inputs).build()
-  step = timing.make_step(ranker, losses.get(FLAGS.loss),
+  batch = timing.TextBatch.create(32, 32, FLAGS.mlp_units)
+  step = timing.make_step(batch.ranker(FLAGS.interaction),
+                          losses.get(FLAGS.loss),
                           tf.keras.optimizers.Adam(1e-5))
-  return timing.time_step(step, features, labels, FLAGS.steps)
+  return timing.time_step(step, batch.features, batch.labels, FLAGS.steps)
 
 
 def threads_each(processes: int) -> int:

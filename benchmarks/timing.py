@@ -1,10 +1,17 @@
 """Shared timing helpers of the benchmarks (no flags here)."""
 
+import dataclasses
 import os
 import subprocess
 import time
+from typing import Any
 
 import tensorflow as tf
+
+from rank4class_tf import config as config_lib
+from rank4class_tf.data import datasets
+from rank4class_tf.modeling import model as model_lib
+from rank4class_tf.training import builders
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,6 +39,39 @@ def time_step(step, x, y, steps: int) -> float:
     loss = step(x, y)
   loss.numpy()
   return (time.perf_counter() - start) / steps * 1e3
+
+
+@dataclasses.dataclass(frozen=True)
+class TextBatch:
+  """The fine-tuning benchmarks' set-up: GoEmotions and a MiniLM-L6 size
+  encoder (`config`, `data`, `instance_inputs`), and the first batch of the
+  training stream (`features`, `labels`)."""
+  config: config_lib.TrainConfig
+  data: Any
+  instance_inputs: Any
+  features: Any
+  labels: Any
+
+  @classmethod
+  def create(cls, batch_size: int, max_seq_length: int,
+             mlp_units: int) -> "TextBatch":
+    config = config_lib.TrainConfig.create(
+        dataset="goemotions", encoder="bert", encoder_size="minilm_l6",
+        max_seq_length=max_seq_length, batch_size=batch_size,
+        mlp_units=mlp_units, model_dir="unused")
+    data = datasets.get("goemotions")
+    instance_inputs = builders.build_inputs(config, data)
+    features, labels = next(iter(datasets.ranking_dataset(
+        data, "train", batch_size, training=True,
+        instance_inputs=instance_inputs)))
+    return cls(config, data, instance_inputs, features, labels)
+
+  def ranker(self, interaction: str) -> tf.keras.Model:
+    """The ranking model of `interaction` on this set-up's encoder."""
+    return model_lib.build_model_builder(
+        self.data, dataclasses.replace(self.config.model,
+                                       interaction=interaction),
+        instance_inputs=self.instance_inputs).build()
 
 
 def uptime() -> str:
