@@ -50,8 +50,8 @@ import re
 import struct
 import sys
 import unicodedata
-from typing import (Callable, Dict, Iterable, Iterator, List, Optional,
-                    Sequence, Tuple, Union)
+from typing import (Callable, Collection, Dict, Iterable, Iterator, List,
+                    Optional, Sequence, Tuple, Union)
 
 SPLITS = ("train", "validation", "test")
 FORMATS = (".csv", ".tsv", ".jsonl")
@@ -270,11 +270,10 @@ def check_header(path: str, header: Sequence[str]) -> None:
 
 
 def check_columns(place: str, wanted: Iterable[Tuple[str, str]],
-                  columns: Iterable[str]) -> None:
-  """Refuses, naming `place` (`file:line`), the first `(column, flag)` of
-  `wanted` whose column is not among `columns` (a header, or a row's
-  record), and the flag that names another."""
-  columns = list(columns)
+                  columns: Collection[str]) -> None:
+  """Refuses, naming `place` (`file:line`), the first column of `wanted`
+  (`(column, flag)` pairs) missing from `columns` (a header, or a row's
+  record), with the flag that names another column."""
   for column, flag in wanted:
     if column not in columns:
       raise ValueError(f"{place}: no column {column!r} (columns: "
