@@ -362,22 +362,36 @@ def _csv_records(path: str, reader, columns) -> List[Tuple[int, Record]]:
   return records
 
 
-def _good_records(path: str, options: "Options", skipped: List[str]
-                 ) -> Iterator[Tuple[int, Dict[str, object], Callable]]:
-  """(line, record, `bad`) of the file's readable records. A bad row raises
-  its ValueError, or is added to `skipped` (`skip_bad_records`); the caller
-  does the same with the `bad(reason)` it is given for a row it cannot use."""
+def _parse_rows(path: str, records: List[Tuple[int, Record]],
+                options: "Options", parse: Callable) -> "Rows":
+  """The rows of `records` (`_records` of `path`): each row's instance is
+  `parse(line, record)` and its label the label column's. A bad row (not a
+  record, or a ValueError of `parse` or of its label) raises its ValueError,
+  or is added to the rows' `skipped` (`options.skip_bad_records`).
 
-  def bad(reason: str) -> None:
-    if not options.skip_bad_records:
-      raise ValueError(reason)
-    skipped.append(reason)
-
-  for number, record in _records(path, options):
-    if isinstance(record, str):
-      bad(record)
+  Raises:
+    ValueError: a bad row's; naming the file when it holds no good row.
+  """
+  instances, labels, places, skipped = [], [], [], []
+  for number, record in records:
+    try:
+      if isinstance(record, str):
+        raise ValueError(record)
+      instance = parse(number, record)
+      label = _label(record[options.label], path, number, options.label,
+                     options.label_separator)
+    except ValueError as e:
+      if not options.skip_bad_records:
+        raise
+      skipped.append(str(e))
       continue
-    yield number, record, bad
+    instances.append(instance)
+    labels.append(label)
+    places.append(f"{path}:{number}")
+  if not instances:
+    raise ValueError(f"{path}: no rows" +
+                     (f" ({len(skipped)} bad, skipped)." if skipped else "."))
+  return Rows(path, instances, labels, places, skipped)
 
 
 def report_skipped(rows: "Rows") -> None:
@@ -460,28 +474,17 @@ def read_rows(path: str, options: Options) -> Rows:
   """
   if os.path.isdir(path):
     return _folder_rows(path, options)
-  texts, labels, places, skipped = [], [], [], []
-  for number, record, bad in _good_records(path, options, skipped):
-    try:
-      check_columns(f"{path}:{number}", ((options.text, "text_column"),
-                                         (options.label, "label_column")),
-                    record)
-      text = record[options.text]
-      problem = text_problem(text, options.text)
-      if problem:
-        raise ValueError(f"{path}:{number}: {problem}")
-      label = _label(record[options.label], path, number, options.label,
-                     options.label_separator)
-    except ValueError as e:
-      bad(str(e))
-      continue
-    texts.append(text)
-    labels.append(label)
-    places.append(f"{path}:{number}")
-  if not texts:
-    raise ValueError(f"{path}: no rows" +
-                     (f" ({len(skipped)} bad, skipped)." if skipped else "."))
-  return Rows(path, texts, labels, places, skipped)
+
+  def text(number: int, record: Record) -> str:
+    check_columns(f"{path}:{number}", ((options.text, "text_column"),
+                                       (options.label, "label_column")),
+                  record)
+    problem = text_problem(record[options.text], options.text)
+    if problem:
+      raise ValueError(f"{path}:{number}: {problem}")
+    return record[options.text]
+
+  return _parse_rows(path, _records(path, options), options, text)
 
 
 def read_table(path: str, options: Options) -> Tuple[Tuple[str, ...], Rows]:
@@ -497,45 +500,37 @@ def read_table(path: str, options: Options) -> Tuple[Tuple[str, ...], Rows]:
   """
   if os.path.isdir(path) or path.endswith((".jsonl", ".jsonl.gz")):
     raise ValueError(f"{path}: tabular_files reads CSV or TSV files.")
-  vectors, labels, places, skipped = [], [], [], []
-  names = tuple(options.feature_columns)
-  for number, record, bad in _good_records(path, options, skipped):
-    if not names:
-      names = tuple(c for c in record if c != options.label)
-      if not names:
-        raise ValueError(f"{path}: no feature column besides "
-                         f"{options.label!r}.")
-    try:
-      check_columns(f"{path}:{number}", [
-          (c, "label_column" if c == options.label else "feature_columns")
-          for c in names + (options.label,)], record)
-      vector = []
-      for column in names:
-        value = str(record[column]).strip()
-        try:
-          number_value = float(value)
-        except ValueError:
-          number_value = float("nan")
-        if not math.isfinite(number_value):
-          raise ValueError(f"{path}:{number}: column {column!r}: {value!r} "
-                           "is not a finite number.")
-        if not fits_float32(number_value):
-          raise ValueError(f"{path}:{number}: column {column!r}: {value!r} "
-                           "is beyond float32's range (+-3.4028235e38), in "
-                           "which the model reads features.")
-        vector.append(number_value)
-      label = _label(record[options.label], path, number, options.label,
-                     options.label_separator)
-    except ValueError as e:
-      bad(str(e))
-      continue
-    vectors.append(vector)
-    labels.append(label)
-    places.append(f"{path}:{number}")
-  if not vectors:
-    raise ValueError(f"{path}: no rows" +
-                     (f" ({len(skipped)} bad, skipped)." if skipped else "."))
-  return names, Rows(path, vectors, labels, places, skipped)
+  records = _records(path, options)
+  # Every column but the label, in the first record's order.
+  names = tuple(options.feature_columns) or next(
+      (tuple(c for c in record if c != options.label)
+       for _, record in records if not isinstance(record, str)), None)
+  if names == ():
+    raise ValueError(f"{path}: no feature column besides "
+                     f"{options.label!r}.")
+
+  def features(number: int, record: Record) -> List[float]:
+    check_columns(f"{path}:{number}", [
+        (c, "label_column" if c == options.label else "feature_columns")
+        for c in names + (options.label,)], record)
+    vector = []
+    for column in names:
+      value = str(record[column]).strip()
+      try:
+        number_value = float(value)
+      except ValueError:
+        number_value = float("nan")
+      if not math.isfinite(number_value):
+        raise ValueError(f"{path}:{number}: column {column!r}: {value!r} "
+                         "is not a finite number.")
+      if not fits_float32(number_value):
+        raise ValueError(f"{path}:{number}: column {column!r}: {value!r} "
+                         "is beyond float32's range (+-3.4028235e38), in "
+                         "which the model reads features.")
+      vector.append(number_value)
+    return vector
+
+  return names, _parse_rows(path, records, options, features)
 
 
 def class_folders(folder: str, kind: str
