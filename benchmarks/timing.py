@@ -8,11 +8,6 @@ from typing import Any
 
 import tensorflow as tf
 
-from rank4class_tf import config as config_lib
-from rank4class_tf.data import datasets
-from rank4class_tf.modeling import model as model_lib
-from rank4class_tf.training import builders
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -45,8 +40,10 @@ def time_step(step, x, y, steps: int) -> float:
 class TextBatch:
   """The fine-tuning benchmarks' set-up: GoEmotions and a MiniLM-L6 size
   encoder (`config`, `data`, `instance_inputs`), and the first batch of the
-  training stream (`features`, `labels`)."""
-  config: config_lib.TrainConfig
+  training stream (`features`, `labels`). The library is imported when one
+  is made (as `Peer` does): the benchmarks without a text model start
+  without it."""
+  config: Any
   data: Any
   instance_inputs: Any
   features: Any
@@ -55,6 +52,10 @@ class TextBatch:
   @classmethod
   def create(cls, batch_size: int, max_seq_length: int,
              mlp_units: int) -> "TextBatch":
+    # pylint: disable=g-import-not-at-top
+    from rank4class_tf import config as config_lib
+    from rank4class_tf.data import datasets
+    from rank4class_tf.training import builders
     config = config_lib.TrainConfig.create(
         dataset="goemotions", encoder="bert", encoder_size="minilm_l6",
         max_seq_length=max_seq_length, batch_size=batch_size,
@@ -68,6 +69,8 @@ class TextBatch:
 
   def ranker(self, interaction: str) -> tf.keras.Model:
     """The ranking model of `interaction` on this set-up's encoder."""
+    # pylint: disable-next=g-import-not-at-top
+    from rank4class_tf.modeling import model as model_lib
     return model_lib.build_model_builder(
         self.data, dataclasses.replace(self.config.model,
                                        interaction=interaction),

@@ -167,8 +167,8 @@ class LongStudiesTest(absltest.TestCase):
     os.chmod(os.path.join(root, "worker"), 0o755)
     proc = subprocess.run(
         ["bash", "-c", "set -u\n" + function +
-         "\nrun_workers ./worker --a=1 b; echo status=$?"], cwd=root, capture_output=True, text=True,
-        check=True, timeout=60,
+         "\nrun_workers ./worker --a=1 b; echo status=$?"], cwd=root,
+        capture_output=True, text=True, check=True, timeout=60,
         env=dict(os.environ, LOG="runs/long_studies.log",
                  WORKERS=str(workers), THREADS="1"))
     logs = {}
