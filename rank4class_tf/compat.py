@@ -32,12 +32,17 @@ two things, before anything imports TF-Ranking (`rank4class_tf/__init__.py` and
    missing Estimator, so TF-Ranking's Estimator entry points fail clearly.
 
 On the reference stack (TensorFlow 2.15, which still has its Estimator and
-Keras 2) this module changes nothing.
+Keras 2) this module changes none of that.
+
+On both stacks it also tells AutoGraph to leave this package and TF-Ranking
+as they are (`leave_unconverted`).
 
 The module imports no TensorFlow, so the light modules (`config`, `catalog`)
 stay light.
 """
 
+import importlib.abc
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import os
@@ -57,6 +62,11 @@ TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu",
                             "tf-nightly-cpu")
 STAND_IN_MODULES = ("tensorflow.estimator", "tensorflow.estimator.export",
                     "tensorflow.compat.v1.estimator")
+# Packages written for graph mode (tf.cond, tf.while_loop, static shapes; no
+# Python control flow on tensors) that AutoGraph need not rewrite, and the
+# module that holds AutoGraph's list of such packages.
+UNCONVERTED = ("rank4class_tf", "tensorflow_ranking")
+AUTOGRAPH_CONFIG = "tensorflow.python.autograph.core.config"
 
 
 class EstimatorRemovedError(AttributeError):
@@ -166,6 +176,57 @@ def use_legacy_keras() -> None:
           f"{LEGACY_KERAS_VARIABLE}=1 before importing TensorFlow.")
 
 
+def leave_unconverted(config) -> None:
+  """Adds UNCONVERTED to AutoGraph's list of packages it does not convert
+  (`config.CONVERSION_RULES`, the module AUTOGRAPH_CONFIG; idempotent).
+
+  Every function a `tf.function` trace reaches (Keras' train, test and
+  predict steps, `Dataset.map`, SavedModel signatures) is rewritten by
+  AutoGraph, parsed and transformed as source, unless its module is on that
+  list. TensorFlow lists the graph-mode libraries it ships with or beside it
+  (keras, tf_keras, tensorflow_probability) there, and neither TF-Ranking
+  (written for TF 1 graphs) nor this package needs the rewriting, which cost
+  2.5 s of each short run's tracing, TF-Ranking's metrics 1.0 s of it
+  (docs/training.md, "Start-up"). TensorFlow has no public way to list a
+  package, hence the private module; a TensorFlow without it only traces
+  more slowly.
+  """
+  for name in UNCONVERTED:
+    if not any(isinstance(rule, config.DoNotConvert) and rule.matches(name)
+               for rule in config.CONVERSION_RULES):
+      config.CONVERSION_RULES = (tuple(config.CONVERSION_RULES) +
+                                 (config.DoNotConvert(name),))
+
+
+class _AutographConfigFinder(importlib.abc.MetaPathFinder):
+  """Calls `leave_unconverted` on AUTOGRAPH_CONFIG once TensorFlow's import
+  has run it, so that importing this package loads no TensorFlow."""
+
+  def find_spec(self, name, path, target=None):
+    if name != AUTOGRAPH_CONFIG:
+      return None
+    sys.meta_path.remove(self)
+    spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+    if spec is not None and spec.loader is not None:
+      exec_module = spec.loader.exec_module
+
+      def exec_and_leave_unconverted(module):
+        exec_module(module)
+        leave_unconverted(module)
+
+      spec.loader.exec_module = exec_and_leave_unconverted
+    return spec
+
+
+def install_autograph_rules() -> None:
+  """`leave_unconverted` now if TensorFlow is imported, else once it is."""
+  if AUTOGRAPH_CONFIG in sys.modules:
+    leave_unconverted(sys.modules[AUTOGRAPH_CONFIG])
+  elif not any(type(finder).__name__ == _AutographConfigFinder.__name__
+               for finder in sys.meta_path):
+    sys.meta_path.insert(0, _AutographConfigFinder())
+
+
 def install() -> None:
   """Prepares TensorFlow 2.16+ for TF-Ranking; does nothing on 2.15.
 
@@ -186,4 +247,5 @@ def install() -> None:
         "tensorflow<2.16 pin is stale; see constraints-current.txt).")
 
 
+install_autograph_rules()
 install()

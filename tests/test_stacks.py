@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -64,6 +65,16 @@ class DigitsRunTest(absltest.TestCase):
         self.assertAlmostEqual(value, recorded[name], delta=DIGITS_TOLERANCE)
 
 
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+  """`python -c code` in a new process, TF_USE_LEGACY_KERAS unset unless
+  `env` sets it."""
+  environ = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  environ.pop("TF_USE_LEGACY_KERAS", None)
+  environ.update(env)
+  return helpers.run_command([sys.executable, "-c", code], check=False,
+                             env=environ)
+
+
 class CompatTest(absltest.TestCase):
 
   def test_tf_keras_is_keras_2(self):
@@ -82,15 +93,8 @@ class CompatTest(absltest.TestCase):
                                 r"Estimator"):
       estimator.Estimator  # pylint: disable=pointless-statement
 
-  def _python(self, code: str, **env) -> subprocess.CompletedProcess:
-    environ = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    environ.pop("TF_USE_LEGACY_KERAS", None)
-    environ.update(env)
-    return helpers.run_command([sys.executable, "-c", code], check=False,
-                               env=environ)
-
   def test_tensorflow_imported_first_fails_with_one_line(self):
-    proc = self._python("import tensorflow as tf; import rank4class_tf")
+    proc = _python("import tensorflow as tf; import rank4class_tf")
     if compat.has_estimator():  # TensorFlow 2.15: always Keras 2.
       self.assertEqual(proc.returncode, 0, proc.stderr)
       return
@@ -104,7 +108,7 @@ class CompatTest(absltest.TestCase):
         "TensorFlow.")
 
   def test_variable_set_before_tensorflow_gives_keras_2_everywhere(self):
-    proc = self._python(
+    proc = _python(
         "import tensorflow as tf; import rank4class_tf; "
         "from tensorflow.keras import layers; "
         "print(tf.keras.layers.__name__, layers.__name__)",
@@ -117,15 +121,72 @@ class CompatTest(absltest.TestCase):
   def test_legacy_keras_switched_off_is_refused(self):
     if compat.has_estimator():
       self.skipTest("TensorFlow 2.15 ignores TF_USE_LEGACY_KERAS")
-    proc = self._python("import rank4class_tf", TF_USE_LEGACY_KERAS="0")
+    proc = _python("import rank4class_tf", TF_USE_LEGACY_KERAS="0")
     self.assertNotEqual(proc.returncode, 0)
     self.assertEqual(
         proc.stderr.strip().splitlines()[-1],
         "rank4class_tf.compat.KerasVersionError: rank4class_tf needs Keras 2 "
         "but TF_USE_LEGACY_KERAS=0: unset it or set it to 1.")
-    proc = self._python("import rank4class_tf", TF_USE_LEGACY_KERAS="TRUE")
+    proc = _python("import rank4class_tf", TF_USE_LEGACY_KERAS="TRUE")
     self.assertIn("but TF_USE_LEGACY_KERAS=TRUE: unset it",
                   proc.stderr.strip().splitlines()[-1])
+
+
+def _positive_or_zero(x):
+  """A tensor `if`: traced only as AutoGraph rewrites it (to tf.cond)."""
+  if tf.reduce_sum(x) > 0:
+    return x
+  return tf.zeros_like(x)
+
+
+class AutographTest(tf.test.TestCase):
+  """compat.leave_unconverted: AutoGraph leaves the package and TF-Ranking as
+  written, and converts the rest as before."""
+
+  def test_package_and_tf_ranking_are_listed_users_code_is_not(self):
+    # pylint: disable=g-import-not-at-top
+    import tensorflow_ranking as tfr
+    from tensorflow.python.autograph.impl import conversion
+    from rank4class_tf import ops
+    # pylint: enable=g-import-not-at-top
+    self.assertTrue(conversion.is_allowlisted(ops.rescaled_mse))
+    self.assertTrue(conversion.is_allowlisted(tfr.utils.sort_by_scores))
+    self.assertFalse(conversion.is_allowlisted(_positive_or_zero))
+
+  def test_the_package_is_traced_as_written(self):
+    x = tf.constant([-1., -2.])
+    users = tf.function(lambda: _positive_or_zero(x))
+    self.assertAllEqual(users(), [0., 0.])
+    # The same function, as a module of the package would hold it: run as
+    # written, its tensor `if` fails the trace.
+    packaged = types.FunctionType(
+        _positive_or_zero.__code__, _positive_or_zero.__globals__)
+    packaged.__module__ = "rank4class_tf.ops"
+    with self.assertRaises(tf.errors.OperatorNotAllowedInGraphError):
+      tf.function(lambda: packaged(x))()
+
+  def test_listed_once_whichever_is_imported_first(self):
+    count = (
+        "from tensorflow.python.autograph.core import config; "
+        "from rank4class_tf import compat; compat.install_autograph_rules(); "
+        "print(sum(isinstance(r, config.DoNotConvert) and r.matches(n) "
+        "for r in config.CONVERSION_RULES for n in compat.UNCONVERTED), "
+        "'tensorflow' in sys.modules, any(type(f).__name__ == "
+        "'_AutographConfigFinder' for f in sys.meta_path))")
+    for first, expected in (
+        ("import rank4class_tf; import tensorflow", ["2", "True", "False"]),
+        ("import tensorflow; import rank4class_tf", ["2", "True", "False"])):
+      with self.subTest(first):
+        proc = _python(f"import sys; {first}; {count}",
+                                  TF_USE_LEGACY_KERAS="1")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.split(), expected)
+    # Before TensorFlow, the hook waits: nothing of TensorFlow is loaded.
+    proc = _python(
+        "import sys; import rank4class_tf; print('tensorflow' in "
+        "sys.modules, any(type(f).__name__ == '_AutographConfigFinder' for f "
+        "in sys.meta_path))")
+    self.assertEqual(proc.stdout.split(), ["False", "True"])
 
 
 if __name__ == "__main__":
