@@ -185,9 +185,9 @@ def leave_unconverted(config) -> None:
   AutoGraph, parsed and transformed as source, unless its module is on that
   list. TensorFlow lists the graph-mode libraries it ships with or beside it
   (keras, tf_keras, tensorflow_probability) there, and neither TF-Ranking
-  (written for TF 1 graphs) nor this package needs the rewriting, which cost
-  2.5 s of each short run's tracing, TF-Ranking's metrics 1.0 s of it
-  (docs/training.md, "Start-up"). TensorFlow has no public way to list a
+  (written for TF 1 graphs) nor this package needs the rewriting, which
+  took 2.9-3.4 s of a 20-step digits run (`benchmarks/autograph.py`,
+  results/autograph/benchmark.md). TensorFlow has no public way to list a
   package, hence the private module; a TensorFlow without it only traces
   more slowly.
   """
