@@ -242,6 +242,74 @@ class BudgetsTest(tf.test.TestCase):
     self.assertEqual([r.cell for r in rows], [("softmax", "dot")])
     self.assertEqual(left_out, [("approx_ndcg", "dot")])
 
+  def test_cells_on_one_seed_are_set_out_untested(self):
+    # The long study has only seed 0 so far (it chooses on seed 0 first).
+    partial = os.path.join(tempfile.mkdtemp(), "seed0")
+    shutil.copytree(self.long, partial)
+    for loss in ("softmax", "approx_ndcg"):
+      for seed in (1, 2):
+        for rate in ("0.001", "0.01"):
+          shutil.rmtree(os.path.join(partial, study_folder.RUNS_DIR,
+                                     f"{loss}.dot.lr{rate}.seed{seed}"))
+    long_cells, _ = budgets.chosen_cells(partial)
+    short_cells, _ = budgets.chosen_cells(self.short)
+    with self.assertRaisesRegex(ValueError, "no .loss, interaction. cell has "
+                                "2 seeds chosen in both studies"):
+      budgets.compare_budgets(long_cells, short_cells, ["top1_accuracy"])
+    text = budgets.tables("L", "S", long_cells, short_cells,
+                          ["top1_accuracy"])
+    self.assertIn("Not compared (2 cells with fewer than 2 seeds chosen in "
+                  "both: their followers not trained): softmax.dot, "
+                  "approx_ndcg.dot.\n", text)
+    self.assertIn(budgets.one_seed.INTRO, text)
+    self.assertNotIn("Verdicts against softmax", text)  # No test, no verdict.
+    table = text.split("### top1_accuracy: one seed only\n\n")[1]
+    rows = [line.split(" | ") for line in table.splitlines()[2:4]]
+    # The per-instance hits the studies were made of, seed 0.
+    made = {(name, loss): hits(rates[loss][0], salt + (loss == "softmax"))
+            for name, rates, salt in (("short", SHORT, 1000),
+                                      ("long", LONG, 2000))
+            for loss in rates}
+    short, long_ = top1(self.short, "approx_ndcg"), top1(partial,
+                                                        "approx_ndcg", (0,))
+    self.assertAllClose([short[0], long_[0]],
+                        [made["short", "approx_ndcg"].mean(),
+                         made["long", "approx_ndcg"].mean()])
+    change = made["long", "approx_ndcg"] - made["short", "approx_ndcg"]
+    low, high = significance.bootstrap_interval(change)
+    # The percentile interval is about the normal one (120 instances).
+    half = 1.96 * change.std() / math.sqrt(change.size)
+    self.assertAllClose([low, high], [change.mean() - half,
+                                      change.mean() + half], atol=0.25 * half)
+    effect = {name: made[name, "approx_ndcg"] - made[name, "softmax"]
+              for name in ("short", "long")}
+    e_low, e_high = significance.bootstrap_interval(effect["long"] -
+                                                    effect["short"])
+    short_effects = (top1(self.short, "approx_ndcg") -
+                     top1(self.short, "softmax"))
+    self.assertEqual(rows[1], [
+        "| approx_ndcg.dot", "top1_accuracy", "0", f"{short[0]:.4f}",
+        f"{long_[0]:.4f}",
+        f"{change.mean():+.4f} [{low:+.4f}, {high:+.4f}]",
+        f"{short.std(ddof=1):.4f} (3)",
+        f"{effect['short'].mean():+.4f}", f"{effect['long'].mean():+.4f}",
+        f"{(effect['long'] - effect['short']).mean():+.4f} "
+        f"[{e_low:+.4f}, {e_high:+.4f}]",
+        f"{short_effects.std(ddof=1):.4f} (3) |"])
+    self.assertEqual(rows[0][0], "| softmax.dot")
+    self.assertEqual(rows[0][-4:], ["(baseline)"] * 3 + ["(baseline) |"])
+    # No common seed at all: refused, as before.
+    other = os.path.join(tempfile.mkdtemp(), "seeds12")
+    shutil.copytree(self.short, other)
+    for loss in ("softmax", "approx_ndcg"):
+      for rate in ("0.001", "0.01"):
+        shutil.rmtree(os.path.join(other, study_folder.RUNS_DIR,
+                                   f"{loss}.dot.lr{rate}.seed0"))
+    with self.assertRaisesRegex(ValueError, "2 cell.s. in both, with 0 "
+                                "common seed"):
+      budgets.tables("L", "S", long_cells, budgets.chosen_cells(other)[0],
+                     ["top1_accuracy"])
+
   def test_cells_of_one_study_alone_are_named(self):
     long_cells, _ = budgets.chosen_cells(self.long)
     short_cells, _ = budgets.chosen_cells(self.short)

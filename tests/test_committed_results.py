@@ -519,6 +519,73 @@ class DocNumbersTest(absltest.TestCase):
           f"across all {every} runs ρ = {_minus(f'{every_mrr:.2f}')} / "
           f"{_minus(f'{every_ndcg:.2f}')}", self.text)
 
+  def test_the_fine_tuned_seed_0_table(self):
+    # What docs/text.md and the README say of the fine-tuned long study's
+    # seed 0, from results/long_studies/finetuned_budgets.md's one-seed
+    # tables (single runs, untested).
+    with open(os.path.join(REPO, "results", "long_studies",
+                           "finetuned_budgets.md"), encoding="utf-8") as f:
+      table = f.read()
+    self.assertNotIn("Verdicts against softmax", table)  # Nothing tested.
+    rows = {}
+    for metric in ("top1_accuracy", "top5_accuracy", "ndcg@5", "mrr"):
+      rows[metric] = {r[0]: r for r in _rows(
+          table.split(f"### {metric}: one seed only\n", 1)[1],
+          "| cell | metric | seed")}
+      self.assertEqual(list(rows[metric]), [
+          "softmax.dot", "pairwise_logistic.dot", "approx_ndcg.dot",
+          "gumbel_approx_ndcg.dot", "approx_ndcg.lc_mlp"])
+      self.assertEqual({r[2] for r in rows[metric].values()}, {"0"})
+
+    def first(cell):
+      return float(cell.split()[0])
+
+    ranking = [c for c in rows["ndcg@5"] if c != "softmax.dot"]
+    ndcg = rows["ndcg@5"]
+    changes = [first(ndcg[c][9]) for c in ranking]
+    effects = [first(ndcg[c][8]) for c in ranking]
+    self.assertTrue(all(v > 0 for v in changes))
+    self.assertTrue(all(v < 0 for v in effects))
+    quoted = f"+{min(changes):.4f} to +{max(changes):.4f}"
+    self.assertIn(f"softmax + `dot` on NDCG@5 ({quoted}) and stayed below "
+                  "it", self.readme)
+    self.assertIn(f"on NDCG@5 (the effect's change {quoted}; ApproxNDCG + "
+                  f"LC+MLP from {_minus(ndcg['approx_ndcg.lc_mlp'][7])} to "
+                  f"{_minus(ndcg['approx_ndcg.lc_mlp'][8])}), and each still "
+                  f"below it ({_minus(f'{min(effects):.4f}')} to "
+                  f"{_minus(f'{max(effects):.4f}')})", self.text)
+    top5 = rows["top5_accuracy"]["approx_ndcg.dot"]
+    self.assertIn(f"On Top-5 ApproxNDCG + `dot` went from {_minus(top5[7])} "
+                  f"to {_minus(top5[8])}", self.text)
+    # No long effect above 0 by more than 1.4 x the short study's seed
+    # spread of that effect.
+    above = [(first(r[8]), first(r[10]), r[0], m) for m, by_cell in
+             rows.items() for r in by_cell.values()
+             if r[0] != "softmax.dot" and first(r[8]) > 0]
+    self.assertLen(above, 4)
+    self.assertTrue(all(effect < 1.4 * sd for effect, sd, _, _ in above))
+    largest = max(above)
+    self.assertEqual(largest[2:], ("gumbel_approx_ndcg.dot", "top1_accuracy"))
+    self.assertIn(f"{len(above)} of the 16 long effects (4 ranking cells × 4 "
+                  "metrics) are above 0, the largest Gumbel-ApproxNDCG + "
+                  f"`dot` Top-1 +{largest[0]:.4f}, each within 1.4 times the "
+                  "3,400-step study's seed spread of that effect "
+                  f"({largest[1]:.4f} for that one)", self.text)
+    base = rows["top1_accuracy"]["softmax.dot"]
+    own = [first(r[5]) for c, r in rows["top1_accuracy"].items()
+           if c != "softmax.dot"]
+    self.assertIn(f"softmax + `dot` Top-1 {base[3]} to {base[4]} "
+                  f"({_minus(base[5])}), the ranking cells "
+                  f"+{min(own):.4f} to +{max(own):.4f}", self.text)
+    # The price of what is left: the tool's lines in docs/text.md (checked
+    # against the tool by tests/test_long_studies.py), in the README.
+    steps = re.search(r"(\d+) to (\d+) steps at the ([\d.]+) steps a second "
+                      r"of two workers \(training steps alone\): (\d+) h to "
+                      r"(\d+) h", self.text).groups()
+    self.assertIn(f"({int(steps[0]):,} to {int(steps[1]):,} steps, "
+                  f"{steps[3]}-{steps[4]} h of two workers' training steps",
+                  self.readme)
+
   def test_the_converged_budget_table(self):
     # What docs/text.md and the README say of the frozen budgets, from
     # results/long_studies/frozen_budgets.md.

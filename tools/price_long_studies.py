@@ -18,6 +18,14 @@ runs `tools/long_studies.sh` plans at their 30,000-step ceiling:
   width for the MLP cells), and 12 followers: 36 runs, at the fine-tuned
   study's fast band (alone on the machine) and its median.
 
+Then what is left of the fine-tuned long study after its committed summary
+(`results/study_goemotions_finetuned_long`): the `--extend_grid=1` runs
+and followers not yet in it, a follower at the steps its seed-0 choice
+trained (its last validation), an extension run between the fewest steps
+any finished run trained and the ceiling; in hours at the steps a second
+two workers of one thread train (`results/text_workers/benchmark.md`,
+training steps alone: validations and start-up come on top).
+
 A ceiling: `--patience=5` stops a run 5 validations after its best, so the
 studies cost less where runs converge earlier; extensions past the ceiling
 (`--extend_steps`, frozen only) come on top.
@@ -28,6 +36,7 @@ prints one line per item (docs/text.md quotes them).
 """
 
 import collections
+import csv
 import glob
 import json
 import os
@@ -106,6 +115,56 @@ def main():
         + f") at {CEILING} steps: {runs * CEILING * fast / 3600:.0f} h to "
         f"{runs * CEILING * middle / 3600:.0f} h; one run "
         f"{CEILING * fast / 3600:.1f} h to {CEILING * middle / 3600:.1f} h")
+
+  left()
+
+
+def last_step(record):
+  return max(step for curve in record["validation_curve"].values()
+             for step, _ in curve)
+
+
+def two_workers_rate():
+  """The machine's steps a second with two workers of one thread (the
+  benchmark's row of 2 processes)."""
+  path = os.path.join(REPO, "results", "text_workers", "benchmark.md")
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      cells = [c.strip() for c in line.strip("|\n").split("|")]
+      if cells[:2] == ["2", "1"]:
+        return float(cells[3])
+  raise ValueError(f"{path}: no row of 2 processes of 1 thread.")
+
+
+def left():
+  """What the fine-tuned long study has still to train."""
+  done = records("study_goemotions_finetuned_long")
+  with open(os.path.join(REPO, "results", "study_goemotions_finetuned_long",
+                         "results.csv"), encoding="utf-8") as f:
+    chosen = {row["run"] for row in csv.DictReader(f)
+              if row["selected"] == "True"}
+  extensions = FINETUNED_RUNS["--extend_grid=1 (seed 0)"] - sum(
+      bool(r.get("extension")) for r in done)
+  followers = collections.Counter(r.get("follows") for r in done)
+  follower_steps = [last_step(r) for r in done
+                    if r["run"] in chosen and r["seed"] == 0
+                    for _ in range(2 - followers[r["run"]])]
+  fewest = min(last_step(r) for r in done)
+  low = sum(follower_steps) + extensions * fewest
+  high = sum(follower_steps) + extensions * CEILING
+  rate = two_workers_rate()
+  print(f"fine-tuned long, left after the {len(done)} runs committed: "
+        f"{extensions} --extend_grid=1 runs at {fewest} to {CEILING} steps "
+        f"each (the fewest any finished run trained, the ceiling), "
+        f"{len(follower_steps)} followers at their seed-0 choice's steps "
+        f"({sum(follower_steps)} in all, at today's choices): {low} to "
+        f"{high} steps")
+  print(f"at the {rate:.2f} steps a second of two workers (training steps "
+        f"alone): {low / rate / 3600:.0f} h to {high / rate / 3600:.0f} h; "
+        f"in one worker a run of {fewest} steps takes "
+        f"{fewest / (rate / 2) / 3600:.1f} h, the longest follower "
+        f"({max(follower_steps)} steps) "
+        f"{max(follower_steps) / (rate / 2) / 3600:.1f} h")
 
 
 if __name__ == "__main__":

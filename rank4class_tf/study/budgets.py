@@ -27,6 +27,11 @@ metric:
   against softmax + dot? Its 95% t interval and both tests, Holm-adjusted
   over the whole table (`gap_lines`).
 
+A cell chosen in both on one common seed only (a long study choosing on
+seed 0 before its followers) is set out untested, each seed's run and its
+change with test-instance intervals and the short study's seed spread
+beside them (`one_seed`).
+
 Beside them, `choices_lines` gives what each budget chose for each cell:
 its learning rate (and width), each seed's best and last validation step,
 and how many of its runs converged under `--patience`.
@@ -56,6 +61,7 @@ from rank4class_tf import fileio
 from rank4class_tf.study import compare
 from rank4class_tf.study import folder as study_folder
 from rank4class_tf.study import grid as study_grid
+from rank4class_tf.study import one_seed
 from rank4class_tf.study import selection as selection_lib
 from rank4class_tf.study import significance
 
@@ -199,6 +205,14 @@ def _check_same_instances(long_cells: Cells, short_cells: Cells) -> None:
               "compare one test set.")
 
 
+def common_seeds(long_cells: Cells, short_cells: Cells
+                 ) -> Dict[Tuple[str, str], Tuple[int, ...]]:
+  """The seeds each cell in both studies has chosen in both (long study's
+  cell order)."""
+  return {key: tuple(sorted(set(long_cells[key]) & set(short_cells[key])))
+          for key in long_cells if key in short_cells}
+
+
 def compare_budgets(long_cells: Cells, short_cells: Cells,
                     metrics: Sequence[str]
                     ) -> Tuple[List[Row], List[Tuple[str, str]]]:
@@ -209,9 +223,7 @@ def compare_budgets(long_cells: Cells, short_cells: Cells,
   Raises:
     ValueError: no cell has 2 seeds in both studies.
   """
-  seeds_of = {
-      key: tuple(sorted(set(long_cells[key]) & set(short_cells[key])))
-      for key in long_cells if key in short_cells}
+  seeds_of = common_seeds(long_cells, short_cells)
   keys = [key for key, seeds in seeds_of.items() if len(seeds) >= 2]
   left_out = [key for key in seeds_of if key not in keys]
   if not keys:
@@ -335,12 +347,23 @@ def tables(long_study: str, short_study: str, long_cells: Cells,
   """What `pipelines.compare_budgets` prints and writes: the two studies
   named, the cells only one of them has, the cells left out (too few
   common seeds), what each budget chose (`choices_lines`), then per metric
-  its `markdown` table and the effects' change (`gap_lines`).
+  its `markdown` table and the effects' change (`gap_lines`), and the
+  cells chosen on one common seed, untested (`one_seed.lines`).
 
   Raises:
-    ValueError: as `compare_budgets`.
+    ValueError: as `compare_budgets`, where no cell has even one common
+      seed.
   """
-  rows, left_out = compare_budgets(long_cells, short_cells, metrics)
+  seeds_of = common_seeds(long_cells, short_cells)
+  one = [(key, seeds[0]) for key, seeds in seeds_of.items()
+         if len(seeds) == 1]
+  if one and all(len(seeds) < 2 for seeds in seeds_of.values()):
+    rows = []  # Nothing to test: only the one-seed tables.
+    left_out = list(seeds_of)
+  else:
+    rows, left_out = compare_budgets(long_cells, short_cells, metrics)
+  _check_same_instances({key: long_cells[key] for key, _ in one},
+                        {key: short_cells[key] for key, _ in one})
   lines = [f"Long: {long_study}; short: {short_study}.", ""]
   for name, cells, other in (("long", long_cells, short_cells),
                              ("short", short_cells, long_cells)):
@@ -351,14 +374,21 @@ def tables(long_study: str, short_study: str, long_cells: Cells,
                 f"{', '.join('.'.join(key) for key in alone)}.", ""]
   if left_out:
     lines += [f"Not compared ({_cells(len(left_out))} with fewer than 2 "
-              f"seeds chosen in both: a study still running): "
+              f"seeds chosen in both: their followers not trained): "
               f"{', '.join('.'.join(key) for key in left_out)}.", ""]
+  if one:
+    lines += [one_seed.INTRO, ""]
   lines += choices_lines(long_cells, short_cells)
   for name in metrics:
-    lines += [f"## {name}", ""] + markdown(rows, "short", "long", name) + [""]
+    lines += [f"## {name}", ""]
+    if rows:
+      lines += markdown(rows, "short", "long", name) + [""]
     gap = gap_lines(rows, name)
     if gap:
       lines += [f"### {name}: the effects' change", ""] + gap + [""]
+    if one:
+      lines += ([f"### {name}: one seed only", ""] +
+                one_seed.lines(long_cells, short_cells, one, name) + [""])
   return "\n".join(lines)
 
 
