@@ -18,7 +18,11 @@ at each budget by both tests (gain / loss where both give Holm p < 0.05,
 whether it survives, and the change of that effect, long - short (paired
 by seed and test instance, both tests: did the longer training move the
 cell against softmax + dot?) (`rank4class_tf/study/budgets.py`); the cells
-only one study has are named above the tables.
+only one study has are named above the tables. A cell the two share on one
+seed only (a long study that chose on seed 0 before its followers) is set
+out untested under each metric: each budget's run, long - short and the
+effect's change with intervals over the test instances alone, beside the
+short study's seed spread (`rank4class_tf/study/one_seed.py`).
 Prints two markdown tables per metric; `--output` also writes them.
 """
 
