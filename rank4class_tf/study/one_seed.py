@@ -24,7 +24,7 @@ seed `lines` gives, per metric:
 No p-value and no verdict: these are single runs.
 """
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -59,15 +59,17 @@ def _spread(values: Sequence[float]) -> str:
   return f"{float(np.std(values, ddof=1)):.4f} ({len(values)})"
 
 
-def _interval(differences: np.ndarray) -> str:
-  mean = float(differences.mean())
-  low, high = significance.bootstrap_interval(differences)
-  return f"{mean:+.4f} [{low:+.4f}, {high:+.4f}]"
+def _interval(differences: np.ndarray, bounds: np.ndarray) -> str:
+  low, high = bounds
+  return f"{float(differences.mean()):+.4f} [{low:+.4f}, {high:+.4f}]"
 
 
 def row(long_cells: Cells, short_cells: Cells, key: Tuple[str, str],
-        seed: int, metric: str) -> List[str]:
-  """The table cells of `key` on `seed` and `metric` (`lines`' columns)."""
+        seed: int, metric: str) -> List[Union[str, np.ndarray]]:
+  """The table cells of `key` on `seed` and `metric` (`lines`' columns),
+  each interval still its per-instance differences: `lines` bootstraps
+  them all at once (one resampling of the test instances, the same draws
+  a call each would make)."""
   base = study_grid.BASELINE
   short = _value(short_cells, key, seed, metric)
   long_ = _value(long_cells, key, seed, metric)
@@ -76,7 +78,7 @@ def row(long_cells: Cells, short_cells: Cells, key: Tuple[str, str],
   spread = _spread([_value(short_cells, key, s, metric)
                     for s in sorted(short_cells[key])])
   cells = [".".join(key), metric, str(seed), f"{short:.4f}", f"{long_:.4f}",
-           _interval(change), spread]
+           change, spread]
   has_base = all(seed in c.get(base, {}) for c in (long_cells, short_cells))
   if key == base:
     return cells + ["(baseline)"] * 4
@@ -93,7 +95,7 @@ def row(long_cells: Cells, short_cells: Cells, key: Tuple[str, str],
                                                    metric)
       for s in sorted(set(short_cells[key]) & set(short_cells[base]))])
   return cells + [f"{effects[0]:+.4f}", f"{effects[1]:+.4f}",
-                  _interval(change_of_effect), effect_spread]
+                  change_of_effect, effect_spread]
 
 
 def lines(long_cells: Cells, short_cells: Cells,
@@ -108,8 +110,13 @@ def lines(long_cells: Cells, short_cells: Cells,
          "| effect's change [95%, test instances] | short: effect's sd over "
          "seeds |",
          "|---|---|---|---|---|---|---|---|---|---|---|"]
-  for key, seed in keys_and_seeds:
-    out.append("| " + " | ".join(row(long_cells, short_cells, key, seed,
-                                      metric)) + " |")
+  rows = [row(long_cells, short_cells, key, seed, metric)
+          for key, seed in keys_and_seeds]
+  arrays = [c for r in rows for c in r if isinstance(c, np.ndarray)]
+  bounds = iter(significance.bootstrap_interval(np.stack(arrays)))
+  for cells in rows:
+    out.append("| " + " | ".join(
+        c if isinstance(c, str) else _interval(c, next(bounds))
+        for c in cells) + " |")
   return out
 
