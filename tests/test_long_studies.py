@@ -278,8 +278,20 @@ COMMIT_TOOL = os.path.join(helpers.REPO, "tools", "commit_long_summaries.sh")
 # Stands in for `.venv/bin/python -m pipelines.study --report_only
 # --study_dir=DIR`: writes DIR/tables.md from the runs it finds and a new
 # hparams event file (its name, like the real one's, holds a time); fails
-# with a last line of its own where DIR/runs/bad exists.
+# with a last line of its own where DIR/runs/bad exists. As
+# `pipelines.compare_budgets --long_study=L --short_study=S --metrics=M
+# --output=F`, writes F: its header, L's runs and M; fails where
+# L/runs/badtable exists.
 _FAKE_STUDY = """#!/usr/bin/env bash
+if [ "$2" = pipelines.compare_budgets ]; then
+  long=${3#--long_study=}
+  if [ -e "$long/runs/badtable" ]; then
+    echo "a warning" >&2; echo "compare_budgets: bad table" >&2; exit 1
+  fi
+  { echo "Long: $long; short: ${4#--short_study=}."; ls "$long/runs"
+    echo "${5#--metrics=}"; } > "${6#--output=}"
+  exit 0
+fi
 dir=${4#--study_dir=}
 if [ -e "$dir/runs/bad" ]; then
   echo "a traceback"; echo "ValueError: bad run"; exit 1
@@ -365,6 +377,45 @@ class CommitLongSummariesTest(absltest.TestCase):
                      "study_goemotions_frozen_long: --report_only failed: "
                      "ValueError: bad run\n")
     self.assertLen(self._committed(), 3)
+    self.assertEqual(self._git("status", "--porcelain"), "")
+
+  def test_a_budget_table_of_the_study_is_made_again_with_it(self):
+    tables = os.path.join(self.repo, "results", "long_studies")
+    os.makedirs(tables)
+    ours = os.path.join(tables, "frozen_budgets.md")
+    other = os.path.join(tables, "other_budgets.md")
+    for path, text in (
+        (ours, "Long: results/study_goemotions_frozen_long; short: "
+         "results/study_goemotions_frozen.\n\n## What each budget chose\n"
+         "## top1_accuracy\n## ndcg@5\n"),
+        (other, "Long: results/x_long; short: results/x.\n")):
+      with open(path, "w") as f:
+        f.write(text)
+    self._git("add", "-A")
+    self._git("commit", "-qm", "tables")
+    proc = self._commit()
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    with open(ours) as f:  # Made again on its own metrics, in one commit.
+      self.assertEqual(f.read(), "Long: results/study_goemotions_frozen_long;"
+                       " short: results/study_goemotions_frozen.\n"
+                       "softmax.dot.seed0\ntop1_accuracy,ndcg@5\n")
+    self.assertEqual(
+        [f for f in self._git("show", "--name-only", "--format=",
+                              "HEAD").split()
+         if not f.endswith(".study_hparams")],
+        ["results/long_studies/frozen_budgets.md",
+         "results/study_goemotions_frozen_long/study.json",
+         "results/study_goemotions_frozen_long/tables.md"])
+    with open(other) as f:  # It names no study copied: left alone.
+      self.assertEqual(f.read(), "Long: results/x_long; short: results/x.\n")
+    # A table that cannot be made: one line, exit 1, all as committed.
+    self._run_in_pinned("badtable")
+    proc = self._commit()
+    self.assertEqual(proc.returncode, 1)
+    self.assertEqual(proc.stderr, "commit_long_summaries: results/"
+                     "long_studies/frozen_budgets.md: compare_budgets failed: "
+                     "compare_budgets: bad table\n")
+    self.assertLen(self._committed(), 3)  # tools, tables, the first copy.
     self.assertEqual(self._git("status", "--porcelain"), "")
 
 

@@ -10,9 +10,12 @@
 # A study the pinned checkout has not started is left out, and so is one
 # with no new run (its report written again differs only in the names of
 # its hparams event files); nothing new to commit is not an error. Only the
-# studies' folders are committed (other staged changes stay staged). A
-# report that cannot be written is named in one line (exit 1) and its
-# folder put back as committed.
+# studies' folders are committed (other staged changes stay staged), with
+# each committed budget table (results/long_studies/*_budgets.md) that
+# names one of them, made again from the new summary by
+# `pipelines.compare_budgets` on the table's own metrics (BudgetTablesTest
+# compares them). A report or table that cannot be written is named in one
+# line (exit 1), and the folders and tables put back as committed.
 set -euo pipefail
 PINNED=$(cd "${1:?usage: bash tools/commit_long_summaries.sh PINNED_CHECKOUT}" && pwd)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -46,6 +49,34 @@ for study in $studies; do
     continue
   fi
   paths+=("results/$study")
+done
+# The committed budget tables that read a study copied above.
+studies_copied=" ${paths[*]-} "
+for table in results/long_studies/*_budgets.md; do
+  [ -f "$table" ] || continue
+  names=$(sed -n '1s|^Long: \([^ ;]*\); short: \([^ ]*\)\.$|\1 \2|p' "$table")
+  [ -n "$names" ] || continue
+  long=${names% *} short=${names#* }
+  case "$studies_copied" in
+    *" $long "*|*" $short "*) ;;
+    *) continue ;;
+  esac
+  metrics=$(sed -n 's|^## \([^ ]*\)$|\1|p' "$table" | paste -sd, -)
+  if ! out=$(nice -n 19 .venv/bin/python -m pipelines.compare_budgets \
+      --long_study="$long" --short_study="$short" --metrics="$metrics" \
+      --output="$table" 2>&1 > /dev/null); then
+    git checkout -q HEAD -- "$table"
+    for path in ${paths[@]+"${paths[@]}"}; do
+      git reset -q -- "$path"
+      rm -rf "$path"
+      git checkout -q HEAD -- "$path" 2> /dev/null || true
+    done
+    echo "commit_long_summaries: $table: compare_budgets failed:" \
+      "$(printf '%s\n' "$out" | tail -n 1)" >&2
+    exit 1
+  fi
+  git add "$table"
+  paths+=("$table")
 done
 if [ ${#paths[@]} -eq 0 ] || git diff --cached --quiet -- "${paths[@]}"; then
   echo "commit_long_summaries: nothing new to commit."
