@@ -62,11 +62,15 @@ def records(study):
   return out
 
 
+def last_step(record):
+  """The step of the record's last validation (where its run stopped)."""
+  return max(step for curve in record["validation_curve"].values()
+             for step, _ in curve)
+
+
 def seconds_a_step(record):
   """train_seconds / the steps the record's training covered (None: none)."""
-  last = max(step for curve in record["validation_curve"].values()
-             for step, _ in curve)
-  steps = last - (record.get("resumed_at_step") or 0)
+  steps = last_step(record) - (record.get("resumed_at_step") or 0)
   return record["train_seconds"] / steps if steps > 0 else None
 
 
@@ -117,11 +121,6 @@ def main():
         f"{CEILING * fast / 3600:.1f} h to {CEILING * middle / 3600:.1f} h")
 
   left()
-
-
-def last_step(record):
-  return max(step for curve in record["validation_curve"].values()
-             for step, _ in curve)
 
 
 def two_workers_rate():

@@ -119,4 +119,3 @@ def lines(long_cells: Cells, short_cells: Cells,
         c if isinstance(c, str) else _interval(c, next(bounds))
         for c in cells) + " |")
   return out
-
